@@ -1,0 +1,87 @@
+"""context-harness core: values, the chain, token estimation, policy, manifest and the agent."""
+
+from harness.accounting import estimate_request
+from harness.agent import HarnessAgent, RuntimeContext
+from harness.blocks import ContextBlock, content_hash
+from harness.chain import compose
+from harness.errors import (
+    ConfigurationError,
+    ContextBudgetExceeded,
+    ContextBuildError,
+    ContextOverflowError,
+    HarnessError,
+    InvalidInputError,
+    InvalidToolPairs,
+    MaxRoundsExceeded,
+    PathEscapeError,
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+    ScriptExhausted,
+    SourceError,
+    StateConflict,
+    WorkspaceError,
+)
+from harness.events import AgentEvent
+from harness.manifest import ContextManifest, ManifestItem
+from harness.messages import ContentPart, Message, ToolCall, ToolSchema
+from harness.policy import ContextPolicy
+from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart, Usage
+from harness.state import AgentState
+from harness.tokens import TokenEstimator, approximate, estimator_for
+from harness.tools import Tool, ToolContext, tool
+from harness.types import Handler, Middleware
+from harness.workspace import Workspace
+
+__all__ = [
+    "AgentEvent",
+    "AgentState",
+    "ConfigurationError",
+    "ContentPart",
+    "ContextBlock",
+    "ContextBudgetExceeded",
+    "ContextBuildError",
+    "ContextManifest",
+    "ContextOverflowError",
+    "ContextPolicy",
+    "Handler",
+    "HarnessAgent",
+    "HarnessError",
+    "InvalidInputError",
+    "InvalidToolPairs",
+    "ManifestItem",
+    "MaxRoundsExceeded",
+    "Message",
+    "Middleware",
+    "ModelRequest",
+    "ModelResponse",
+    "PathEscapeError",
+    "ProviderAuthError",
+    "ProviderBadRequest",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderUnavailable",
+    "RequestIds",
+    "RunScope",
+    "RuntimeContext",
+    "ScriptExhausted",
+    "SourceError",
+    "StateConflict",
+    "SystemPart",
+    "TokenEstimator",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolSchema",
+    "Usage",
+    "WorkspaceError",
+    "Workspace",
+    "approximate",
+    "compose",
+    "content_hash",
+    "estimate_request",
+    "estimator_for",
+    "tool",
+]

@@ -1,0 +1,84 @@
+"""Counting a whole request: the estimated input tokens and the manifest items.
+
+Counts come from the estimator's per-id caches, so measuring a request whose history grew
+by one message costs one new count plus one cache lookup per message.
+"""
+
+from __future__ import annotations
+
+from harness.manifest import ManifestItem
+from harness.messages import Message
+from harness.request import ModelRequest
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
+
+REPLY_PRIMING = 3
+"""Tokens every request spends priming the assistant's reply."""
+
+
+def system_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
+    """Return the token cost of the merged System message."""
+    if not request.system:
+        return 0
+    return MESSAGE_OVERHEAD + sum(
+        estimator.count_message(Message(role="system", content=p.text, id=f"system/{p.name}"))
+        - MESSAGE_OVERHEAD
+        + 1
+        for p in request.system
+    )
+
+
+def fixed_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
+    """Return what every request pays regardless of history: System, tools, priming."""
+    return system_tokens(request, estimator) + estimator.count_tools(request.tools) + REPLY_PRIMING
+
+
+def blocks_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
+    """Return the token cost of the rendered blocks message."""
+    if not request.blocks:
+        return 0
+    return MESSAGE_OVERHEAD + 6 + sum(estimator.count_block(b) for b in request.blocks)
+
+
+def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
+    """Return the estimated input tokens of ``request`` as it would be sent."""
+    est = estimator or request.estimator
+    return (
+        fixed_tokens(request, est)
+        + est.count_messages(request.history)
+        + blocks_tokens(request, est)
+    )
+
+
+def manifest_items(request: ModelRequest, estimator: TokenEstimator | None = None) -> tuple[int, tuple[ManifestItem, ...]]:
+    """Return the estimated total and one manifest item per system part, message, tool and block."""
+    est = estimator or request.estimator
+    items: list[ManifestItem] = []
+    for part in request.system:
+        tokens = est.count_message(Message(role="system", content=part.text, id=f"system/{part.name}"))
+        items.append(ManifestItem(kind="system", source_id=f"system/{part.name}", tokens=tokens, placement="system"))
+    for message in request.history:
+        items.append(
+            ManifestItem(
+                kind="message",
+                source_id=f"history/{message.id}",
+                tokens=est.count_message(message),
+                placement="history",
+                role=message.role,
+            )
+        )
+    for block in request.blocks:
+        items.append(
+            ManifestItem(
+                kind="block",
+                source_id=block.source_id,
+                tokens=est.count_block(block),
+                placement=block.where,
+                revision=block.revision,
+                content_hash=block.revision if block.revision else None,
+            )
+        )
+    for tool in request.tools:
+        items.append(
+            ManifestItem(kind="tool_schema", source_id=f"tool/{tool.name}", tokens=est.count_tools((tool,)), placement="tools")
+        )
+    return estimate_request(request, est), tuple(items)

@@ -1,0 +1,278 @@
+"""The ReAct loop: prepare a request through the stack, call the model, run tools, repeat.
+
+The stack runs before **every** model request, not once per call. The agent's own
+innermost handler turns the prepared request into a manifest (emitted to the policy's
+observer and the event stream), sends it, and — once the model answered — commits the
+prepared history as the session's working history, so offload, trimming and compaction
+are done once, not every round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, MutableMapping, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import msgspec
+
+from harness.accounting import manifest_items
+from harness.chain import compose
+from harness.errors import (
+    ConfigurationError,
+    MaxRoundsExceeded,
+    ProviderError,
+    validation_of,
+)
+from harness.events import AgentEvent
+from harness.manifest import ContextManifest
+from harness.messages import Message, new_id
+from harness.policy import ContextPolicy
+from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
+from harness.state import AgentState
+from harness.tools import Tool, ToolContext, as_tool
+from harness.types import Middleware, ProvidesTools
+from harness.workspace import Workspace
+
+
+class RuntimeContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Who is calling: user, session and agent ids. Never sent to the model by itself."""
+
+    user_id: str = ""
+    """The end user's id."""
+    session_id: str = "default"
+    """The conversation's id; the same id continues the same state."""
+    agent_id: str | None = None
+    """Overrides the agent's id for this call."""
+    attributes: dict[str, Any] | None = None
+    """Application data for sources and tools (never rendered into the prompt)."""
+
+
+class HarnessAgent:
+    """An agent whose every model request is prepared by a middleware stack.
+
+    Args:
+        model: the model client (`providers.LiteLLMClient`, `providers.ScriptedModel` …).
+        system_prompt: the agent's own stable instructions (first part of System).
+        tools: functions or `Tool` objects the model may call.
+        stack: the middleware list, outermost first (default: `middleware.default_stack()`).
+        policy: budget, estimator and observer (default: `ContextPolicy()`).
+        workspace: a folder or fsspec URL for AGENTS.md, MEMORY.md, knowledge and offloads.
+        agent_id: the agent's id, passed to sources and recorded in manifests.
+        max_rounds: the most model requests one call may make.
+        settings: provider settings passed with every request (temperature …).
+        states: where session states live (default: an in-process dict).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ModelClientLike,
+        system_prompt: str = "",
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        stack: Sequence[Middleware] | None = None,
+        policy: ContextPolicy | None = None,
+        workspace: Workspace | str | None = None,
+        agent_id: str = "agent",
+        max_rounds: int = 25,
+        settings: dict[str, Any] | None = None,
+        states: MutableMapping[str, AgentState] | None = None,
+    ) -> None:
+        if not isinstance(max_rounds, int) or max_rounds < 1:
+            raise ConfigurationError(f"max_rounds must be a positive int, got {max_rounds!r}")
+        if stack is None:
+            from middleware import default_stack
+
+            stack = default_stack()
+        self.client = model
+        self.model = model.model
+        self.system_prompt = system_prompt
+        self.stack: list[Middleware] = list(stack)
+        self.workspace = Workspace(workspace) if isinstance(workspace, str) else workspace
+        self.agent_id = agent_id
+        self.max_rounds = max_rounds
+        self.settings = settings
+        self.states: MutableMapping[str, AgentState] = states if states is not None else {}
+        self.tools: dict[str, Tool] = {}
+        for item in [*tools, *self._middleware_tools()]:
+            t = as_tool(item)
+            if t.name in self.tools:
+                raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
+            self.tools[t.name] = t
+        self.policy = (policy or ContextPolicy()).resolve(self.model)
+        self.input_limit = self.policy.input_limit(model.context_window(self.model))
+        self._schemas = tuple(t.schema for t in self.tools.values())
+        self._system = (SystemPart(name="prompt", text=system_prompt),) if system_prompt else ()
+        self._handler = compose(self.stack, self._send)
+
+    def _middleware_tools(self) -> list[Tool]:
+        found: list[Tool] = []
+        for middleware in self.stack:
+            if isinstance(middleware, ProvidesTools):
+                found.extend(middleware.tools())
+        return found
+
+    # ---------------------------------------------------------------- public
+    def state(self, ctx: RuntimeContext | None = None) -> AgentState:
+        """Return the state of ``ctx``'s session, creating it when new."""
+        session = (ctx or RuntimeContext()).session_id
+        state = self.states.get(session)
+        if state is None:
+            state = AgentState(session_id=session)
+            self.states[session] = state
+        return state
+
+    async def call(self, input: str | Message, ctx: RuntimeContext | None = None) -> Message:
+        """Run the loop until the model replies without tool calls; return that reply.
+
+        Raises:
+            ContextBuildError: a request could not be prepared (budget, pairs, sources …).
+            ProviderError: the provider failed (after OverflowRetry, if in the stack).
+            MaxRoundsExceeded: ``max_rounds`` requests were made without a final reply.
+        """
+        final: Message | None = None
+        async with aclosing(self.stream_events(input, ctx)) as events:
+            async for event in events:
+                if event.kind == "final":
+                    final = event.message
+        if final is None:  # pragma: no cover - stream_events always ends in final or raises
+            raise MaxRoundsExceeded(f"no final reply after {self.max_rounds} rounds")
+        return final
+
+    async def stream_events(
+        self, input: str | Message, ctx: RuntimeContext | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Run the loop and yield text, tool-call, tool-result, ``context_build`` and final events."""
+        ctx = ctx or RuntimeContext()
+        state = self.state(ctx)
+        pending: list[AgentEvent] = []
+        run = RunScope(emit=pending.append, client=self.client, workspace=self.workspace)
+        state.append(input if isinstance(input, Message) else Message.user(input))
+        for round_no in range(self.max_rounds):
+            request = self._prepare(state, run, ctx)
+            try:
+                response = await self._handler(request)
+            except ProviderError:
+                for event in _drain(pending):
+                    yield event
+                raise
+            except Exception as exc:
+                self._report(_failed_manifest(request, exc), run)
+                for event in _drain(pending):
+                    yield event
+                raise
+            for event in _drain(pending):
+                yield event
+            reply = response.message
+            if reply.role != "assistant":
+                reply = reply.replace(role="assistant")
+            state.append(reply)
+            if reply.text:
+                yield AgentEvent(kind="text", round=round_no, text=reply.text)
+            if not reply.tool_calls:
+                yield AgentEvent(kind="final", round=round_no, message=reply)
+                return
+            for call in reply.tool_calls:
+                yield AgentEvent(kind="tool_call", round=round_no, tool_call=call)
+                result = await self._run_tool(call, state, run, ctx)
+                state.append(result)
+                yield AgentEvent(kind="tool_result", round=round_no, message=result)
+        raise MaxRoundsExceeded(
+            f"the agent made {self.max_rounds} model requests without a final reply; raise "
+            "max_rounds or check that the tools give the model what it needs to finish",
+            max_rounds=self.max_rounds,
+        )
+
+    # --------------------------------------------------------------- private
+    def _prepare(self, state: AgentState, run: RunScope, ctx: RuntimeContext) -> ModelRequest:
+        ids = RequestIds(
+            agent_id=ctx.agent_id or self.agent_id,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            run_id=run.run_id,
+            call_id=new_id(),
+        )
+        return ModelRequest(
+            model=self.model,
+            ids=ids,
+            system=self._system,
+            history=tuple(state.working_history),
+            tools=self._schemas,
+            settings=self.settings,
+            policy=self.policy,
+            input_limit=self.input_limit,
+            state=state,
+            state_version=state.version,
+            run=run,
+        )
+
+    async def _send(self, request: ModelRequest) -> ModelResponse:
+        """The innermost handler: manifest, send, then commit the prepared history."""
+        total, items = manifest_items(request)
+        estimator = request.estimator
+        manifest = ContextManifest(
+            call_id=request.ids.call_id,
+            purpose=request.ids.purpose,
+            model=request.model,
+            estimated_input_tokens=total,
+            input_limit=request.input_limit,
+            counting_method=estimator.method,
+            exact=estimator.exact,
+            items=items,
+            transforms=request.transforms,
+            agent_id=request.ids.agent_id,
+            session_id=request.ids.session_id,
+            run_id=request.ids.run_id,
+            calibration=getattr(estimator, "factor", 1.0),
+        )
+        self._report(manifest, request.run)
+        started = time.perf_counter()
+        response = await self.client.complete(request)
+        state = request.state
+        if state is not None and request.ids.purpose == "agent" and state.version == request.state_version:
+            state.commit_working(request.history)
+        return response.replace(manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started)
+
+    def _report(self, manifest: ContextManifest, run: RunScope | None) -> None:
+        if self.policy.observer is not None:
+            self.policy.observer(manifest)
+        if run is not None and run.emit is not None:
+            run.emit(AgentEvent(kind="context_build", manifest=manifest))
+
+    async def _run_tool(self, call: Any, state: AgentState, run: RunScope, ctx: RuntimeContext) -> Message:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
+        else:
+            context = ToolContext(
+                state=state, call=call, workspace=self.workspace, run=run,
+                user_id=ctx.user_id, session_id=ctx.session_id,
+            )
+            text = await tool.run(call.arguments, context)
+        return Message.tool(call.id, text, name=call.name)
+
+
+def _drain(pending: list[AgentEvent]) -> list[AgentEvent]:
+    events = list(pending)
+    pending.clear()
+    return events
+
+
+def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
+    context = getattr(error, "context", {}) or {}
+    return ContextManifest(
+        call_id=request.ids.call_id,
+        purpose=request.ids.purpose,
+        model=request.model,
+        estimated_input_tokens=-1,
+        input_limit=request.input_limit,
+        counting_method="unavailable",
+        exact=False,
+        transforms=tuple(context.get("transforms", ())),
+        validation=validation_of(error),
+        agent_id=request.ids.agent_id,
+        session_id=request.ids.session_id,
+        run_id=request.ids.run_id,
+        error=type(error).__name__,
+    )

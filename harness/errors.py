@@ -1,0 +1,168 @@
+"""One error hierarchy for context-harness.
+
+Every message says what went wrong *and what to do next*. Context is passed as keywords
+and kept as attributes, so callers can branch on data rather than parse text.
+
+    HarnessError
+    ├── ConfigurationError (ValueError)        a stack, policy or source is set up wrongly
+    ├── InvalidInputError (ValueError)         user data (a dict, JSON, a file) is malformed
+    ├── ContextBuildError                      preparing one model request failed
+    │   ├── SourceError                        a context source failed or timed out
+    │   ├── ContextBudgetExceeded              fixed material alone exceeds the input budget
+    │   ├── InvalidToolPairs                   a tool call and its result are not paired
+    │   └── StateConflict                      the agent state changed while preparing
+    ├── WorkspaceError                         a workspace file operation failed
+    │   └── PathEscapeError (PermissionError)  a path tries to leave the workspace
+    ├── ProviderError                          the model provider failed
+    │   ├── ContextOverflowError               the provider says the input is too long
+    │   ├── ProviderAuthError                  the key is missing or rejected
+    │   ├── ProviderRateLimited                too many requests
+    │   ├── ProviderBadRequest                 the provider rejected the request
+    │   └── ProviderUnavailable                timeout, connection or 5xx failure
+    ├── ScriptExhausted (RuntimeError)         the ScriptedModel has no reply left
+    └── MaxRoundsExceeded (RuntimeError)       the agent loop hit its round limit
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Validation = Literal[
+    "passed",
+    "budget_exceeded",
+    "invalid_tool_pairs",
+    "state_conflict",
+    "history_conflict",
+    "build_failed",
+]
+
+
+class HarnessError(Exception):
+    """Raised for every failure that context-harness itself reports."""
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+
+
+class ConfigurationError(HarnessError, ValueError):
+    """Raised when a stack, policy, middleware or source is configured wrongly."""
+
+
+class InvalidInputError(HarnessError, ValueError):
+    """Raised when user-supplied data (a message dict, JSON, a file) is malformed."""
+
+
+class ContextBuildError(HarnessError):
+    """Raised when preparing one model request fails; the model is not called."""
+
+    validation: Validation = "build_failed"
+
+
+class SourceError(ContextBuildError):
+    """Raised when a context source fails, times out or returns malformed blocks."""
+
+    def __init__(self, message: str, *, source: str, reason: str = "", **context: Any) -> None:
+        super().__init__(message, source=source, reason=reason, **context)
+        self.source = source
+        self.reason = reason
+
+
+class ContextBudgetExceeded(ContextBuildError):
+    """Raised when the material that may not be dropped does not fit the input budget."""
+
+    validation: Validation = "budget_exceeded"
+
+    def __init__(self, message: str, *, required_tokens: int, limit: int, **context: Any) -> None:
+        super().__init__(message, required_tokens=required_tokens, limit=limit, **context)
+        self.required_tokens = required_tokens
+        self.limit = limit
+
+
+class InvalidToolPairs(ContextBuildError):
+    """Raised when a tool call lacks its result or a tool result lacks its call."""
+
+    validation: Validation = "invalid_tool_pairs"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        dangling_calls: tuple[str, ...] = (),
+        orphan_results: tuple[str, ...] = (),
+        **context: Any,
+    ) -> None:
+        super().__init__(
+            message, dangling_calls=dangling_calls, orphan_results=orphan_results, **context
+        )
+        self.dangling_calls = dangling_calls
+        self.orphan_results = orphan_results
+
+
+class StateConflict(ContextBuildError):
+    """Raised when the agent state or history changed while a request was prepared."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: Literal["state_conflict", "history_conflict"] = "state_conflict",
+        **context: Any,
+    ) -> None:
+        super().__init__(message, kind=kind, **context)
+        self.validation = kind
+
+
+class WorkspaceError(HarnessError):
+    """Raised when reading or writing a workspace file fails."""
+
+
+class PathEscapeError(WorkspaceError, PermissionError):
+    """Raised when a path would leave the workspace (``..``, absolute, symlink out)."""
+
+
+class ProviderError(HarnessError):
+    """Raised when the model provider fails; ``status`` is the HTTP status when known."""
+
+    def __init__(
+        self, message: str, *, provider: str = "", status: int | None = None, **context: Any
+    ) -> None:
+        super().__init__(message, provider=provider, status=status, **context)
+        self.provider = provider
+        self.status = status
+
+
+class ContextOverflowError(ProviderError):
+    """Raised when the provider reports that the input exceeds the model's context window."""
+
+
+class ProviderAuthError(ProviderError):
+    """Raised when the provider's API key is missing or rejected."""
+
+
+class ProviderRateLimited(ProviderError):
+    """Raised when the provider refuses a request for rate or quota reasons."""
+
+
+class ProviderBadRequest(ProviderError):
+    """Raised when the provider rejects a request as malformed."""
+
+
+class ProviderUnavailable(ProviderError):
+    """Raised on timeouts, connection failures and 5xx answers from the provider."""
+
+
+class ScriptExhausted(HarnessError, RuntimeError):
+    """Raised when the ScriptedModel is asked for more replies than it was given."""
+
+
+class MaxRoundsExceeded(HarnessError, RuntimeError):
+    """Raised when the agent loop reaches ``max_rounds`` without a final reply."""
+
+
+def validation_of(error: BaseException) -> Validation:
+    """Map an error raised during preparation to the manifest's validation value."""
+    if isinstance(error, ContextBuildError):
+        return error.validation
+    return "build_failed"

@@ -1,0 +1,30 @@
+"""Events of the agent's event stream (``agent.stream_events``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from harness.manifest import ContextManifest
+from harness.messages import Message, ToolCall
+
+EventKind = Literal["text", "tool_call", "tool_result", "context_build", "final", "error"]
+
+
+class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One thing that happened during an agent call."""
+
+    kind: EventKind
+    """``text`` (assistant text), ``tool_call``, ``tool_result``, ``context_build``
+    (a manifest), ``final`` (the reply) or ``error``."""
+    round: int = 0
+    """The ReAct round (0-based) the event belongs to."""
+    text: str | None = None
+    """Assistant text, or an error message."""
+    tool_call: ToolCall | None = None
+    """The call, on ``tool_call`` events."""
+    message: Message | None = None
+    """The tool result on ``tool_result``, the reply on ``final``."""
+    manifest: ContextManifest | None = None
+    """The manifest on ``context_build``."""

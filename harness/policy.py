@@ -1,0 +1,82 @@
+"""The context policy: the input budget, the token estimator and the manifest observer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from harness.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from harness.manifest import ContextManifest
+    from harness.tokens import TokenEstimator
+
+DEFAULT_INPUT_TOKENS = 64_000
+"""The input budget when neither the policy nor the model says otherwise."""
+
+
+class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """How large a request may be, how it is counted, and who hears about it.
+
+    The effective input limit is ``max_input_tokens`` when given, bounded by the model's
+    window minus ``reserve_output`` and ``safety_margin``; with no explicit maximum it is
+    that window arithmetic, and 64,000 tokens when the window is unknown.
+    """
+
+    max_input_tokens: int | None = None
+    """An explicit input cap in tokens (``None``: derive from the model's window)."""
+    reserve_output: int = 4096
+    """Tokens kept free for the model's answer."""
+    safety_margin: int = 1024
+    """Tokens kept free for estimation error."""
+    estimator: TokenEstimator | None = None
+    """The token estimator (``None``: `estimator_for(model)` at resolution)."""
+    observer: Callable[[ContextManifest], None] | None = None
+    """Called with every manifest, on success and on failure; must return quickly."""
+    calibrate: bool = False
+    """Correct estimates with the provider's reported prompt tokens (per model, bounded)."""
+
+    def __post_init__(self) -> None:
+        for name in ("reserve_output", "safety_margin"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"ContextPolicy.{name} must be an int ≥ 0, got {value!r}")
+        if self.max_input_tokens is not None and (
+            not isinstance(self.max_input_tokens, int) or self.max_input_tokens <= 0
+        ):
+            raise ConfigurationError(
+                f"ContextPolicy.max_input_tokens must be a positive int or None, "
+                f"got {self.max_input_tokens!r}"
+            )
+
+    def replace(self, **changes: Any) -> ContextPolicy:
+        """Return a copy with ``changes`` applied."""
+        return msgspec.structs.replace(self, **changes)
+
+    def input_limit(self, window: int | None) -> int:
+        """Return the input budget for a model whose context window is ``window``.
+
+        Raises:
+            ConfigurationError: when the reserves leave no room for input.
+        """
+        derived = None
+        if window is not None and window > 0:
+            derived = window - self.reserve_output - self.safety_margin
+            if derived <= 0:
+                raise ConfigurationError(
+                    f"the model's window ({window} tokens) is smaller than reserve_output "
+                    f"({self.reserve_output}) + safety_margin ({self.safety_margin}); lower them"
+                )
+        if self.max_input_tokens is not None:
+            return min(self.max_input_tokens, derived) if derived is not None else self.max_input_tokens
+        return derived if derived is not None else DEFAULT_INPUT_TOKENS
+
+    def resolve(self, model: str) -> ContextPolicy:
+        """Return this policy with an estimator chosen for ``model`` when none was given."""
+        if self.estimator is not None:
+            return self
+        from harness.tokens import estimator_for
+
+        return self.replace(estimator=estimator_for(model))

@@ -1,0 +1,211 @@
+"""The values that flow through the chain: `ModelRequest` in, `ModelResponse` out.
+
+Both are frozen. A middleware changes a request with ``request.replace(...)`` and passes
+the new one on; nothing it adds for one request is written back to the persisted
+history except what the agent commits after a request passed validation (see
+`harness.agent`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from harness.blocks import ContextBlock
+from harness.errors import ConfigurationError
+from harness.manifest import ContextManifest
+from harness.messages import Message, ToolSchema, new_id
+from harness.policy import ContextPolicy
+
+if TYPE_CHECKING:
+    from harness.events import AgentEvent
+    from harness.state import AgentState
+    from harness.tokens import TokenEstimator
+    from harness.workspace import Workspace
+
+
+class ModelClientLike(Protocol):
+    """What the core needs of a model client (the full protocol is `providers.ModelClient`)."""
+
+    model: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the response."""
+        ...
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the model's input window, or ``None`` when unknown."""
+        ...
+
+
+class RequestIds(msgspec.Struct, frozen=True, kw_only=True):
+    """Who and what a request is for; sources receive these to choose their data."""
+
+    agent_id: str = ""
+    """The agent's id."""
+    user_id: str = ""
+    """The end user's id."""
+    session_id: str = ""
+    """The conversation's id."""
+    run_id: str = ""
+    """The id of one ``agent.call``."""
+    call_id: str = msgspec.field(default_factory=new_id)
+    """The id of this model-request preparation."""
+    purpose: str = "agent"
+    """Why the model is called: ``agent`` for the loop, ``summary`` for compaction …"""
+
+
+class SystemPart(msgspec.Struct, frozen=True, kw_only=True):
+    """One named piece of stable instructions; all parts merge into the System message."""
+
+    name: str
+    """A stable name: ``prompt``, ``AGENTS.md``, ``instruction/test-policy``, ``mode/plan``."""
+    text: str
+    """The instruction text."""
+
+
+class RunScope(msgspec.Struct, kw_only=True):
+    """Per-agent-call scratch space shared by the requests of one ``agent.call``.
+
+    Middleware keep no state of their own between calls; what must live for one call
+    (the workspace snapshot, for example) is stored here under the middleware's key.
+    """
+
+    run_id: str = msgspec.field(default_factory=new_id)
+    """The id of the agent call."""
+    cache: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Values that live for this call only, keyed by their owner's name."""
+    emit: Callable[[AgentEvent], None] | None = None
+    """Sink for events (``context_build``, streamed text) of this call."""
+    client: ModelClientLike | None = None
+    """The agent's model client (compaction's default summariser)."""
+    workspace: Workspace | None = None
+    """The agent's workspace, when it has one."""
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token usage as the provider reported it."""
+
+    prompt_tokens: int = 0
+    """Input tokens the provider counted."""
+    completion_tokens: int = 0
+    """Output tokens."""
+    total_tokens: int = 0
+    """Their sum as reported."""
+    cached_tokens: int = 0
+    """Input tokens served from the provider's prompt cache, when reported."""
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one model request is prepared from (immutable; change with `replace`)."""
+
+    model: str
+    """The model name, e.g. ``gpt-4o`` or ``deepseek/deepseek-chat``."""
+    ids: RequestIds = msgspec.field(default_factory=RequestIds)
+    """Agent, user, session, run and call ids, and the purpose."""
+    system: tuple[SystemPart, ...] = ()
+    """Stable instructions, merged into one System message in this order."""
+    history: tuple[Message, ...] = ()
+    """The working history: user, assistant and tool messages (maybe a summary first)."""
+    blocks: tuple[ContextBlock, ...] = ()
+    """Runtime-state and reference blocks for this request only."""
+    tools: tuple[ToolSchema, ...] = ()
+    """Tool schemas offered to the model; they count against the budget."""
+    settings: dict[str, Any] | None = None
+    """Provider settings (temperature, max_tokens …) passed through to the client."""
+    policy: ContextPolicy = msgspec.field(default_factory=ContextPolicy)
+    """Budget, estimator and observer."""
+    input_limit: int = -1
+    """The resolved input budget in tokens (set by the agent from policy and window)."""
+    history_budget: int | None = None
+    """Tokens left for the history after fixed material and blocks (set by BudgetFit)."""
+    force_compaction: bool = False
+    """Compact even below the thresholds (set by OverflowRetry after an overflow)."""
+    transforms: tuple[str, ...] = ()
+    """What middleware changed, in order; copied into the manifest."""
+    state: AgentState | None = None
+    """The live agent state (todos, plan, working history); read it, do not mutate it."""
+    state_version: int = 0
+    """``state.version`` when preparation started; a change means another writer."""
+    run: RunScope | None = None
+    """The per-call scratch space and event sink."""
+
+    def replace(self, **changes: Any) -> ModelRequest:
+        """Return a copy with ``changes`` applied."""
+        return msgspec.structs.replace(self, **changes)
+
+    def with_transforms(self, *transforms: str) -> ModelRequest:
+        """Return a copy with ``transforms`` appended to the record."""
+        return msgspec.structs.replace(self, transforms=self.transforms + transforms)
+
+    @property
+    def estimator(self) -> TokenEstimator:
+        """The token estimator in force (the policy's, resolved for the model)."""
+        estimator = self.policy.estimator
+        if estimator is None:
+            raise ConfigurationError(
+                "this request's policy has no estimator; build requests with "
+                "ContextPolicy.resolve(model) or through HarnessAgent"
+            )
+        return estimator
+
+    @property
+    def system_text(self) -> str:
+        """The merged System message text."""
+        return "\n\n".join(part.text for part in self.system if part.text)
+
+    def render(self) -> list[Message]:
+        """Return the messages the provider receives, in DESIGN.md's order.
+
+        System first, then the history, then one message holding the state blocks and the
+        reference blocks under their markers.
+        """
+        out: list[Message] = []
+        system = self.system_text
+        if system:
+            out.append(Message(role="system", content=system, id="render/system"))
+        out.extend(self.history)
+        blocks = render_blocks(self.blocks)
+        if blocks:
+            out.append(Message(role="user", content=blocks, id="render/blocks"))
+        return out
+
+
+_ORDER = ("TASK_STATE", "RUNTIME_STATE", "HARNESS_CONTEXT")
+
+
+def render_blocks(blocks: tuple[ContextBlock, ...]) -> str:
+    """Render blocks as tagged sections: state first, then reference material."""
+    if not blocks:
+        return ""
+    sections: list[str] = []
+    for placement in _ORDER:
+        chosen = [b for b in blocks if b.where == placement]
+        if not chosen:
+            continue
+        body = "\n\n".join(f"[{b.source_id}]\n{b.text}" for b in chosen)
+        sections.append(f"<{placement}>\n{body}\n</{placement}>")
+    return "\n".join(sections)
+
+
+class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """The model's answer to one request."""
+
+    message: Message
+    """The assistant message: text, tool calls, reasoning content."""
+    usage: Usage | None = None
+    """Token usage reported by the provider."""
+    finish_reason: str | None = None
+    """Why generation stopped (``stop``, ``tool_calls``, ``length`` …)."""
+    model: str = ""
+    """The model that answered, as the provider names it."""
+    manifest: ContextManifest | None = None
+    """The manifest of the request that produced this response."""
+    latency_s: float = 0.0
+    """Seconds the client waited for the provider."""
+
+    def replace(self, **changes: Any) -> ModelResponse:
+        """Return a copy with ``changes`` applied."""
+        return msgspec.structs.replace(self, **changes)

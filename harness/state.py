@@ -1,0 +1,58 @@
+"""The agent's persisted working state for one session.
+
+`AgentState` keeps both histories: ``full_history`` is every message ever added (nothing
+is removed from it), ``working_history`` is what the next request starts from — after
+offload, trimming and compaction have been committed. Middleware never mutate it while a
+request is prepared; the agent commits a prepared request's history only after it passed
+validation, and ``version`` detects another writer in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from harness.messages import Message
+
+
+class AgentState(msgspec.Struct, kw_only=True):
+    """Histories and structured state of one session (mutable, owned by the agent)."""
+
+    session_id: str = ""
+    """The session this state belongs to."""
+    full_history: list[Message] = []
+    """Every message of the session, in order, never compacted."""
+    working_history: list[Message] = []
+    """The history the next request starts from (compacted, trimmed, offloaded)."""
+    version: int = 0
+    """Bumped on every change; a prepared request carries the version it started from."""
+    extensions: dict[str, Any] = {}
+    """Structured state owned by middleware (todos, plan mode, task context …), by key."""
+    calibration: dict[str, float] = {}
+    """Per-model correction factors learned from provider usage."""
+
+    def append(self, *messages: Message) -> None:
+        """Add messages to both histories."""
+        self.full_history.extend(messages)
+        self.working_history.extend(messages)
+        self.version += 1
+
+    def commit_working(self, history: Iterable[Message]) -> None:
+        """Replace the working history with a prepared request's history."""
+        self.working_history = list(history)
+        self.version += 1
+
+    def touch(self) -> None:
+        """Record a change to structured state made outside the histories."""
+        self.version += 1
+
+    def extension(self, key: str, default: Any = None) -> Any:
+        """Return the structured state stored under ``key``."""
+        return self.extensions.get(key, default)
+
+    def set_extension(self, key: str, value: Any) -> None:
+        """Store structured state under ``key`` and bump the version."""
+        self.extensions[key] = value
+        self.version += 1

@@ -1,0 +1,279 @@
+"""Token estimation: a fast approximate default and exact tokenizers, cached per message.
+
+`approximate()` counts with a linear model over a few C-speed character counts (characters,
+UTF-8 width, spaces, newlines), fitted per tokenizer family so that it does not
+under-count. Exact estimators use tiktoken (``o200k_base``, ``cl100k_base``) and the
+``tokenizers`` JSON files for DeepSeek and Anthropic — all read from the files litellm
+ships, never downloaded, and without importing litellm itself.
+
+Every estimator caches message counts by message id, so preparing a request whose history
+grew by one message costs one new count, not a recount of the history.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from collections.abc import Callable, Iterable
+from functools import cache
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from harness.blocks import ContextBlock
+from harness.errors import ConfigurationError
+from harness.messages import Message, ToolSchema
+
+MESSAGE_OVERHEAD = 4
+"""Tokens of framing per message (role markers, separators)."""
+TOOL_CALL_OVERHEAD = 8
+"""Tokens of framing per tool call (id, type, name and argument wrappers)."""
+TOOL_SCHEMA_OVERHEAD = 8
+"""Tokens of framing per tool schema."""
+_CACHE_LIMIT = 500_000
+
+
+@runtime_checkable
+class TokenEstimator(Protocol):
+    """Counts tokens of text, messages, tool schemas and blocks."""
+
+    method: str
+    """A label for the manifest: ``approximate:o200k``, ``tiktoken:o200k_base`` …"""
+    exact: bool
+    """Whether counts are the provider's exact tokenizer's."""
+
+    def count(self, text: str) -> int:
+        """Return the token count of ``text``."""
+        ...
+
+    def count_message(self, message: Message) -> int:
+        """Return the token count of one message, framing included (cached)."""
+        ...
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        """Return the total of `count_message` over ``messages``."""
+        ...
+
+    def count_tools(self, tools: Iterable[ToolSchema]) -> int:
+        """Return the token cost of the tool schemas."""
+        ...
+
+    def count_block(self, block: ContextBlock) -> int:
+        """Return the token count of one context block as rendered (cached)."""
+        ...
+
+
+class CachedEstimator:
+    """Base class: message, tool and block counting with per-id caches over `count`."""
+
+    method = "base"
+    exact = False
+
+    def __init__(self) -> None:
+        self._messages: dict[str, tuple[int, int]] = {}
+        self._blocks: dict[tuple[str, str], int] = {}
+        self._tools: dict[bytes, int] = {}
+
+    def count(self, text: str) -> int:  # pragma: no cover - abstract
+        """Return the token count of ``text``."""
+        raise NotImplementedError
+
+    def count_message(self, message: Message) -> int:
+        """Return the token count of ``message``, framing included (cached by id)."""
+        content = message.content
+        size = len(content) if isinstance(content, str) else -1
+        hit = self._messages.get(message.id)
+        if hit is not None and hit[0] == size:
+            return hit[1]
+        tokens = self._count_message(message)
+        if len(self._messages) >= _CACHE_LIMIT:
+            self._messages.clear()
+        self._messages[message.id] = (size, tokens)
+        return tokens
+
+    def _count_message(self, message: Message) -> int:
+        tokens = MESSAGE_OVERHEAD + self.count(message.text)
+        if message.content is not None and not isinstance(message.content, str):
+            # Non-text parts (images, audio) have no honest text estimate; count a fixed
+            # allowance so they are never free.
+            tokens += sum(85 for part in message.content if part.text is None)
+        for call in message.tool_calls:
+            tokens += TOOL_CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
+        if message.reasoning_content:
+            tokens += self.count(message.reasoning_content)
+        if message.name:
+            tokens += 1 + self.count(message.name)
+        return tokens
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        """Return the total count of ``messages``."""
+        count_message = self.count_message
+        return sum(count_message(m) for m in messages)
+
+    def count_tools(self, tools: Iterable[ToolSchema]) -> int:
+        """Return the token cost of the tool schemas (cached by their JSON)."""
+        total = 0
+        for tool in tools:
+            encoded = msgspec.json.encode(tool)
+            tokens = self._tools.get(encoded)
+            if tokens is None:
+                tokens = TOOL_SCHEMA_OVERHEAD + self.count(encoded.decode())
+                self._tools[encoded] = tokens
+            total += tokens
+        return total
+
+    def count_block(self, block: ContextBlock) -> int:
+        """Return the token count of ``block`` as rendered (cached by id and revision)."""
+        key = (block.source_id, block.revision)
+        tokens = self._blocks.get(key)
+        if tokens is None:
+            tokens = 2 + self.count(block.source_id) + self.count(block.text)
+            if len(self._blocks) >= _CACHE_LIMIT:
+                self._blocks.clear()
+            self._blocks[key] = tokens
+        return tokens
+
+
+class Coefficients(msgspec.Struct, frozen=True):
+    """A linear model: tokens ≈ ascii·a + wide·b + spaces·c + newlines·d + fixed."""
+
+    ascii: float
+    wide: float
+    spaces: float
+    newlines: float
+    fixed: float = 0.0
+
+
+# Fitted by benchmarks/fit_estimator.py (see its output for the data it was fitted on).
+FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
+    "o200k": Coefficients(ascii=0.30, wide=0.85, spaces=-0.05, newlines=0.25),
+    "cl100k": Coefficients(ascii=0.30, wide=1.05, spaces=-0.05, newlines=0.25),
+    "deepseek": Coefficients(ascii=0.30, wide=0.75, spaces=-0.05, newlines=0.25),
+    "anthropic": Coefficients(ascii=0.33, wide=1.10, spaces=-0.05, newlines=0.30),
+}
+
+
+class ApproximateEstimator(CachedEstimator):
+    """Fast, conservative estimate from character counts, calibrated per tokenizer family."""
+
+    exact = False
+
+    def __init__(self, family: str = "o200k", coefficients: Coefficients | None = None) -> None:
+        super().__init__()
+        if coefficients is None:
+            if family not in FAMILY_COEFFICIENTS:
+                raise ConfigurationError(
+                    f"unknown tokenizer family {family!r}; use one of {sorted(FAMILY_COEFFICIENTS)}"
+                )
+            coefficients = FAMILY_COEFFICIENTS[family]
+        self.family = family
+        self.method = f"approximate:{family}"
+        self._c = coefficients
+
+    def count(self, text: str) -> int:
+        """Return the estimated token count of ``text`` (never negative)."""
+        if not text:
+            return 0
+        chars = len(text)
+        if text.isascii():
+            wide = 0
+        else:
+            # Characters outside ASCII take 2–4 bytes in UTF-8: the extra bytes measure them.
+            wide = (len(text.encode("utf-8", "surrogatepass")) - chars) // 2
+        c = self._c
+        estimate = (
+            (chars - wide) * c.ascii
+            + wide * c.wide
+            + text.count(" ") * c.spaces
+            + text.count("\n") * c.newlines
+            + c.fixed
+        )
+        return max(1, math.ceil(estimate))
+
+
+class ExactEstimator(CachedEstimator):
+    """Exact counts from a real tokenizer function."""
+
+    exact = True
+
+    def __init__(self, method: str, encode_len: Callable[[str], int]) -> None:
+        super().__init__()
+        self.method = method
+        self._encode_len = encode_len
+
+    def count(self, text: str) -> int:
+        """Return the exact token count of ``text``."""
+        return self._encode_len(text) if text else 0
+
+
+def litellm_tokenizer_dir() -> Path:
+    """Return the folder of tokenizer files that litellm ships, without importing litellm.
+
+    Raises:
+        ConfigurationError: when litellm is not installed.
+    """
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError(
+            "exact token counting needs litellm's tokenizer files: install context-harness "
+            "with its dependencies (make test sets them up)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+
+
+@cache
+def _tiktoken_len(encoding: str) -> Callable[[str], int]:
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(litellm_tokenizer_dir()))
+    import tiktoken
+
+    enc = tiktoken.get_encoding(encoding)
+    return lambda text: len(enc.encode(text, disallowed_special=()))
+
+
+@cache
+def _hf_len(filename: str) -> Callable[[str], int]:
+    from tokenizers import Tokenizer
+
+    path = litellm_tokenizer_dir() / filename
+    if not path.exists():
+        raise ConfigurationError(f"litellm does not ship {filename} in {path.parent}; upgrade litellm")
+    tok = Tokenizer.from_file(str(path))
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def exact_for_family(family: str) -> ExactEstimator:
+    """Return the exact estimator of one tokenizer family."""
+    if family in ("o200k", "cl100k"):
+        name = f"{family}_base"
+        return ExactEstimator(f"tiktoken:{name}", _tiktoken_len(name))
+    if family == "deepseek":
+        return ExactEstimator("tokenizers:deepseek", _hf_len("deepseek_tokenizer.json"))
+    if family == "anthropic":
+        return ExactEstimator("tokenizers:anthropic", _hf_len("anthropic_tokenizer.json"))
+    raise ConfigurationError(f"unknown tokenizer family {family!r}; use o200k, cl100k, deepseek or anthropic")
+
+
+def family_for(model: str) -> str:
+    """Return the tokenizer family of ``model`` (``o200k`` when nothing better is known)."""
+    name = model.lower().rsplit("/", 1)[-1]
+    full = model.lower()
+    if "claude" in name or full.startswith(("anthropic/", "bedrock/anthropic")):
+        return "anthropic"
+    if "deepseek" in full:
+        return "deepseek"
+    if name.startswith(("gpt-3.5", "gpt-4-", "text-embedding")) or name == "gpt-4":
+        return "cl100k"
+    return "o200k"
+
+
+def approximate(family: str = "o200k") -> ApproximateEstimator:
+    """Return the fast approximate estimator (the default) for a tokenizer family."""
+    return ApproximateEstimator(family)
+
+
+def estimator_for(model: str, *, exact: bool = False) -> TokenEstimator:
+    """Return the estimator for ``model``: approximate (calibrated to its family) or exact."""
+    family = family_for(model)
+    return exact_for_family(family) if exact else ApproximateEstimator(family)

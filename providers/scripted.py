@@ -1,0 +1,154 @@
+"""A deterministic offline model for tests, demos and benchmarks.
+
+It answers from a script: strings become assistant text, `Message` objects are returned as
+they are, callables receive the request (sync or async) and return either, and exception
+instances are raised. It can overflow once the input passes a token threshold, answers
+summary requests (purpose ``summary``) with a built-in summariser unless scripted, and
+records every request it received so tests assert on what the model actually saw.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+from harness.accounting import estimate_request
+from harness.errors import ContextOverflowError, ScriptExhausted
+from harness.messages import Message, ToolCall, new_id
+from harness.request import ModelRequest, ModelResponse, Usage
+from harness.tokens import TokenEstimator, estimator_for
+from providers.base import StreamChunk
+
+Reply = str | Message | BaseException | Callable[[ModelRequest], "Reply | Awaitable[Reply]"]
+
+
+class ScriptedModel:
+    """A scripted `ModelClient`.
+
+    Args:
+        replies: the script, consumed one entry per agent request.
+        model: the model name it reports.
+        window: the context window it reports (``None``: unknown).
+        overflow_above: raise `ContextOverflowError` when the estimated input exceeds this.
+        default: the reply when the script is exhausted (``None``: raise `ScriptExhausted`).
+        summary: the reply to ``summary`` requests (default: a short built-in summary).
+        usage_factor: reported prompt tokens = estimate × this (to test calibration).
+        estimator: how it counts input (default: exact o200k when available).
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        model: str = "scripted",
+        window: int | None = 128_000,
+        overflow_above: int | None = None,
+        default: Reply | None = None,
+        summary: Reply | None = None,
+        usage_factor: float = 1.0,
+        estimator: TokenEstimator | None = None,
+    ) -> None:
+        self.model = model
+        self.script: deque[Reply] = deque(replies)
+        self.window = window
+        self.overflow_above = overflow_above
+        self.default = default
+        self.summary = summary
+        self.usage_factor = usage_factor
+        self.estimator = estimator or estimator_for(model)
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order (summary requests included)."""
+        self.overflows = 0
+        """How many times it raised an overflow."""
+
+    # ---------------------------------------------------------------- script
+    @staticmethod
+    def tool_call(name: str, arguments: dict[str, Any] | None = None, *, text: str | None = None, id: str | None = None) -> Message:
+        """Return an assistant message that calls ``name`` with ``arguments``."""
+        call = ToolCall(id=id or f"call_{new_id()}", name=name, arguments=json.dumps(arguments or {}))
+        return Message.assistant(text, tool_calls=[call])
+
+    def add(self, *replies: Reply) -> None:
+        """Append replies to the script."""
+        self.script.extend(replies)
+
+    @property
+    def agent_requests(self) -> list[ModelRequest]:
+        """The requests of the agent loop (purpose ``agent``)."""
+        return [r for r in self.requests if r.ids.purpose == "agent"]
+
+    # ---------------------------------------------------------- ModelClient
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the configured window."""
+        return self.window
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer ``request`` from the script."""
+        self.requests.append(request)
+        tokens = estimate_request(request, self.estimator)
+        if self.overflow_above is not None and tokens > self.overflow_above:
+            self.overflows += 1
+            raise ContextOverflowError(
+                f"scripted overflow: input of ~{tokens} tokens exceeds {self.overflow_above}; "
+                "compact the history or raise the model's window",
+                provider="scripted",
+                status=400,
+            )
+        reply = self._next(request)
+        while True:
+            if isinstance(reply, BaseException):
+                raise reply
+            if callable(reply) and not isinstance(reply, Message):
+                produced = reply(request)
+                reply = await produced if inspect.isawaitable(produced) else produced
+                continue
+            break
+        message = Message.assistant(reply) if isinstance(reply, str) else reply
+        prompt = round(tokens * self.usage_factor)
+        completion = self.estimator.count(message.text) + sum(
+            self.estimator.count(c.arguments) for c in message.tool_calls
+        )
+        return ModelResponse(
+            message=message,
+            usage=Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion),
+            finish_reason="tool_calls" if message.tool_calls else "stop",
+            model=self.model,
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Answer ``request`` from the script as chunks (text in words, then the response)."""
+        response = await self.complete(request)
+        text = response.message.text
+        for start in range(0, len(text), 16):
+            yield StreamChunk(text=text[start : start + 16])
+        for call in response.message.tool_calls:
+            yield StreamChunk(tool_call=call)
+        yield StreamChunk(usage=response.usage, response=response)
+
+    # --------------------------------------------------------------- helpers
+    def _next(self, request: ModelRequest) -> Reply:
+        if request.ids.purpose == "summary":
+            return self.summary if self.summary is not None else _summarise
+        if self.script:
+            return self.script.popleft()
+        if self.default is not None:
+            return self.default
+        raise ScriptExhausted(
+            f"ScriptedModel ran out of replies after {len(self.agent_requests) - 1} agent requests; "
+            "add more replies or set default="
+        )
+
+
+def _summarise(request: ModelRequest) -> str:
+    """A deterministic stand-in summariser: counts and first lines of what it was given."""
+    text = "\n".join(m.text for m in request.history)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    head = " | ".join(line[:80] for line in lines[:5])
+    return (
+        "## Goal\nContinue the user's task.\n"
+        f"## Key conclusions\nSummarised {len(request.history)} message(s); first lines: {head}\n"
+        "## Files and artefacts\n(see the session log)\n## Next steps\nContinue from the kept messages."
+    )
