@@ -1,0 +1,40 @@
+# Every target sets up what it needs by itself: a pinned uv in .tools/, then the locked
+# environment in .venv/ (re-synced only when pyproject.toml or uv.lock changed).
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := .tools/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := $(PYTHON)
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: setup run test lint bench clean
+
+setup: $(VENV)/.synced
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --all-extras --quiet
+	touch $@
+
+run: setup  ## the demo agent session (offline; HARNESS_MODEL=... for a real provider)
+	$(PY) -m harness run
+
+test: setup  ## the whole test suite
+	$(PY) -m pytest -q
+
+lint: setup  ## ruff and mypy --strict
+	$(VENV)/bin/ruff check harness middleware providers tests benchmarks
+	$(VENV)/bin/ruff format --check harness middleware providers tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: setup  ## the benchmark suite; writes benchmarks/results/
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Benchmarks for context-harness (run with ``python -m benchmarks.<name>``)."""

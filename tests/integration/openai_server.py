@@ -1,0 +1,519 @@
+"""A real, scriptable OpenAI chat-completions server on 127.0.0.1 for integration tests.
+
+Why a server and not a mock: the client under test talks to it *through litellm and HTTP*,
+so what we check is what a real OpenAI-compatible provider would see and answer — the
+exact JSON litellm sends (does ``reasoning_content`` survive?), real status codes and
+real-shaped error bodies, real SSE streaming — not what our own code believes it sent.
+
+The server speaks ``POST /v1/chat/completions`` (and ``/chat/completions``), JSON and SSE
+(``data:`` chunks, ``[DONE]``, a usage chunk when ``stream_options.include_usage``). A test
+scripts it with a queue of behaviours (`Reply`, `Raw`), one consumed per request; when
+the queue is empty it answers ``default``. It records every request body, counts
+``usage.prompt_tokens`` with tiktoken ``o200k_base`` read from litellm's shipped
+tokenizer files (no download), optionally scaled by ``token_factor``, and in ``thinking``
+mode answers like DeepSeek: a 400 when an assistant turn in the request lacks
+``reasoning_content``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from harness.tokens import litellm_tokenizer_dir
+
+CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
+    "error": {
+        "message": (
+            "This model's maximum context length is 128000 tokens. However, your messages "
+            "resulted in 130532 tokens. Please reduce the length of the messages."
+        ),
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
+"""OpenAI's 400 body for an input over the window, as the API sends it."""
+
+REASONING_CONTENT_MISSING: dict[str, Any] = {
+    "error": {
+        "message": "The `reasoning_content` in the thinking mode must be passed back to the API.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_request_error",
+    }
+}
+"""DeepSeek's 400 body when a thinking-mode request drops an assistant turn's reasoning."""
+
+INVALID_API_KEY: dict[str, Any] = {
+    "error": {
+        "message": "Incorrect API key provided: test. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+}
+"""OpenAI's 401 body for a rejected key."""
+
+SERVER_ERROR: dict[str, Any] = {
+    "error": {
+        "message": "The server had an error while processing your request. Sorry about that!",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }
+}
+"""OpenAI's 500 body."""
+
+
+# --------------------------------------------------------------------------- behaviours
+@dataclass(frozen=True, kw_only=True)
+class ToolCallSpec:
+    """One tool call the scripted assistant makes."""
+
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    id: str = ""
+
+    def arguments_json(self) -> str:
+        """The arguments as the JSON text the API carries."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(dict(self.arguments))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """A successful answer: text, reasoning and/or tool calls."""
+
+    text: str | None = None
+    reasoning: str | None = None
+    """Sent as ``reasoning_content`` (in thinking mode a default is made up when ``None``)."""
+    tool_calls: tuple[ToolCallSpec, ...] = ()
+    finish_reason: str | None = None
+    """Defaults to ``tool_calls`` when there are calls, else ``stop``."""
+    completion_tokens: int | None = None
+    """Override the counted completion tokens (``0`` with ``length`` fakes an overflow)."""
+    cached_tokens: int | None = None
+    """Report ``prompt_tokens_details.cached_tokens``."""
+    delay_s: float = 0.0
+    """Wait this long before answering (to test client timeouts)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Raw:
+    """Any status and body, sent as is (JSON-encoded when not ``bytes``/``str``)."""
+
+    status: int
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Behaviour = Reply | Raw | Callable[[dict[str, Any]], "Reply | Raw"]
+
+
+def reply(text: str, **kw: Any) -> Reply:
+    """Return a text reply."""
+    return Reply(text=text, **kw)
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | None = None, *, id: str = "", **kw: Any) -> Reply:
+    """Return a reply that calls one tool."""
+    return Reply(tool_calls=(ToolCallSpec(name=name, arguments=dict(arguments or {}), id=id),), **kw)
+
+
+def error(status: int, body: Any) -> Raw:
+    """Return an error answer with ``body`` (a dict is sent as JSON)."""
+    return Raw(status=status, body=body)
+
+
+def context_length_exceeded() -> Raw:
+    """Return OpenAI's real 400 ``context_length_exceeded`` answer."""
+    return Raw(status=400, body=CONTEXT_LENGTH_EXCEEDED)
+
+
+# ------------------------------------------------------------------------ token counting
+@cache
+def _encoder() -> Any:
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(litellm_tokenizer_dir()))
+    import tiktoken
+
+    return tiktoken.get_encoding("o200k_base")
+
+
+def count_tokens(text: str) -> int:
+    """Return the o200k_base token count of ``text``."""
+    return len(_encoder().encode(text, disallowed_special=()))
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def count_prompt_tokens(body: Mapping[str, Any]) -> int:
+    """Count a request's input tokens the way OpenAI's cookbook describes for chat models.
+
+    3 tokens of framing per message, the tokens of its role, text, name, reasoning and
+    tool calls, 3 tokens priming the reply, and the JSON of the tool schemas.
+    """
+    total = 3
+    for message in body.get("messages") or ():
+        total += 3
+        total += count_tokens(str(message.get("role", "")))
+        total += count_tokens(_content_text(message.get("content")))
+        if message.get("name"):
+            total += 1 + count_tokens(str(message["name"]))
+        if message.get("reasoning_content"):
+            total += count_tokens(str(message["reasoning_content"]))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            total += 3 + count_tokens(str(function.get("name", "")))
+            total += count_tokens(str(function.get("arguments", "")))
+    if body.get("tools"):
+        total += count_tokens(json.dumps(body["tools"]))
+    return total
+
+
+# ------------------------------------------------------------------------------ server
+class OpenAIServer:
+    """A scriptable OpenAI-compatible chat-completions server in a background thread.
+
+    Args:
+        model: the model name reported in answers.
+        thinking: answer like a DeepSeek thinking-mode model (see the module docstring).
+        token_factor: reported prompt tokens = counted tokens × this, rounded up.
+        default: the behaviour when the queue is empty.
+
+    Use as a context manager or call `start` / `stop`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "test-model",
+        thinking: bool = False,
+        token_factor: float = 1.0,
+        default: Behaviour | None = None,
+    ) -> None:
+        self.model = model
+        self.thinking = thinking
+        self.token_factor = token_factor
+        self.default: Behaviour = default if default is not None else Reply(text="ok")
+        self.requests: list[dict[str, Any]] = []
+        """Every request body received, decoded, in order."""
+        self.paths: list[str] = []
+        """The path of every request, in order."""
+        self.headers: list[dict[str, str]] = []
+        """The headers of every request, in order."""
+        self._queue: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._counter = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> OpenAIServer:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        _encoder()  # load the tokenizer before the first request, not during it
+        handler = _make_handler(self)
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not started; call start() first")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The ``api_base`` to give litellm: ``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -------------------------------------------------------------------- script
+    def push(self, *behaviours: Behaviour) -> None:
+        """Queue behaviours; each request consumes one."""
+        with self._lock:
+            self._queue.extend(behaviours)
+
+    @property
+    def pending(self) -> int:
+        """How many queued behaviours are left."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        """The most recent request body."""
+        if not self.requests:
+            raise AssertionError("the server has received no request")
+        return self.requests[-1]
+
+    # ------------------------------------------------------------------ answering
+    def _next(self, body: dict[str, Any]) -> Reply | Raw:
+        with self._lock:
+            behaviour = self._queue.popleft() if self._queue else self.default
+        if isinstance(behaviour, Reply | Raw):
+            return behaviour
+        return behaviour(body)
+
+    def _new_id(self, prefix: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{prefix}{self._counter:06d}"
+
+    def answer(self, body: dict[str, Any]) -> Reply | Raw:
+        """Decide the answer to ``body`` (the thinking-mode check, then the script)."""
+        if self.thinking:
+            for message in body.get("messages") or ():
+                if message.get("role") == "assistant" and not message.get("reasoning_content"):
+                    return Raw(status=400, body=REASONING_CONTENT_MISSING)
+        return self._next(body)
+
+    def usage(self, body: Mapping[str, Any], behaviour: Reply) -> dict[str, Any]:
+        """Return the usage object for answering ``body`` with ``behaviour``."""
+        prompt = math.ceil(count_prompt_tokens(body) * self.token_factor)
+        if behaviour.completion_tokens is not None:
+            completion = behaviour.completion_tokens
+        else:
+            produced = (behaviour.text or "") + (self._reasoning(behaviour) or "")
+            produced += "".join(c.name + c.arguments_json() for c in behaviour.tool_calls)
+            completion = count_tokens(produced)
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        if behaviour.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": behaviour.cached_tokens}
+        return usage
+
+    def _reasoning(self, behaviour: Reply) -> str | None:
+        if behaviour.reasoning is not None:
+            return behaviour.reasoning
+        return "Let me think about this." if self.thinking else None
+
+    def _calls(self, behaviour: Reply) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": call.id or self._new_id("call_"),
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json()},
+            }
+            for call in behaviour.tool_calls
+        ]
+
+    def completion(self, body: Mapping[str, Any], behaviour: Reply) -> dict[str, Any]:
+        """Return the non-streaming chat-completion object."""
+        message: dict[str, Any] = {"role": "assistant", "content": behaviour.text}
+        reasoning = self._reasoning(behaviour)
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        calls = self._calls(behaviour)
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": self._new_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": _finish(behaviour),
+                }
+            ],
+            "usage": self.usage(body, behaviour),
+            "system_fingerprint": "fp_test",
+        }
+
+    def chunks(self, body: Mapping[str, Any], behaviour: Reply) -> Iterator[dict[str, Any]]:
+        """Yield the streaming chunk objects (without ``[DONE]``)."""
+        ident, created = self._new_id("chatcmpl-"), int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model,
+                "system_fingerprint": "fp_test",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
+
+        yield chunk({"role": "assistant", "content": ""})
+        reasoning = self._reasoning(behaviour)
+        for piece in _pieces(reasoning or ""):
+            yield chunk({"reasoning_content": piece})
+        for piece in _pieces(behaviour.text or ""):
+            yield chunk({"content": piece})
+        for index, call in enumerate(self._calls(behaviour)):
+            function = call["function"]
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": function["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+            for piece in _pieces(function["arguments"]):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, _finish(behaviour))
+        options = body.get("stream_options") or {}
+        if options.get("include_usage"):
+            last = chunk({})
+            last["choices"] = []
+            last["usage"] = self.usage(body, behaviour)
+            yield last
+
+
+def _finish(behaviour: Reply) -> str:
+    if behaviour.finish_reason is not None:
+        return behaviour.finish_reason
+    return "tool_calls" if behaviour.tool_calls else "stop"
+
+
+def _pieces(text: str, size: int = 7) -> Iterator[str]:
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Stay quiet: pytest shows failures, not access logs."""
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+            else:
+                self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if path not in ("/v1/chat/completions", "/chat/completions"):
+                self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+                return
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._json(400, {"error": {"message": "We could not parse the JSON body of your request.",
+                                           "type": "invalid_request_error", "param": None, "code": None}})
+                return
+            with server._lock:
+                server.requests.append(body)
+                server.paths.append(self.path)
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
+            behaviour = server.answer(body)
+            try:
+                if isinstance(behaviour, Raw):
+                    self._raw(behaviour)
+                    return
+                if behaviour.delay_s:
+                    time.sleep(behaviour.delay_s)
+                if body.get("stream"):
+                    self._stream(body, behaviour)
+                else:
+                    self._json(200, server.completion(body, behaviour))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test); nothing to answer
+
+        # ---------------------------------------------------------------- writing
+        def _json(self, status: int, payload: Any) -> None:
+            self._send(status, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+
+        def _raw(self, behaviour: Raw) -> None:
+            body = behaviour.body
+            headers = {"Content-Type": "application/json", **behaviour.headers}
+            if isinstance(body, bytes):
+                data = body
+            elif isinstance(body, str):
+                data = body.encode()
+            else:
+                data = json.dumps(body).encode()
+            self._send(behaviour.status, data, headers)
+
+        def _send(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = "Status"
+            self.send_response(status, phrase)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        def _stream(self, body: Mapping[str, Any], behaviour: Reply) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for item in server.chunks(body, behaviour):
+                self._chunk(f"data: {json.dumps(item)}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    return Handler

@@ -1,0 +1,67 @@
+"""The composer: order, per-call binding, and bad stacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import ConfigurationError, Message, ModelRequest, ModelResponse, compose
+from harness.types import Handler
+
+
+class Recorder:
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name = name
+        self.log = log
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        self.log.append(f"{self.name}-before")
+        response = await call_next(request.with_transforms(self.name))
+        self.log.append(f"{self.name}-after")
+        return response
+
+
+async def test_first_in_the_list_is_outermost() -> None:
+    log: list[str] = []
+    seen: list[tuple[str, ...]] = []
+
+    async def client(request: ModelRequest) -> ModelResponse:
+        log.append("client")
+        seen.append(request.transforms)
+        return ModelResponse(message=Message.assistant("ok"))
+
+    handler = compose([Recorder("outer", log), Recorder("inner", log)], client)
+    await handler(ModelRequest(model="m"))
+    assert log == ["outer-before", "inner-before", "client", "inner-after", "outer-after"]
+    assert seen == [("outer", "inner")]
+
+
+async def test_a_bare_async_function_is_a_middleware() -> None:
+    async def tag(request: ModelRequest, call_next: Handler) -> ModelResponse:
+        response = await call_next(request)
+        return response.replace(finish_reason="tagged")
+
+    async def client(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(message=Message.assistant("ok"))
+
+    response = await compose([tag], client)(ModelRequest(model="m"))
+    assert response.finish_reason == "tagged"
+
+
+async def test_a_composed_handler_can_be_reused() -> None:
+    log: list[str] = []
+
+    async def client(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(message=Message.assistant("ok"))
+
+    handler = compose([Recorder("a", log)], client)
+    await handler(ModelRequest(model="m"))
+    await handler(ModelRequest(model="m"))
+    assert log == ["a-before", "a-after"] * 2
+
+
+def test_a_non_callable_in_the_stack_is_a_configuration_error() -> None:
+    async def client(request: ModelRequest) -> ModelResponse:
+        raise AssertionError("not called")
+
+    with pytest.raises(ConfigurationError, match=r"stack\[1\]"):
+        compose([Recorder("a", []), "not a middleware"], client)  # type: ignore[list-item]

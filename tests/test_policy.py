@@ -1,0 +1,43 @@
+"""ContextPolicy: the input limit arithmetic and validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import ConfigurationError, ContextPolicy
+from harness.policy import DEFAULT_INPUT_TOKENS
+
+
+def test_window_minus_reserves() -> None:
+    assert ContextPolicy().input_limit(128_000) == 128_000 - 4096 - 1024
+
+
+def test_unknown_window_falls_back_to_64k() -> None:
+    assert ContextPolicy().input_limit(None) == DEFAULT_INPUT_TOKENS == 64_000
+
+
+def test_explicit_max_is_bounded_by_the_window() -> None:
+    policy = ContextPolicy(max_input_tokens=24_000, reserve_output=4096, safety_margin=1024)
+    assert policy.input_limit(None) == 24_000
+    assert policy.input_limit(20_000) == 20_000 - 4096 - 1024
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_input_tokens": 0}, {"reserve_output": -1}, {"safety_margin": -5}],
+)
+def test_bad_values_are_rejected(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ConfigurationError):
+        ContextPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_reserves_larger_than_the_window_are_rejected() -> None:
+    with pytest.raises(ConfigurationError, match="smaller than reserve_output"):
+        ContextPolicy().input_limit(4000)
+
+
+def test_resolve_picks_the_models_family() -> None:
+    assert ContextPolicy().resolve("claude-sonnet-4").estimator is not None
+    resolved = ContextPolicy().resolve("claude-sonnet-4")
+    assert resolved.estimator is not None
+    assert resolved.estimator.method == "approximate:anthropic"
