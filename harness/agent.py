@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from harness.accounting import manifest_items
+from harness.calibration import CalibratedEstimator, updated_factor
 from harness.chain import compose
 from harness.errors import (
     ConfigurationError,
@@ -185,6 +186,10 @@ class HarnessAgent:
 
     # --------------------------------------------------------------- private
     def _prepare(self, state: AgentState, run: RunScope, ctx: RuntimeContext) -> ModelRequest:
+        policy = self.policy
+        if policy.calibrate and policy.estimator is not None:
+            factor = state.calibration.get(self.model, 1.0)
+            policy = policy.replace(estimator=CalibratedEstimator(policy.estimator, factor))
         ids = RequestIds(
             agent_id=ctx.agent_id or self.agent_id,
             user_id=ctx.user_id,
@@ -199,7 +204,7 @@ class HarnessAgent:
             history=tuple(state.working_history),
             tools=self._schemas,
             settings=self.settings,
-            policy=self.policy,
+            policy=policy,
             input_limit=self.input_limit,
             state=state,
             state_version=state.version,
@@ -229,9 +234,17 @@ class HarnessAgent:
         started = time.perf_counter()
         response = await self.client.complete(request)
         state = request.state
-        if state is not None and request.ids.purpose == "agent" and state.version == request.state_version:
-            state.commit_working(request.history)
+        if state is not None and request.ids.purpose == "agent":
+            if self.policy.calibrate and response.usage is not None:
+                self._calibrate(state, request, manifest, response.usage.prompt_tokens)
+            if state.version == request.state_version:
+                state.commit_working(request.history)
         return response.replace(manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started)
+
+    def _calibrate(self, state: AgentState, request: ModelRequest, manifest: ContextManifest, reported: int) -> None:
+        factor = manifest.calibration
+        raw = round(manifest.estimated_input_tokens / factor)
+        state.calibration[request.model] = updated_factor(factor, estimated=raw, reported=reported)
 
     def _report(self, manifest: ContextManifest, run: RunScope | None) -> None:
         if self.policy.observer is not None:

@@ -1,0 +1,75 @@
+"""The ``harness`` command: run the demo session, print manifests, run provider benchmarks.
+
+    harness run                      the demo agent session (offline, ScriptedModel)
+    HARNESS_MODEL=gpt-4o harness run the same session on a real model through litellm
+    harness bench providers --model M [--api-base URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from harness.errors import HarnessError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness", description="context-harness: per-request context preparation for LLM agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the demo agent session and print every round's manifest")
+    run.add_argument(
+        "--model",
+        default=os.environ.get("HARNESS_MODEL"),
+        help="a litellm model name (default: $HARNESS_MODEL; unset = the offline ScriptedModel)",
+    )
+    run.add_argument(
+        "--api-base", default=os.environ.get("HARNESS_API_BASE"), help="provider base URL (default: $HARNESS_API_BASE)"
+    )
+    run.add_argument("--workspace", default=None, help="workspace folder (default: a fresh temporary folder)")
+    run.add_argument("--max-input-tokens", type=int, default=None, help="input budget (default: the demo's small budget offline)")
+    run.add_argument("--json", action="store_true", help="print manifests as JSON lines instead of tables")
+    bench = sub.add_parser("bench", help="benchmarks; see also `make bench`")
+    bench.add_argument("name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)")
+    bench.add_argument("--model", default=os.environ.get("HARNESS_MODEL"), help="model for `providers`")
+    bench.add_argument("--api-base", default=os.environ.get("HARNESS_API_BASE"), help="provider base URL")
+    bench.add_argument("--quick", action="store_true", help="a short run")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            from harness.demo import run_demo
+
+            return anyio.run(
+                lambda: run_demo(
+                    model=args.model,
+                    api_base=args.api_base,
+                    workspace=args.workspace,
+                    max_input_tokens=args.max_input_tokens,
+                    as_json=args.json,
+                )
+            )
+        if args.command == "bench":
+            from benchmarks.__main__ import main as bench_main
+
+            extra = ["--quick"] if args.quick else []
+            if args.model:
+                extra += ["--model", args.model]
+            if args.api_base:
+                extra += ["--api-base", args.api_base]
+            return bench_main([args.name, *extra])
+    except HarnessError as exc:
+        print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 1
