@@ -1,8 +1,16 @@
-"""The composer: fold a list of middleware around a handler, once."""
+"""The composer: fold a list of middleware around a handler, once.
+
+Each layer can open a tracing span named after its middleware. It does so only while
+`LAYER_SPANS` holds a span opener — set by the Tracing middleware for the requests it
+traces — so a stack without Tracing, or with no OpenTelemetry SDK configured, pays one
+context-variable lookup per layer and nothing else.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
 
 from harness.errors import ConfigurationError
 from harness.request import ModelRequest, ModelResponse
@@ -30,12 +38,25 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
     return composed
 
 
+SpanOpener = Callable[[str], AbstractContextManager[object]]
+"""Opens a span (as a context manager) named after a middleware."""
+
+LAYER_SPANS: ContextVar[SpanOpener | None] = ContextVar("harness_layer_spans", default=None)
+"""The span opener of the request being traced, or ``None`` (no per-layer spans)."""
+
+
 def _bind(middleware: Middleware, call_next: Handler) -> Handler:
     # A factory, so each closure captures its own middleware and next handler.
-    async def layer(request: ModelRequest) -> ModelResponse:
-        return await middleware(request, call_next)
+    name = _name(middleware)
 
-    layer.__qualname__ = f"layer[{_name(middleware)}]"
+    async def layer(request: ModelRequest) -> ModelResponse:
+        opener = LAYER_SPANS.get()
+        if opener is None:
+            return await middleware(request, call_next)
+        with opener(name):
+            return await middleware(request, call_next)
+
+    layer.__qualname__ = f"layer[{name}]"
     return layer
 
 

@@ -128,9 +128,13 @@ def reply(text: str, **kw: Any) -> Reply:
     return Reply(text=text, **kw)
 
 
-def tool_call(name: str, arguments: Mapping[str, Any] | None = None, *, id: str = "", **kw: Any) -> Reply:
+def tool_call(
+    name: str, arguments: Mapping[str, Any] | None = None, *, id: str = "", **kw: Any
+) -> Reply:
     """Return a reply that calls one tool."""
-    return Reply(tool_calls=(ToolCallSpec(name=name, arguments=dict(arguments or {}), id=id),), **kw)
+    return Reply(
+        tool_calls=(ToolCallSpec(name=name, arguments=dict(arguments or {}), id=id),), **kw
+    )
 
 
 def error(status: int, body: Any) -> Raw:
@@ -383,7 +387,9 @@ class OpenAIServer:
                 "created": created,
                 "model": self.model,
                 "system_fingerprint": "fp_test",
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
             }
 
         yield chunk({"role": "assistant", "content": ""})
@@ -437,22 +443,49 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                self._json(
+                    200, {"object": "list", "data": [{"id": server.model, "object": "model"}]}
+                )
             else:
-                self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+                self._json(
+                    404,
+                    {
+                        "error": {
+                            "message": f"no route {self.path}",
+                            "type": "invalid_request_error",
+                        }
+                    },
+                )
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             path = self.path.split("?", 1)[0].rstrip("/")
             if path not in ("/v1/chat/completions", "/chat/completions"):
-                self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
+                self._json(
+                    404,
+                    {
+                        "error": {
+                            "message": f"no route {self.path}",
+                            "type": "invalid_request_error",
+                        }
+                    },
+                )
                 return
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
-                self._json(400, {"error": {"message": "We could not parse the JSON body of your request.",
-                                           "type": "invalid_request_error", "param": None, "code": None}})
+                self._json(
+                    400,
+                    {
+                        "error": {
+                            "message": "We could not parse the JSON body of your request.",
+                            "type": "invalid_request_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    },
+                )
                 return
             with server._lock:
                 server.requests.append(body)

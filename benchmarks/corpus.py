@@ -1,0 +1,785 @@
+"""Workloads for the token-estimation benchmark and the estimator fit.
+
+Three sources, each workload says which it is:
+
+- ``real``: files under ``../shared`` next to the project root, when present — SWE-agent
+  trajectories (``data/swe-agent-trajectories/*.traj``) and the Chinese seed documents
+  (``seeds/*.zh.*``). A user's clone has no ``../shared``; everything else still runs.
+- ``stdlib``: real text that ships with every CPython — the source of a fixed list of
+  standard-library modules (code, comments, docstrings) and the English reference prose of
+  ``pydoc_data.topics``. It depends on the Python version, not on a seed.
+- ``synthetic``: generated here, deterministic for a seed: English prose, Python code,
+  tracebacks, JSON, file listings and paths, hex dumps, log lines, Chinese prose (from a
+  built-in list of common Chinese words), Chinese mixed with code, and an agent session
+  that interleaves all of them with tool calls.
+
+Every workload is a tuple of `harness.messages.Message`, so the benchmark measures what the
+library counts: message text, tool-call names and arguments, framing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import random
+import sysconfig
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.messages import ContentPart, Message, ToolCall
+
+Source = Literal["real", "stdlib", "synthetic"]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SHARED = PROJECT_ROOT.parent / "shared"
+TRAJECTORY_DIR = SHARED / "data" / "swe-agent-trajectories"
+SEEDS_DIR = SHARED / "seeds"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named list of messages to count."""
+
+    name: str
+    source: Source
+    description: str
+    messages: tuple[Message, ...]
+
+    @property
+    def chars(self) -> int:
+        """Characters of text the estimators see (content, tool-call names and arguments)."""
+        return sum(len(t) for t in self.texts())
+
+    def texts(self) -> Iterator[str]:
+        """Yield every text an estimator counts in these messages."""
+        for message in self.messages:
+            yield from message_texts(message)
+
+
+def message_texts(message: Message) -> Iterator[str]:
+    """Yield the texts `CachedEstimator` counts for one message (empty ones skipped)."""
+    if message.text:
+        yield message.text
+    for call in message.tool_calls:
+        yield call.name
+        if call.arguments:
+            yield call.arguments
+    if message.reasoning_content:
+        yield message.reasoning_content
+    if message.name:
+        yield message.name
+
+
+# ----------------------------------------------------------------------- real data
+def _parse_listish(value: Any) -> list[Any]:
+    """Return a list from a list, a JSON string or a Python-literal string."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = ast.literal_eval(value)
+        return parsed if isinstance(parsed, list) else [parsed]
+    return [value]
+
+
+def _trajectory_message(raw: dict[str, Any]) -> Message | None:
+    role = raw.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        return None
+    content = raw.get("content")
+    parsed: str | tuple[ContentPart, ...] | None
+    if isinstance(content, list):
+        parsed = tuple(
+            ContentPart(type=str(p.get("type", "text")), text=p.get("text"))
+            for p in content
+            if isinstance(p, dict)
+        )
+    else:
+        parsed = content if isinstance(content, str) else None
+    calls = []
+    for i, call in enumerate(_parse_listish(raw.get("tool_calls"))):
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        calls.append(
+            ToolCall(
+                id=str(call.get("id", f"call_{i}")) if isinstance(call, dict) else f"call_{i}",
+                name=str(function.get("name", "tool")),
+                arguments=arguments,
+            )
+        )
+    call_ids = _parse_listish(raw.get("tool_call_ids"))
+    call_id = raw.get("tool_call_id") or (str(call_ids[0]) if call_ids else None)
+    if role == "tool" and call_id is None:
+        call_id = "call_unknown"
+    return Message(
+        role=role,
+        content=parsed,
+        tool_calls=tuple(calls),
+        tool_call_id=call_id if role == "tool" else None,
+    )
+
+
+def load_trajectory(path: Path) -> list[Message]:
+    """Return the ``history`` of one SWE-agent ``.traj`` file as messages."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    messages = []
+    for raw in data.get("history", []):
+        if isinstance(raw, dict):
+            message = _trajectory_message(raw)
+            if message is not None:
+                messages.append(message)
+    return messages
+
+
+def split_document(text: str, rng: random.Random, *, max_chars: int = 1200) -> list[str]:
+    """Split a document into message-sized pieces: paragraphs, long ones at sentence ends.
+
+    A paragraph longer than ``max_chars`` is cut after a random 1–8 sentences (``。``,
+    ``！``, ``？``, ``. ``), so pieces have the spread of lengths of real chat messages.
+    """
+    pieces: list[str] = []
+    for paragraph in text.split("\n\n"):
+        paragraph = paragraph.strip("\n")
+        if not paragraph.strip():
+            continue
+        if len(paragraph) <= max_chars:
+            pieces.append(paragraph)
+            continue
+        sentences: list[str] = []
+        start = 0
+        for i, ch in enumerate(paragraph):
+            if ch in "。！？" or (ch == "." and paragraph[i + 1 : i + 2] == " "):
+                sentences.append(paragraph[start : i + 1])
+                start = i + 1
+        if start < len(paragraph):
+            sentences.append(paragraph[start:])
+        while sentences:
+            take = rng.randint(1, 8)
+            pieces.append("".join(sentences[:take]))
+            del sentences[:take]
+    return pieces
+
+
+def real_workloads(shared: Path = SHARED, *, seed: int = 0) -> list[Workload]:
+    """Return the workloads built from ``../shared`` (an empty list when it is absent)."""
+    out: list[Workload] = []
+    trajectories = sorted((shared / "data" / "swe-agent-trajectories").glob("*.traj"))
+    if trajectories:
+        messages = [m for path in trajectories for m in load_trajectory(path)]
+        out.append(
+            Workload(
+                "swe-agent-trajectories",
+                "real",
+                f"{len(trajectories)} SWE-agent runs, every history message",
+                tuple(messages),
+            )
+        )
+    seeds = sorted((shared / "seeds").glob("*.zh.*"))
+    if seeds:
+        rng = random.Random(seed)
+        pieces = [p for path in seeds for p in split_document(path.read_text("utf-8"), rng)]
+        out.append(
+            Workload(
+                "zh-seeds",
+                "real",
+                f"{len(seeds)} Chinese documents split into {len(pieces)} paragraph messages",
+                tuple(Message.user(p) for p in pieces),
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ stdlib text
+STDLIB_MODULES = (
+    "argparse.py",
+    "asyncio/base_events.py",
+    "asyncio/tasks.py",
+    "collections/__init__.py",
+    "dataclasses.py",
+    "email/_header_value_parser.py",
+    "functools.py",
+    "http/client.py",
+    "json/decoder.py",
+    "logging/__init__.py",
+    "pathlib.py",
+    "subprocess.py",
+    "typing.py",
+    "unittest/mock.py",
+    "zipfile.py",
+)
+
+
+def _chunks(text: str, rng: random.Random, count: int, lengths: Callable[[], int]) -> list[str]:
+    """Cut ``count`` line-aligned pieces of roughly ``lengths()`` characters from ``text``."""
+    lines = text.splitlines(keepends=True)
+    pieces: list[str] = []
+    for _ in range(count):
+        want = lengths()
+        i = rng.randrange(len(lines))
+        piece: list[str] = []
+        size = 0
+        while size < want and i < len(lines):
+            piece.append(lines[i])
+            size += len(lines[i])
+            i += 1
+        text_piece = "".join(piece).strip("\n")
+        if text_piece:
+            pieces.append(text_piece)
+    return pieces
+
+
+def stdlib_workloads(*, seed: int = 0, count: int = 200) -> list[Workload]:
+    """Return real code and prose shipped with CPython, cut into message-sized pieces."""
+    rng = random.Random(seed)
+    lengths = _length_sampler(rng)
+    out: list[Workload] = []
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    sources = [stdlib / name for name in STDLIB_MODULES if (stdlib / name).exists()]
+    if sources:
+        code = "\n".join(p.read_text("utf-8") for p in sources)
+        out.append(
+            Workload(
+                "stdlib-code",
+                "stdlib",
+                f"pieces of {len(sources)} standard-library modules",
+                tuple(Message.tool("call_0", p) for p in _chunks(code, rng, count, lengths)),
+            )
+        )
+    try:
+        from pydoc_data.topics import topics
+    except ImportError:  # pragma: no cover - some distributions strip pydoc_data
+        topics = {}
+    if topics:
+        prose = "\n\n".join(topics[k] for k in sorted(topics))
+        out.append(
+            Workload(
+                "stdlib-prose",
+                "stdlib",
+                "the English reference prose of pydoc_data.topics",
+                tuple(Message.user(p) for p in _chunks(prose, rng, count, lengths)),
+            )
+        )
+    return out
+
+
+# -------------------------------------------------------------- synthetic text
+_EN_COMMON = (
+    "the of and to a in is it you that he was for on are with as I his they be at one have "
+    "this from or had by not but what some we can out other were all there when up use your "
+    "how said an each she which do their time if will way about many then them would write "
+    "like so these her long make thing see him two has look more day could go come did no "
+    "most my over know than call first who may down side been now find any new work part "
+    "take get place made live where after back little only round man year came show every "
+    "good me give our under name very through just form much great think say help low line "
+    "before turn cause same mean differ move right boy old too does tell set three want air "
+    "well also play small end put home read hand large add even here must big high such "
+    "follow act why ask men change went light kind off need house try again point"
+).split()
+_EN_TECH = (
+    "function value request response server client message token context budget history "
+    "session agent model tool call result error exception timeout retry cache buffer stream "
+    "parser config default option setting module package library import export version "
+    "release branch commit merge rebase deploy build test fixture assertion coverage "
+    "benchmark throughput latency memory allocation pointer reference argument parameter "
+    "variable constant attribute property method class instance object interface protocol "
+    "implementation dependency container cluster database query index transaction schema "
+    "migration serialization deserialization validation authentication authorization "
+    "encryption certificate middleware handler callback coroutine asynchronous synchronous "
+    "concurrency thread process scheduler queue worker pipeline payload endpoint gateway "
+    "repository directory filesystem permission ownership symlink checksum compression "
+    "tokenizer embedding inference precision gradient tensor vector matrix estimator "
+    "regression heuristic invariant idempotent deterministic monotonic"
+).split()
+_EN_RARE = (
+    "marshmallow pydicom kubernetes nginx postgres sqlite msgspec anyio trio httpx pytest "
+    "hypothesis numpy pandas matplotlib scikit tensorflow pytorch FastAPI Starlette Django "
+    "Flask Celery Redis RabbitMQ Kafka Elasticsearch Prometheus Grafana OpenTelemetry "
+    "webpack TypeScript JavaScript Rustacean Golang Kotlin Haskell Erlang OCaml Zig "
+    "misconfiguration unparseable overcommitted underflowing reentrancy backpressure "
+    "canonicalization internationalization disambiguation heterogeneous idiosyncratic "
+    "Cholesky Levenshtein Dijkstra Byzantine Mersenne Fibonacci Kolmogorov"
+).split()
+_NAMES = (
+    "user item data result value config path name count index size limit offset key text "
+    "node parent child entry record event state status field schema table row column batch "
+    "chunk page cursor token buffer handler client server request response message payload"
+).split()
+_EXCEPTIONS = (
+    "ValueError TypeError KeyError IndexError AttributeError RuntimeError AssertionError "
+    "FileNotFoundError PermissionError TimeoutError ConnectionResetError ImportError "
+    "ModuleNotFoundError ZeroDivisionError UnicodeDecodeError JSONDecodeError "
+    "ValidationError IntegrityError OperationalError NotImplementedError"
+).split()
+_EXTENSIONS = (
+    "py txt md json yaml yml toml cfg ini rst html css js ts tsx go rs c h cpp java kt sh "
+    "lock log csv sql png jpg svg gz zip whl so"
+).split()
+
+_ZH_WORDS = (
+    "我们 你们 他们 这个 那个 什么 怎么 为什么 因为 所以 但是 如果 虽然 然后 已经 可以 "
+    "需要 应该 可能 没有 不是 就是 还是 或者 以及 并且 而且 只是 一些 所有 每个 其他 "
+    "问题 方法 系统 数据 信息 用户 时间 工作 技术 开发 功能 应用 服务 文件 代码 程序 "
+    "模型 上下文 工具 调用 结果 请求 响应 消息 会话 历史 任务 状态 配置 参数 接口 插件 "
+    "框架 版本 目录 路径 内容 片段 编辑 管理 压缩 预算 窗口 输入 输出 执行 运行 测试 "
+    "错误 异常 日志 缓存 存储 数据库 索引 查询 网络 连接 超时 重试 并发 线程 进程 "
+    "实现 设计 结构 策略 规则 机制 流程 步骤 过程 环境 平台 项目 团队 开发者 工程师 "
+    "重要 简单 复杂 稳定 安全 快速 有效 明显 主要 基本 核心 默认 当前 最新 完整 具体 "
+    "支持 提供 使用 处理 生成 创建 删除 修改 更新 保存 加载 读取 写入 发送 接收 返回 "
+    "检查 验证 计算 估算 统计 分析 比较 选择 过滤 排序 合并 拆分 替换 恢复 回滚 "
+    "理解 说明 描述 解释 讨论 总结 记录 显示 隐藏 打开 关闭 开始 结束 继续 停止 "
+    "一次 多次 每次 之前 之后 同时 最后 首先 其次 另外 例如 比如 尤其 特别 通常 一般 "
+    "经济 社会 文化 历史 教育 科学 研究 发展 国家 政府 市场 企业 公司 产品 价格 "
+    "城市 地方 世界 中国 北京 上海 生活 朋友 家庭 孩子 学生 老师 学校 医院 银行 "
+    "今天 明天 昨天 现在 以后 以前 早上 晚上 春天 夏天 秋天 冬天 天气 温度 "
+    "非常 比较 更加 十分 完全 总是 经常 已经 正在 马上 立刻 终于 突然 逐渐"
+).split()
+_ZH_CHARS = "的了是在和有也就都而及与对把被让给从向到为以于之其这那个些中上下里外"
+_ZH_PUNCT_MID = "，，，，、；："
+_ZH_PUNCT_END = "。。。。！？"
+_ZH_TERMS = (
+    "Agent token API JSON Harness ReAct LLM prompt DeepSeek SQLite Python TypeScript "
+    "HTTP GPU system user assistant tool_call"
+).split()
+
+
+def _length_sampler(rng: random.Random) -> Callable[[], int]:
+    """Return a sampler of message lengths: log-normal, 40 to 24,000 characters."""
+
+    def sample() -> int:
+        return max(40, min(24_000, int(math.exp(rng.gauss(6.3, 1.2)))))
+
+    return sample
+
+
+def _hex(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice("0123456789abcdef") for _ in range(n))
+
+
+def _word(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.55:
+        return rng.choice(_EN_COMMON)
+    if r < 0.92:
+        return rng.choice(_EN_TECH)
+    return rng.choice(_EN_RARE)
+
+
+def _ident(rng: random.Random, style: str = "snake") -> str:
+    parts = [rng.choice(_NAMES)] + [
+        rng.choice(_NAMES + _EN_TECH[:40]) for _ in range(rng.randint(0, 2))
+    ]
+    if style == "camel":
+        return "".join(p.capitalize() for p in parts)
+    return "_".join(parts)
+
+
+def _number(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.5:
+        return str(rng.randint(0, 100))
+    if r < 0.8:
+        return str(rng.randint(100, 100_000))
+    return f"{rng.uniform(0, 1000):.{rng.randint(1, 4)}f}"
+
+
+def _sentence(rng: random.Random) -> str:
+    words = [_word(rng) for _ in range(rng.randint(5, 24))]
+    for i in range(len(words)):
+        r = rng.random()
+        if r < 0.04:
+            words[i] = _number(rng)
+        elif r < 0.07:
+            words[i] = f"`{_ident(rng)}`"
+        elif r < 0.10:
+            words[i] += ","
+    words[0] = words[0].capitalize()
+    if rng.random() < 0.1:
+        words.insert(rng.randrange(len(words)), f"({_word(rng)} {_word(rng)})")
+    return " ".join(words) + rng.choice("....?!:")
+
+
+def _fill(rng: random.Random, target: int, part: Callable[[], str], sep: str = "\n") -> str:
+    out: list[str] = []
+    size = 0
+    while size < target:
+        piece = part()
+        out.append(piece)
+        size += len(piece) + len(sep)
+    return sep.join(out)
+
+
+def gen_prose(rng: random.Random, target: int) -> str:
+    """English prose: paragraphs, sometimes a heading or a bullet list."""
+
+    def paragraph() -> str:
+        r = rng.random()
+        if r < 0.1:
+            return "## " + " ".join(_word(rng) for _ in range(rng.randint(2, 5))).title()
+        if r < 0.25:
+            return "\n".join("- " + _sentence(rng) for _ in range(rng.randint(2, 5)))
+        return " ".join(_sentence(rng) for _ in range(rng.randint(1, 6)))
+
+    return _fill(rng, target, paragraph, "\n\n")
+
+
+def _expr(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.3:
+        return _ident(rng)
+    if r < 0.5:
+        return _number(rng)
+    if r < 0.65:
+        return repr(" ".join(_word(rng) for _ in range(rng.randint(1, 5))))
+    if r < 0.8:
+        args = ", ".join(_ident(rng) for _ in range(rng.randint(0, 3)))
+        return f"{_ident(rng)}.{_ident(rng)}({args})"
+    if r < 0.9:
+        return f"{_ident(rng)}[{_ident(rng)!r}]"
+    return f'f"{_word(rng)} {{{_ident(rng)}}} {_word(rng)}"'
+
+
+def _block(rng: random.Random, indent: int, depth: int) -> list[str]:
+    pad = " " * indent
+    lines: list[str] = []
+    for _ in range(rng.randint(1, 6)):
+        r = rng.random()
+        if r < 0.15 and depth < 3:
+            cond = f"{_ident(rng)} {rng.choice(['==', '!=', '>', '<=', 'is', 'in'])} {_expr(rng)}"
+            lines.append(f"{pad}{rng.choice(['if', 'while', 'elif'])} {cond}:")
+            lines += _block(rng, indent + 4, depth + 1)
+        elif r < 0.25 and depth < 3:
+            lines.append(f"{pad}for {_ident(rng)} in {_expr(rng)}:")
+            lines += _block(rng, indent + 4, depth + 1)
+        elif r < 0.35:
+            lines.append(f"{pad}# {_sentence(rng)}")
+        elif r < 0.45:
+            lines.append(f"{pad}return {_expr(rng)}")
+        elif r < 0.5:
+            lines.append("")
+        else:
+            lines.append(f"{pad}{_ident(rng)} = {_expr(rng)}")
+    return lines
+
+
+def gen_code(rng: random.Random, target: int) -> str:
+    """Python code: imports, functions and classes with nested blocks and docstrings."""
+
+    def unit() -> str:
+        r = rng.random()
+        if r < 0.15:
+            mod = rng.choice(_NAMES)
+            return f"from {mod}.{_ident(rng)} import {_ident(rng, 'camel')}, {_ident(rng)}"
+        args = ", ".join(
+            f"{_ident(rng)}: {rng.choice(['int', 'str', 'float', 'bool', 'list[str]', 'Any'])}"
+            for _ in range(rng.randint(0, 4))
+        )
+        head = f"def {_ident(rng)}({args}) -> {rng.choice(['None', 'int', 'str', 'dict[str, Any]'])}:"
+        body = [f'    """{_sentence(rng)}"""', *_block(rng, 4, 0)]
+        if r < 0.35:
+            method = [("    " + line) if line else line for line in [head, *body]]
+            return "\n".join([f"class {_ident(rng, 'camel')}:", *method])
+        return "\n".join([head, *body])
+
+    return _fill(rng, target, unit, "\n\n")
+
+
+def _path(rng: random.Random, absolute: bool = True) -> str:
+    parts = [rng.choice(["src", "lib", "tests", "app", "pkg", "usr", "home", "opt", "var"])]
+    parts += [_ident(rng) for _ in range(rng.randint(1, 4))]
+    name = f"{_ident(rng)}.{rng.choice(_EXTENSIONS)}"
+    return ("/" if absolute else "") + "/".join([*parts, name])
+
+
+def gen_traceback(rng: random.Random, target: int) -> str:
+    """Python tracebacks and pytest failure summaries."""
+
+    def one() -> str:
+        if rng.random() < 0.3:
+            test = f"tests/test_{_ident(rng)}.py::test_{_ident(rng)}"
+            return f"FAILED {test} - {rng.choice(_EXCEPTIONS)}: assert {_expr(rng)} == {_expr(rng)}"
+        lines = ["Traceback (most recent call last):"]
+        for _ in range(rng.randint(1, 8)):
+            lines.append(f'  File "{_path(rng)}", line {rng.randint(1, 2000)}, in {_ident(rng)}')
+            code = f"{_ident(rng)} = {_expr(rng)}"
+            lines.append(f"    {code}")
+            if rng.random() < 0.3:
+                lines.append("    " + " " * rng.randint(0, 8) + "^" * rng.randint(3, 20))
+        lines.append(f"{rng.choice(_EXCEPTIONS)}: {_sentence(rng)}")
+        return "\n".join(lines)
+
+    return _fill(rng, target, one, "\n\n")
+
+
+def _json_value(rng: random.Random, depth: int) -> Any:
+    r = rng.random()
+    if depth < 3 and r < 0.15:
+        return {_ident(rng, rng.choice(["snake", "camel"])): _json_value(rng, depth + 1)
+                for _ in range(rng.randint(1, 6))}
+    if depth < 3 and r < 0.25:
+        return [_json_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
+    if r < 0.4:
+        return rng.randint(-1000, 10**rng.randint(1, 9))
+    if r < 0.45:
+        return round(rng.uniform(-100, 100), rng.randint(1, 6))
+    if r < 0.5:
+        return rng.choice([True, False, None])
+    if r < 0.56:
+        return f"{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}"
+    if r < 0.62:
+        return (
+            f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+        )
+    if r < 0.68:
+        return f"https://{_ident(rng).replace('_', '-')}.example.com{_path(rng)}"
+    if r < 0.72:
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(16, 64)))
+    if r < 0.85:
+        return " ".join(_word(rng) for _ in range(rng.randint(1, 4)))
+    return _sentence(rng)
+
+
+def gen_json(rng: random.Random, target: int) -> str:
+    """JSON documents: API responses and tool arguments, compact or indented."""
+
+    def doc() -> str:
+        value = {_ident(rng): _json_value(rng, 1) for _ in range(rng.randint(2, 8))}
+        if rng.random() < 0.5:
+            return json.dumps(value, indent=rng.choice([2, 4]))
+        return json.dumps(value, separators=(",", ":") if rng.random() < 0.5 else None)
+
+    return _fill(rng, target, doc)
+
+
+def gen_paths(rng: random.Random, target: int) -> str:
+    """File listings: ``ls -la``, ``find``, ``git status`` and ``tree`` output."""
+    kind = rng.random()
+
+    def line() -> str:
+        if kind < 0.3:
+            mode = rng.choice(["-rw-r--r--", "drwxr-xr-x", "-rwxr-xr-x", "lrwxrwxrwx"])
+            month = rng.choice("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
+            name = f"{_ident(rng)}.{rng.choice(_EXTENSIONS)}"
+            return (
+                f"{mode} {rng.randint(1, 9):>2} {rng.choice(['root', 'user', 'dev'])} staff "
+                f"{rng.randint(0, 10**7):>8} {month} {rng.randint(1, 28):>2} "
+                f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} {name}"
+            )
+        if kind < 0.6:
+            return "./" + _path(rng, absolute=False)
+        if kind < 0.8:
+            state = rng.choice(["modified:", "new file:", "deleted:", "renamed:"])
+            return f"\t{state}   {_path(rng, absolute=False)}"
+        depth = rng.randint(0, 4)
+        branch = rng.choice(["├── ", "└── "])
+        name = _ident(rng) + (f".{rng.choice(_EXTENSIONS)}" if rng.random() < 0.7 else "/")
+        return "│   " * depth + branch + name
+
+    return _fill(rng, target, line)
+
+
+def gen_hexdump(rng: random.Random, target: int) -> str:
+    """Hex dumps (``xxd``, ``hexdump -C``), hashes and ``git log --oneline``."""
+    kind = rng.random()
+    state = {"offset": rng.randrange(0, 1 << 20, 16)}
+
+    def line() -> str:
+        data = bytes(
+            rng.randrange(32, 127) if rng.random() < 0.5 else rng.randrange(256)
+            for _ in range(16)
+        )
+        ascii_col = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
+        offset = state["offset"]
+        state["offset"] += 16
+        if kind < 0.35:
+            groups = " ".join(data[i : i + 2].hex() for i in range(0, 16, 2))
+            return f"{offset:08x}: {groups}  {ascii_col}"
+        if kind < 0.7:
+            left = " ".join(f"{b:02x}" for b in data[:8])
+            right = " ".join(f"{b:02x}" for b in data[8:])
+            return f"{offset:08x}  {left}  {right}  |{ascii_col}|"
+        if kind < 0.85:
+            return f"{_hex(rng, 64)}  {_path(rng, absolute=False)}"
+        return f"{_hex(rng, 7)} {_sentence(rng)}"
+
+    return _fill(rng, target, line)
+
+
+def gen_logs(rng: random.Random, target: int) -> str:
+    """Server and build logs: timestamps, levels, key=value pairs, ids, addresses."""
+
+    def line() -> str:
+        ts = (
+            f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} "
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+            f".{rng.randint(0, 999):03d}"
+        )
+        level = rng.choice(["DEBUG", "INFO", "INFO", "INFO", "WARNING", "ERROR"])
+        who = f"{rng.choice(_NAMES)}.{_ident(rng)}"
+        r = rng.random()
+        if r < 0.4:
+            method = rng.choice(["GET", "POST", "PUT", "DELETE"])
+            ip = ".".join(str(rng.randint(1, 254)) for _ in range(4))
+            msg = (
+                f"{ip} {method} /api/v{rng.randint(1, 3)}/{_ident(rng)}/{rng.randint(1, 99999)} "
+                f"{rng.choice([200, 201, 204, 400, 404, 500])} {rng.uniform(0.1, 900):.1f}ms "
+                f"request_id={_hex(rng, 16)}"
+            )
+        elif r < 0.7:
+            pairs = " ".join(f"{_ident(rng)}={_number(rng)}" for _ in range(rng.randint(1, 5)))
+            msg = f"{_sentence(rng)} {pairs}"
+        else:
+            msg = _sentence(rng)
+        return f"{ts} {level:<7} [{who}] {msg}"
+
+    return _fill(rng, target, line)
+
+
+def _zh_sentence(rng: random.Random) -> str:
+    out: list[str] = []
+    for _ in range(rng.randint(4, 22)):
+        r = rng.random()
+        if r < 0.62:
+            out.append(rng.choice(_ZH_WORDS))
+        elif r < 0.85:
+            out.append(rng.choice(_ZH_CHARS))
+        elif r < 0.92:
+            out.append(rng.choice(_ZH_PUNCT_MID))
+        elif r < 0.97:
+            term = rng.choice(_ZH_TERMS)
+            out.append(f"`{term}`" if rng.random() < 0.3 else f" {term} ")
+        else:
+            out.append(_number(rng) + rng.choice(["", "个", "次", "年", "%", " 个"]))
+    text = "".join(out).strip()
+    if rng.random() < 0.08:
+        text = f"“{text}”"
+    return text + rng.choice(_ZH_PUNCT_END)
+
+
+def gen_zh(rng: random.Random, target: int) -> str:
+    """Chinese prose from common words, with headings, lists and embedded English terms."""
+
+    def paragraph() -> str:
+        r = rng.random()
+        if r < 0.1:
+            return "## " + "".join(rng.choice(_ZH_WORDS) for _ in range(rng.randint(2, 5)))
+        if r < 0.2:
+            return "\n".join(
+                f"{i + 1}. " + _zh_sentence(rng) for i in range(rng.randint(2, 5))
+            )
+        return "".join(_zh_sentence(rng) for _ in range(rng.randint(1, 7)))
+
+    return _fill(rng, target, paragraph, "\n\n")
+
+
+def gen_zh_code(rng: random.Random, target: int) -> str:
+    """Chinese explanations with fenced code blocks (Python, JSON, shell)."""
+
+    def part() -> str:
+        r = rng.random()
+        if r < 0.5:
+            return "".join(_zh_sentence(rng) for _ in range(rng.randint(1, 4)))
+        if r < 0.75:
+            lines = gen_code(rng, rng.randint(80, 600)).splitlines()
+            lines = [
+                f"{line}  # {_zh_sentence(rng)}" if line.strip() and rng.random() < 0.2 else line
+                for line in lines
+            ]
+            return "```python\n" + "\n".join(lines) + "\n```"
+        if r < 0.9:
+            value = {_ident(rng): _zh_sentence(rng) if rng.random() < 0.5 else _json_value(rng, 2)
+                     for _ in range(rng.randint(1, 5))}
+            return "```json\n" + json.dumps(value, ensure_ascii=False, indent=2) + "\n```"
+        return f"```bash\n$ {_ident(rng)} --{_ident(rng).replace('_', '-')} {_path(rng)}\n```"
+
+    return _fill(rng, target, part, "\n\n")
+
+
+GENERATORS: dict[str, tuple[Callable[[random.Random, int], str], str]] = {
+    "prose-en": (gen_prose, "English prose from a frequency-mixed vocabulary"),
+    "code-py": (gen_code, "generated Python functions and classes"),
+    "tracebacks": (gen_traceback, "Python tracebacks and pytest failures"),
+    "json": (gen_json, "JSON documents, compact and indented, with ids and timestamps"),
+    "paths": (gen_paths, "ls -la, find, git status and tree listings"),
+    "hexdump": (gen_hexdump, "xxd / hexdump -C output, sha256 lines, git log"),
+    "logs": (gen_logs, "timestamped log lines with key=value pairs and request ids"),
+    "zh-prose": (gen_zh, "Chinese prose from a built-in list of common words"),
+    "zh-code": (gen_zh_code, "Chinese explanations mixed with code and JSON blocks"),
+}
+
+_TOOL_OUTPUTS = ("code-py", "tracebacks", "json", "paths", "hexdump", "logs", "prose-en")
+
+
+def gen_agent_session(rng: random.Random, rounds: int) -> list[Message]:
+    """An agent session: system prompt, a task, then rounds of tool calls and results."""
+    lengths = _length_sampler(rng)
+    messages = [Message.system(gen_prose(rng, rng.randint(400, 3000)))]
+    task = gen_zh(rng, lengths()) if rng.random() < 0.3 else gen_prose(rng, lengths())
+    messages.append(Message.user(task))
+    for i in range(rounds):
+        thought = " ".join(_sentence(rng) for _ in range(rng.randint(1, 4)))
+        name = rng.choice(["bash", "read_file", "edit_file", "search", "open"])
+        if name == "bash":
+            args = {"command": f"{rng.choice(['ls', 'cat', 'grep -rn', 'pytest'])} {_path(rng)}"}
+        elif name == "edit_file":
+            args = {"path": _path(rng), "old": gen_code(rng, 120), "new": gen_code(rng, 150)}
+        else:
+            args = {"path": _path(rng), "query": _sentence(rng)}
+        call = ToolCall(id=f"call_{_hex(rng, 24)}", name=name, arguments=json.dumps(args))
+        messages.append(Message.assistant(thought, tool_calls=[call]))
+        generator = GENERATORS[rng.choice(_TOOL_OUTPUTS)][0]
+        messages.append(Message.tool(call.id, generator(rng, lengths()), name=name))
+        if i % 7 == 6:
+            messages.append(Message.user(_sentence(rng)))
+    return messages
+
+
+def synthetic_workloads(*, seed: int = 0, count: int = 200) -> list[Workload]:
+    """Return one generated workload per kind, ``count`` messages each, plus a session."""
+    out: list[Workload] = []
+    for index, (name, (generator, description)) in enumerate(GENERATORS.items()):
+        rng = random.Random(f"{seed}:{index}:{name}")
+        lengths = _length_sampler(rng)
+        texts = [generator(rng, lengths()) for _ in range(count)]
+        out.append(
+            Workload(name, "synthetic", description, tuple(Message.tool("c", t) for t in texts))
+        )
+    rng = random.Random(f"{seed}:session")
+    session = gen_agent_session(rng, max(4, count // 2))
+    out.append(
+        Workload(
+            "agent-session",
+            "synthetic",
+            "a generated agent session: prompt, task, tool calls and mixed tool output",
+            tuple(session),
+        )
+    )
+    return out
+
+
+def all_workloads(*, quick: bool = False, seed: int = 0, shared: Path = SHARED) -> list[Workload]:
+    """Return every workload: real (when ``../shared`` exists), stdlib, then synthetic."""
+    count = 60 if quick else 240
+    return [
+        *real_workloads(shared, seed=seed),
+        *stdlib_workloads(seed=seed, count=count),
+        *synthetic_workloads(seed=seed, count=count),
+    ]
+
+
+if __name__ == "__main__":
+    for workload in all_workloads(quick=True):
+        print(
+            f"{workload.name:24s} {workload.source:9s} {len(workload.messages):5d} msgs "
+            f"{workload.chars:9,d} chars  {workload.description}"
+        )

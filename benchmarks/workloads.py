@@ -1,0 +1,667 @@
+"""Agent sessions for the context benchmarks, and how they are replayed through an agent.
+
+Two sources; every benchmark names the one it used (`Session.label`):
+
+- ``swe-agent-trajectories`` (real): the SWE-agent runs in ``../shared/data`` next to the
+  project root. Each ``.traj`` file's ``history`` holds OpenAI-style messages whose
+  ``content`` is a string or a list of parts and whose ``tool_calls`` / ``tool_call_ids``
+  are lists or JSON / Python-literal strings; both are parsed. A run's system message becomes
+  the agent's system prompt (the first run's, for a replayed session), never history.
+  To reach long sessions the runs are replayed **back to back**, every copy with **fresh
+  message ids and fresh tool-call ids**, so caches keyed by id and pair checks see new
+  messages, as in a real long session.
+- ``synthetic``: generated here from a fixed seed when ``../shared`` is absent (a user's
+  clone): a task, then rounds of an assistant thought with a tool call and a realistic tool
+  output — Python code, tracebacks, file listings, JSON, logs, Chinese prose — and now and
+  then a user follow-up.
+
+`replay` drives a real `HarnessAgent` through a session: every user message of the session
+starts an ``agent.call``, the model's replies are the session's own assistant messages
+(`ReplayClient` wraps any model client — ``ScriptedModel`` or a real provider — and swaps
+the reply for the recorded one after the request was sent), and the tool results come from
+the recording (`replay_tools`). So each system in a benchmark sees the same messages at the
+same points, and the agent's working history evolves as it would in production.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import json
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.messages import Message, ToolCall
+from harness.tools import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from harness.agent import HarnessAgent, RuntimeContext
+    from harness.request import ModelClientLike, ModelRequest, ModelResponse
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SHARED = PROJECT_ROOT.parent / "shared"
+TRAJECTORY_DIR = SHARED / "data" / "swe-agent-trajectories"
+
+Source = Literal["auto", "real", "synthetic"]
+NO_OUTPUT = "(no output recorded)"
+
+
+# ------------------------------------------------------------------------ trajectories
+@dataclass(frozen=True)
+class Trajectory:
+    """One recorded (or generated) agent run: its system prompt and its messages."""
+
+    name: str
+    system: str
+    messages: tuple[Message, ...]
+
+
+def parse_listish(value: Any) -> list[Any]:
+    """Return a list from a list, a JSON string or a Python-literal string (``[]`` for none)."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            try:
+                parsed = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                return [value]
+        return list(parsed) if isinstance(parsed, list | tuple) else [parsed]
+    return [value]
+
+
+def _content(raw: Any) -> str | list[dict[str, Any]] | None:
+    if raw is None or isinstance(raw, str):
+        return raw
+    if isinstance(raw, list):
+        parts = []
+        for part in raw:
+            if isinstance(part, dict) and isinstance(part.get("type"), str):
+                parts.append(part)
+            elif isinstance(part, str):
+                parts.append({"type": "text", "text": part})
+        return parts
+    return str(raw)
+
+
+def normalise(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """Return a clean OpenAI chat-message dict for one trajectory entry (``None``: skip it).
+
+    SWE-agent's own keys (``thought``, ``action``, ``agent``, ``message_type`` …) are
+    dropped; ``tool_calls`` and ``tool_call_ids`` are parsed from lists or strings.
+    """
+    role = raw.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        return None
+    out: dict[str, Any] = {"role": role, "content": _content(raw.get("content"))}
+    if role == "assistant":
+        calls = []
+        for i, call in enumerate(parse_listish(raw.get("tool_calls"))):
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            name = str(function.get("name") or call.get("name") or "tool")
+            arguments = function.get("arguments", "{}")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments)
+            calls.append(
+                {
+                    "id": str(call.get("id") or f"call_{i}"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            )
+        if calls:
+            out["tool_calls"] = calls
+    if role == "tool":
+        ids = parse_listish(raw.get("tool_call_ids"))
+        call_id = raw.get("tool_call_id") or (str(ids[0]) if ids else None)
+        out["tool_call_id"] = str(call_id) if call_id else "call_unknown"
+    return out
+
+
+def paired(messages: Sequence[Message]) -> list[Message]:
+    """Return ``messages`` with every tool call answered and no orphan tool result.
+
+    A call without a recorded result gets a ``(no output recorded)`` result; a tool message
+    that answers no call of the assistant message before it is dropped. Tool results are
+    named after their call, as the agent names them when it runs a tool.
+    """
+    out: list[Message] = []
+    open_calls: dict[str, ToolCall] = {}
+
+    def close() -> None:
+        for call in open_calls.values():
+            out.append(Message.tool(call.id, NO_OUTPUT, name=call.name))
+        open_calls.clear()
+
+    for message in messages:
+        if message.role == "tool":
+            call = open_calls.pop(message.tool_call_id or "", None)
+            if call is None:
+                continue
+            out.append(message.replace(name=call.name))
+            continue
+        close()
+        out.append(message)
+        if message.role == "assistant":
+            open_calls.update((c.id, c) for c in message.tool_calls)
+    close()
+    return out
+
+
+def load_trajectory(path: Path) -> Trajectory:
+    """Return one SWE-agent ``.traj`` file as a `Trajectory` (system text split off)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    system: list[str] = []
+    messages: list[Message] = []
+    for raw in data.get("history", []):
+        if not isinstance(raw, dict):
+            continue
+        clean = normalise(raw)
+        if clean is None:
+            continue
+        message = Message.from_openai(clean)
+        if message.role == "system":
+            system.append(message.text)
+        else:
+            messages.append(message)
+    return Trajectory(path.stem, "\n\n".join(system), tuple(paired(messages)))
+
+
+def load_trajectories(directory: Path = TRAJECTORY_DIR) -> list[Trajectory]:
+    """Return every trajectory in ``directory``, sorted by file name (``[]`` when absent)."""
+    if not directory.is_dir():
+        return []
+    return [load_trajectory(p) for p in sorted(directory.glob("*.traj"))]
+
+
+# ------------------------------------------------------------------------- synthetic
+_WORDS = (
+    "the request history budget token model tool result error cache session agent value "
+    "config parser handler client server retry timeout stream message context summary "
+    "file path index query test fixture module function class method argument return "
+    "check update build run read write list open close start stop state version field"
+).split()
+_IDENT = "user item data result value config path name count index size limit key node".split()
+_ZH = (
+    "我们 需要 检查 这个 函数 的 返回值 然后 修复 测试 失败 的 问题 上下文 预算 工具 调用 结果 "
+    "会话 历史 压缩 摘要 文件 目录 配置 参数 错误 日志 缓存 模型 请求 响应"
+).split()
+_EXC = "ValueError TypeError KeyError AttributeError AssertionError RuntimeError".split()
+_TOOLS = ("bash", "open", "edit", "search_dir", "find_file")
+SYSTEM_PROMPT = (
+    "SETTING: You are an autonomous programmer working in a repository through a shell "
+    "and a small set of file tools. Investigate, edit and test until the task is done; "
+    "explain each step briefly before you call a tool."
+)
+
+
+def _sentence(rng: random.Random) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 18))]
+    return " ".join(words).capitalize() + rng.choice("...?:")
+
+
+def _ident(rng: random.Random) -> str:
+    return "_".join(rng.choice(_IDENT) for _ in range(rng.randint(1, 3)))
+
+
+def _path(rng: random.Random) -> str:
+    return "/".join(["src", *(_ident(rng) for _ in range(rng.randint(1, 3)))]) + ".py"
+
+
+def _code(rng: random.Random, size: int) -> str:
+    lines: list[str] = []
+    number = rng.randint(1, 400)
+    while sum(len(x) for x in lines) < size:
+        indent = " " * (4 * rng.randint(0, 2))
+        kind = rng.random()
+        if kind < 0.15:
+            text = f"def {_ident(rng)}({_ident(rng)}: int, {_ident(rng)}: str = 'x') -> bool:"
+        elif kind < 0.3:
+            text = f"{indent}# {_sentence(rng)}"
+        elif kind < 0.45:
+            text = f"{indent}return {_ident(rng)}.{_ident(rng)}({_ident(rng)})"
+        else:
+            text = f"{indent}{_ident(rng)} = {_ident(rng)}[{rng.randint(0, 99)}] + {rng.random():.3f}"
+        lines.append(f"{number}:{text}")
+        number += 1
+    return f"[File: {_path(rng)} ({number} lines total)]\n" + "\n".join(lines)
+
+
+def _traceback(rng: random.Random, size: int) -> str:
+    parts = ["Traceback (most recent call last):"]
+    while sum(len(x) for x in parts) < size:
+        parts.append(f'  File "/repo/{_path(rng)}", line {rng.randint(1, 900)}, in {_ident(rng)}')
+        parts.append(f"    {_ident(rng)} = {_ident(rng)}({_ident(rng)})")
+    parts.append(f"{rng.choice(_EXC)}: {_sentence(rng)}")
+    return "\n".join(parts)
+
+
+def _listing(rng: random.Random, size: int) -> str:
+    lines: list[str] = []
+    while sum(len(x) for x in lines) < size:
+        lines.append(
+            f"-rw-r--r-- 1 dev staff {rng.randint(10, 99999):>6} Mar {rng.randint(1, 28):>2} "
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} {_path(rng)}"
+        )
+    return "\n".join(lines)
+
+
+def _json(rng: random.Random, size: int) -> str:
+    items: list[dict[str, Any]] = []
+    while len(json.dumps(items)) < size:
+        items.append(
+            {
+                "id": rng.getrandbits(64),
+                "name": _ident(rng),
+                "status": rng.choice(["ok", "failed", "skipped"]),
+                "duration_ms": round(rng.uniform(0.1, 900), 2),
+                "tags": [rng.choice(_WORDS) for _ in range(rng.randint(0, 4))],
+            }
+        )
+    return json.dumps(items, indent=2)
+
+
+def _chinese(rng: random.Random, size: int) -> str:
+    out: list[str] = []
+    while sum(len(x) for x in out) < size:
+        out.append("".join(rng.choice(_ZH) for _ in range(rng.randint(6, 20))) + "。")
+    return "".join(out)
+
+
+def _log(rng: random.Random, size: int) -> str:
+    lines: list[str] = []
+    while sum(len(x) for x in lines) < size:
+        lines.append(
+            f"2024-05-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
+            f"{rng.randint(0, 59):02d} {rng.choice(['INFO', 'WARNING', 'ERROR'])} "
+            f"[{_ident(rng)}] {_sentence(rng)} request_id={rng.getrandbits(48):012x}"
+        )
+    return "\n".join(lines)
+
+
+_OUTPUTS: tuple[Callable[[random.Random, int], str], ...] = (
+    _code,
+    _traceback,
+    _listing,
+    _json,
+    _chinese,
+    _log,
+)
+
+
+def synthetic_trajectory(rng: random.Random, index: int, *, rounds: int = 14) -> Trajectory:
+    """Return one generated agent run: a task, then tool-calling rounds and a final answer."""
+    task = _chinese(rng, 300) if rng.random() < 0.25 else " ".join(_sentence(rng) for _ in range(6))
+    messages: list[Message] = [Message.user(f"Task {index}: {task}")]
+    for step in range(rounds):
+        name = rng.choice(_TOOLS)
+        arguments = (
+            {"command": f"python -m pytest {_path(rng)} -x"}
+            if name == "bash"
+            else {"path": _path(rng), "query": rng.choice(_WORDS)}
+        )
+        call = ToolCall(id=f"call_{rng.getrandbits(96):024x}", name=name, arguments=json.dumps(arguments))
+        thought = " ".join(_sentence(rng) for _ in range(rng.randint(1, 3)))
+        messages.append(Message.assistant(thought, tool_calls=[call]))
+        size = max(80, min(20_000, int(rng.lognormvariate(7.0, 1.0))))
+        messages.append(Message.tool(call.id, rng.choice(_OUTPUTS)(rng, size), name=name))
+        if step % 6 == 5:
+            messages.append(Message.user(_chinese(rng, 80) if rng.random() < 0.3 else _sentence(rng)))
+    messages.append(Message.assistant("Done: " + _sentence(rng)))
+    return Trajectory(f"synthetic-{index}", SYSTEM_PROMPT, tuple(messages))
+
+
+def synthetic_trajectories(*, seed: int = 0, count: int = 8) -> list[Trajectory]:
+    """Return ``count`` generated runs, deterministic for ``seed``."""
+    rng = random.Random(seed)
+    return [synthetic_trajectory(rng, i) for i in range(count)]
+
+
+# --------------------------------------------------------------------------- sessions
+@dataclass(frozen=True)
+class Session:
+    """A long session: runs replayed back to back, with the system prompt split off."""
+
+    name: str
+    """``swe-agent-trajectories`` or ``synthetic``."""
+    source: Literal["real", "synthetic"]
+    description: str
+    """How it was built (runs, copies, fresh ids)."""
+    system_prompt: str
+    messages: tuple[Message, ...]
+    copies: int = 1
+    """How many times the runs were replayed back to back (started, not necessarily finished)."""
+
+    @property
+    def label(self) -> str:
+        """One line naming the workload for a benchmark's output."""
+        return f"{self.name} ({self.source}): {self.description}; {len(self.messages):,} messages"
+
+    @property
+    def chars(self) -> int:
+        """Characters of message text in the session."""
+        return sum(len(m.text) + sum(len(c.arguments) for c in m.tool_calls) for m in self.messages)
+
+
+def _fresh_call_id(call_id: str, copy: int) -> str:
+    digest = hashlib.sha1(f"{copy}:{call_id}".encode()).hexdigest()[:24]
+    return f"call_{digest}"
+
+
+def fresh_copy(messages: Sequence[Message], copy: int) -> list[Message]:
+    """Return ``messages`` with new message ids and new tool-call ids (consistently mapped)."""
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        changes: dict[str, Any] = {"id": f"c{copy}m{index}"}
+        if message.tool_calls:
+            changes["tool_calls"] = tuple(
+                c.replace(id=_fresh_call_id(c.id, copy)) if hasattr(c, "replace") else
+                ToolCall(id=_fresh_call_id(c.id, copy), name=c.name, arguments=c.arguments, type=c.type)
+                for c in message.tool_calls
+            )
+        if message.tool_call_id is not None:
+            changes["tool_call_id"] = _fresh_call_id(message.tool_call_id, copy)
+        out.append(message.replace(**changes))
+    return out
+
+
+def base_trajectories(source: Source = "auto", *, seed: int = 0, shared: Path = SHARED) -> tuple[
+    Literal["real", "synthetic"], list[Trajectory]
+]:
+    """Return the runs to build sessions from: the real ones when present (``auto``)."""
+    if source in ("auto", "real"):
+        runs = load_trajectories(shared / "data" / "swe-agent-trajectories")
+        if runs:
+            return "real", runs
+        if source == "real":
+            raise FileNotFoundError(
+                f"no SWE-agent trajectories under {shared / 'data'}; use source='synthetic' "
+                "or place the shared data next to the project"
+            )
+    return "synthetic", synthetic_trajectories(seed=seed)
+
+
+def make_session(
+    min_messages: int, *, source: Source = "auto", seed: int = 0, shared: Path = SHARED
+) -> Session:
+    """Replay the runs back to back until the session has at least ``min_messages`` messages.
+
+    Every copy gets fresh message ids and fresh tool-call ids.
+    """
+    kind, runs = base_trajectories(source, seed=seed, shared=shared)
+    one_pass = [m for run in runs for m in run.messages]
+    if not one_pass:
+        raise ValueError("the trajectories hold no messages")
+    messages: list[Message] = []
+    copies = 0
+    while len(messages) < max(1, min_messages):
+        messages.extend(fresh_copy(one_pass, copies))
+        copies += 1
+    name = "swe-agent-trajectories" if kind == "real" else "synthetic"
+    what = (
+        f"{len(runs)} SWE-agent runs" if kind == "real" else f"{len(runs)} generated runs (seed {seed})"
+    )
+    description = (
+        f"{what} replayed back to back ×{copies} with fresh message and tool-call ids per copy"
+        if copies > 1
+        else f"{what}, once"
+    )
+    return Session(name, kind, description, runs[0].system, tuple(messages), copies)
+
+
+def request_ready(messages: Sequence[Message], n: int) -> tuple[Message, ...]:
+    """Return the longest prefix of at most ``n`` messages that a model request may follow.
+
+    It ends with a user message, a complete tool-call group, or an assistant reply without
+    calls — never in the middle of a tool-call group.
+    """
+    end = min(n, len(messages))
+    while end > 0:
+        last = messages[end - 1]
+        if last.role == "assistant" and last.tool_calls:
+            end -= 1
+            continue
+        if last.role == "tool":
+            start = end - 1
+            while start > 0 and messages[start - 1].role == "tool":
+                start -= 1
+            caller = messages[start - 1] if start > 0 else None
+            answered = {m.tool_call_id for m in messages[start:end]}
+            if caller is None or {c.id for c in caller.tool_calls} - answered:
+                end = start - 1 if caller is not None else start
+                continue
+        break
+    return tuple(messages[:end])
+
+
+def history(n: int, *, source: Source = "auto", seed: int = 0, shared: Path = SHARED) -> Session:
+    """Return a session of (about) ``n`` messages that ends where a model request is due."""
+    session = make_session(n, source=source, seed=seed, shared=shared)
+    cut = request_ready(session.messages, n)
+    return Session(session.name, session.source, session.description, session.system_prompt, cut, session.copies)
+
+
+def tool_results(session: Session) -> list[Message]:
+    """Return the session's tool results (or user observations when it has none), in order."""
+    found = [m for m in session.messages if m.role == "tool" and m.text != NO_OUTPUT]
+    return found or [m for m in session.messages if m.role == "user"]
+
+
+def request_points(messages: Sequence[Message]) -> list[int]:
+    """Return the indices of the assistant messages: a model request precedes each."""
+    return [i for i, m in enumerate(messages) if m.role == "assistant"]
+
+
+# ----------------------------------------------------------------------- conversions
+def to_openai(messages: Sequence[Message], system: str = "") -> list[dict[str, Any]]:
+    """Return OpenAI chat dicts, the system prompt first when given."""
+    out = [{"role": "system", "content": system}] if system else []
+    out.extend(m.to_openai() for m in messages)
+    return out
+
+
+def to_langchain(messages: Sequence[Message]) -> list[Any]:
+    """Return LangChain messages with the same ids (as LangGraph's state would hold them)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Any] = []
+    for m in messages:
+        text = m.text
+        if m.role == "user":
+            out.append(HumanMessage(content=text, id=m.id))
+        elif m.role == "system":
+            out.append(SystemMessage(content=text, id=m.id))
+        elif m.role == "tool":
+            out.append(ToolMessage(content=text, tool_call_id=m.tool_call_id or "", name=m.name, id=m.id))
+        else:
+            calls = [{"name": c.name, "args": _args(c.arguments), "id": c.id, "type": "tool_call"} for c in m.tool_calls]
+            out.append(AIMessage(content=text, tool_calls=calls, id=m.id))
+    return out
+
+
+def from_langchain(messages: Sequence[Any], originals: dict[str, Message]) -> list[Message]:
+    """Return harness messages for LangChain ones: the original where unchanged, else a conversion.
+
+    Keeping the originals keeps their token counts cached (and their exact argument text).
+    """
+    out: list[Message] = []
+    for lc in messages:
+        original = originals.get(lc.id or "")
+        text = lc.content if isinstance(lc.content, str) else _lc_text(lc.content)
+        if original is not None and original.text == text:
+            calls = getattr(lc, "tool_calls", None) or []
+            if all(_args(c.arguments) == lc_call.get("args") for c, lc_call in zip(original.tool_calls, calls, strict=False)):
+                out.append(original)
+                continue
+        kind = lc.type
+        if kind == "human":
+            out.append(Message.user(text))
+        elif kind == "system":
+            out.append(Message.system(text))
+        elif kind == "tool":
+            out.append(Message.tool(lc.tool_call_id, text, name=lc.name))
+        else:
+            calls_out = [
+                ToolCall(id=c.get("id") or "", name=c["name"], arguments=json.dumps(c.get("args") or {}))
+                for c in (getattr(lc, "tool_calls", None) or [])
+            ]
+            out.append(Message.assistant(text or None, tool_calls=calls_out))
+    return out
+
+
+def _lc_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def _args(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {"__raw__": arguments}
+    return value if isinstance(value, dict) else {"__value__": value}
+
+
+# -------------------------------------------------------------------------- replaying
+@dataclass
+class ReplayClient:
+    """A model client that sends every request to ``inner`` and answers from the recording.
+
+    The request really reaches ``inner`` (a ``ScriptedModel`` or a real provider through
+    ``LiteLLMClient``), which is what is measured; the reply the agent continues with is the
+    session's next recorded assistant message, so the session unfolds as recorded whatever
+    the provider answered. Summary requests (compaction) get ``inner``'s own answer.
+    """
+
+    inner: ModelClientLike
+    messages: Sequence[Message]
+    base: int = 0
+    """``len(state.full_history)`` when the replay started."""
+    responses: list[ModelResponse] = field(default_factory=list)
+    """Every response ``inner`` gave to an agent request, in order."""
+
+    @property
+    def model(self) -> str:
+        """The inner client's model name."""
+        return self.inner.model
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the inner client's window."""
+        return self.inner.context_window(model)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` to ``inner``; answer agent requests with the recorded reply."""
+        response = await self.inner.complete(request)
+        if request.ids.purpose != "agent" or request.state is None:
+            return response
+        self.responses.append(response)
+        position = len(request.state.full_history) - self.base
+        reply = self.messages[position] if position < len(self.messages) else None
+        if reply is None or reply.role != "assistant":
+            reply = Message.assistant("(end of the recorded session)")
+        return response.replace(message=reply)
+
+
+def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> list[Tool]:
+    """Return one tool per tool name in ``messages`` that returns the recorded result.
+
+    Each tool accepts the argument names the recording used (all optional) and answers a
+    call with the recorded result of the call with the same id.
+    """
+    results = {m.tool_call_id: m.text for m in messages if m.role == "tool"}
+    fields: dict[str, set[str]] = {}
+    for m in messages:
+        for call in m.tool_calls:
+            keys = fields.setdefault(call.name, set())
+            keys.update(k for k in _args(call.arguments) if k.isidentifier() and k != "context")
+    tools = []
+    for name, keys in sorted(fields.items()):
+        if name in skip:
+            continue
+        tools.append(Tool(_recorded(name, sorted(keys), results), name=name, description=f"Replayed tool {name}."))
+    return tools
+
+
+def _recorded(name: str, keys: list[str], results: dict[str | None, str]) -> Callable[..., str]:
+    def run(context: ToolContext, **_: Any) -> str:
+        return results.get(context.call.id, NO_OUTPUT)
+
+    params = [inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext)]
+    params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any) for k in keys]
+    run.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    run.__annotations__ = {"context": ToolContext, **dict.fromkeys(keys, Any), "return": str}
+    run.__name__ = name
+    return run
+
+
+@dataclass
+class ReplayOutcome:
+    """What happened while a session was replayed through an agent."""
+
+    calls: int = 0
+    """``agent.call`` invocations (one per user message that a reply follows)."""
+    failures: list[str] = field(default_factory=list)
+    """Errors that stopped a call (type and message); the replay went on after each."""
+
+
+async def replay(
+    agent: HarnessAgent,
+    session: Session,
+    ctx: RuntimeContext,
+    client: ReplayClient,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReplayOutcome:
+    """Feed ``session`` into ``agent`` call by call; the agent's client must be ``client``.
+
+    A user message followed by an assistant message starts an ``agent.call``; other
+    messages (a user message followed by another, a leading assistant message) are appended
+    to the state directly. After a failed call the rest of that call's recorded messages are
+    appended directly, so the next call starts where the recording does.
+    """
+    from harness.errors import HarnessError
+
+    state = agent.state(ctx)
+    client.base = len(state.full_history)
+    messages = session.messages
+    outcome = ReplayOutcome()
+    position = 0
+    while position < len(messages):
+        message = messages[position]
+        follows = messages[position + 1] if position + 1 < len(messages) else None
+        if message.role != "user" or follows is None or follows.role != "assistant":
+            state.append(message)
+            position += 1
+            continue
+        outcome.calls += 1
+        try:
+            await agent.call(message, ctx)
+        except HarnessError as exc:
+            outcome.failures.append(f"{type(exc).__name__}: {exc}"[:300])
+            done = len(state.full_history) - client.base
+            end = position + 1
+            while end < len(messages) and messages[end].role != "user":
+                end += 1
+            if done < end:
+                state.append(*messages[max(done, position):end])
+        position = len(state.full_history) - client.base
+        if progress is not None:
+            progress(position, len(messages))
+    return outcome
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """Yield consecutive slices of ``items`` of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,243 @@
+"""The demo session behind ``make run``: one agent fixing a failing test, every round explained.
+
+Offline (the default) it runs on the `ScriptedModel` with a scripted plan; with a model
+name (``HARNESS_MODEL`` or ``--model``) the same workspace, tools and stack run on a real
+provider through litellm. Either way every model request prints its manifest: tokens
+against the budget, what it was built from, and what the stack changed (offloaded tool
+output, material left out for the budget, compaction).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from harness.agent import HarnessAgent, RuntimeContext
+from harness.blocks import ContextBlock
+from harness.errors import HarnessError
+from harness.messages import Message
+from harness.policy import ContextPolicy
+from harness.report import format_manifest
+from harness.request import ModelRequest
+from harness.tools import ToolContext
+from harness.workspace import Workspace
+
+TASK = "The login test fails. Find out why, fix src/login.py, and run the tests until they pass."
+
+_BROKEN = '''"""Login checks."""
+
+
+def is_session_valid(issued_at: float, now: float, ttl: float = 3600) -> bool:
+    """Return whether a session issued at ``issued_at`` is still valid at ``now``."""
+    return now - issued_at > ttl
+'''
+_FIXED = _BROKEN.replace("now - issued_at > ttl", "now - issued_at < ttl")
+
+_FILES = {
+    "AGENTS.md": "# Project rules\n- Run the tests after every change.\n- Keep fixes minimal.\n",
+    "MEMORY.md": "# Memory\n- The login module was refactored last week (session TTL moved to login.py).\n",
+    "knowledge/auth-guide.md": "# Authentication guide\n"
+    + "".join(
+        f"\n## Section {i}\nSessions expire after their TTL; an expired session returns 401. "
+        "Refresh tokens are rotated on every use and revoked on logout. " * 3
+        for i in range(1, 25)
+    ),
+    "src/login.py": _BROKEN,
+    "tests/test_login.py": "from src.login import is_session_valid\n\n\ndef test_fresh_session_is_valid():\n"
+    "    assert is_session_valid(issued_at=0, now=10)\n",
+}
+
+
+# ----------------------------------------------------------------------------- tools
+def list_files(folder: str, context: ToolContext) -> str:
+    """List the files in a workspace folder.
+
+    Args:
+        folder: the folder, relative to the workspace root ("" for the root).
+        context: injected.
+    """
+    assert_workspace(context)
+    files = context.workspace.list(folder, recursive=True) if context.workspace else []
+    return "\n".join(files) or "(empty)"
+
+
+def write_file(path: str, content: str, context: ToolContext) -> str:
+    """Write a text file in the workspace (replacing it).
+
+    Args:
+        path: the file's path, relative to the workspace root.
+        content: the new content.
+        context: injected.
+    """
+    assert_workspace(context)
+    if context.workspace is not None:
+        context.workspace.write_text(path, content)
+    return f"wrote {len(content)} characters to {path}"
+
+
+def run_tests(context: ToolContext) -> str:
+    """Run the project's test suite and return its output."""
+    assert_workspace(context)
+    source = context.workspace.read_text("src/login.py") if context.workspace else ""
+    passed = "now - issued_at < ttl" in source
+    context.state.set_extension("demo/build", "passing" if passed else "failing: test_login")
+    lines = [f"tests/test_module_{i:03}.py::test_case_{j} PASSED" for i in range(120) for j in range(12)]
+    if passed:
+        return "\n".join(lines[:40]) + f"\n... {len(lines) - 40} more PASSED\n==== {len(lines) + 1} passed in 3.2s ===="
+    failure = (
+        "\n________________________ test_fresh_session_is_valid ________________________\n"
+        "    def test_fresh_session_is_valid():\n>       assert is_session_valid(issued_at=0, now=10)\n"
+        "E       assert False\nE        +  where False = is_session_valid(issued_at=0, now=10)\n\n"
+        "src/login.py:6: in is_session_valid\n    return now - issued_at > ttl\n"
+        f"==== 1 failed, {len(lines)} passed in 3.4s ===="
+    )
+    return "\n".join(lines) + "\n" * 2 + "\n".join(f"DEBUG cache warmup step {k}" for k in range(800)) + failure
+
+
+def assert_workspace(context: ToolContext) -> None:
+    """Fail clearly when the demo tools run without a workspace."""
+    if context.workspace is None:
+        raise RuntimeError("the demo tools need the agent's workspace")
+
+
+# ------------------------------------------------------------------------ the script
+def _offloaded_path(request: ModelRequest) -> str:
+    for message in reversed(request.history):
+        found = re.search(r"large_tool_results/[\w./-]+", message.text)
+        if found:
+            return found.group(0).rstrip(".")
+    return "large_tool_results"
+
+
+def _script() -> list[Any]:
+    from providers.scripted import ScriptedModel
+
+    call = ScriptedModel.tool_call
+    todo = [
+        {"content": "Reproduce the failing login test", "status": "in_progress"},
+        {"content": "Fix src/login.py", "status": "pending"},
+        {"content": "Run the tests until they pass", "status": "pending"},
+    ]
+    done = [dict(item, status="completed") for item in todo]
+    return [
+        call("todo_write", {"todos": todo}, text="I'll plan the work first."),
+        call("list_files", {"folder": ""}),
+        call("run_tests", {}, text="Reproducing the failure."),
+        lambda request: call(
+            "read_file",
+            {"path": _offloaded_path(request), "offset": 86_000, "limit": 2_000},
+            text="The output was offloaded; reading its end.",
+        ),
+        call("read_file", {"path": "src/login.py"}),
+        call("write_file", {"path": "src/login.py", "content": _FIXED}, text="The comparison is inverted."),
+        call("run_tests", {}),
+        call("todo_write", {"todos": done}),
+        "Fixed: `is_session_valid` compared the session age the wrong way round "
+        "(`>` instead of `<`). All tests pass now.",
+    ]
+
+
+# ------------------------------------------------------------------------ the session
+def _seed_workspace(workspace: Workspace) -> None:
+    for path, text in _FILES.items():
+        if not workspace.exists(path):
+            workspace.write_text(path, text)
+
+
+def _build_agent(model: str | None, api_base: str | None, workspace: Workspace, max_input_tokens: int | None, observer: Any) -> HarnessAgent:
+    from middleware import default_stack
+    from middleware.budget_fit import BudgetFit
+    from middleware.compaction import Compaction
+    from middleware.context_sources import context_source
+    from middleware.task_state import enable_task_list
+    from middleware.workspace_materials import instruction
+
+    async def status_source(request: Any) -> list[ContextBlock]:
+        return [ContextBlock.runtime("latest", f"Build: {_status(request.session_id)}")]
+
+    def _status(session_id: str) -> str:
+        state = agent.states.get(session_id)
+        return str(state.extension("demo/build", "not run yet")) if state else "not run yet"
+
+    if model:
+        from providers.litellm_client import LiteLLMClient
+
+        client: Any = LiteLLMClient(model, api_base=api_base)
+        budget = max_input_tokens
+    else:
+        from providers.scripted import ScriptedModel
+
+        client = ScriptedModel(_script(), window=32_000)
+        budget = max_input_tokens or 5_000
+    stack = default_stack(
+        instructions=[instruction("test-policy", "After changing code, run the tests; if you cannot, say why.")],
+        sources=[context_source("build-status", status_source)],
+        task=enable_task_list(),
+        budget=BudgetFit(),
+        compaction=Compaction(trigger_messages=14, keep_messages=6, keep_tokens=0),
+    )
+    agent = HarnessAgent(
+        model=client,
+        system_prompt="You are a careful coding assistant working in a small repository.",
+        tools=[list_files, write_file, run_tests],
+        stack=stack,
+        workspace=workspace,
+        policy=ContextPolicy(max_input_tokens=budget, observer=observer),
+        agent_id="demo-assistant",
+        max_rounds=20,
+    )
+    return agent
+
+
+async def run_demo(
+    *,
+    model: str | None = None,
+    api_base: str | None = None,
+    workspace: str | None = None,
+    max_input_tokens: int | None = None,
+    as_json: bool = False,
+) -> int:
+    """Run the demo session and print each round's manifest; return the exit status."""
+    folder = workspace or tempfile.mkdtemp(prefix="harness-demo-")
+    ws = Workspace(folder)
+    _seed_workspace(ws)
+    rounds = 0
+
+    def observer(manifest: Any) -> None:
+        nonlocal rounds
+        if as_json:
+            print(msgspec.json.encode(manifest).decode())
+        else:
+            print(format_manifest(manifest, round_no=rounds if manifest.purpose == "agent" else None))
+        rounds += manifest.purpose == "agent"
+
+    agent = _build_agent(model, api_base, ws, max_input_tokens, observer)
+    where = f"model {model} via litellm" if model else "the offline ScriptedModel (set HARNESS_MODEL for a real one)"
+    print(f"context-harness demo · {where}\nworkspace {Path(folder)}\nstack: {' → '.join(type(m).__name__ for m in agent.stack)}\n")
+    print(f"user: {TASK}\n")
+    started = time.perf_counter()
+    ctx = RuntimeContext(user_id="demo-user", session_id="fix-login-001")
+    try:
+        async for event in agent.stream_events(Message.user(TASK), ctx):
+            if event.kind == "tool_call" and event.tool_call is not None:
+                args = event.tool_call.arguments
+                print(f"  → {event.tool_call.name}({args[:70]}{'…' if len(args) > 70 else ''})")
+            elif event.kind == "tool_result" and event.message is not None:
+                print(f"  ← {len(event.message.text):,} characters\n")
+            elif event.kind == "final" and event.message is not None:
+                print(f"assistant: {event.message.text}\n")
+    except HarnessError as exc:
+        print(f"\nthe session stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    state = agent.state(ctx)
+    print(
+        f"{rounds} model requests in {time.perf_counter() - started:.2f}s · full history "
+        f"{len(state.full_history)} messages · working history {len(state.working_history)} messages"
+    )
+    return 0

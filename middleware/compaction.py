@@ -1,0 +1,770 @@
+"""Compaction: keep the history inside its budget — trim, truncate, then summarise.
+
+Place in the stack: after BudgetFit (which sets ``request.history_budget``, the room left
+for the history once System, tools and the kept blocks are counted) and before
+PairValidation (which checks the history this layer produced). Without BudgetFit the
+budget is the input limit minus the fixed cost and the blocks.
+
+Three stages run in order on every request; each changes only the *working* history the
+model sees next (the agent commits it, so nothing is redone next round), never the agent's
+``full_history``:
+
+1. **Trim old tool outputs** (no model). The newest ``trim_protect_tokens`` of tool output
+   are protected; once the older, untrimmed tool outputs add up to ``trim_min_tokens``,
+   each becomes a ``trim_preview_chars`` preview (new id, metadata ``trimmed``).
+   Transform ``tool_output_trim:<messages>``.
+2. **Truncate old tool-call arguments** (off by default). Outside the kept range, string
+   arguments longer than ``max_arg_length`` keep their first 20 characters and
+   ``truncation_text``. Transform ``tool_args_truncate:<calls>``.
+3. **Summarise** when the history has ``trigger_messages`` messages, exceeds its budget or
+   the optional ``trigger`` threshold, when ``request.force_compaction`` is set (by
+   OverflowRetry), or when the agent asked for it with the ``compact_conversation`` tool.
+   The long-term-memory hook first records lasting facts of the part to be summarised;
+   then the summariser (``model``, default the agent's own client, called directly — not
+   through the stack) summarises the early part, in chunks that fit its window when
+   needed, and the history becomes: the pinned first user message, one summary message,
+   the kept recent messages. An existing summary is *updated* with the new early
+   messages. Transform ``history_compaction:<messages summarised>``.
+
+The cut never separates a tool call from its results (`middleware._history.safe_cut`).
+The kept part is bounded by tokens (``keep_tokens``; ``None`` is 35 % of the history
+budget) or, with ``keep_tokens=0``, by ``keep_messages`` — and always by half of
+``trigger_messages`` — so after a compaction the history is well below every trigger and
+the next rounds append to a byte-stable prefix (pinned task, summary, kept messages)
+instead of compacting again. A forced compaction keeps only the last unit; when there is
+nothing left to summarise the history is returned unchanged, which OverflowRetry
+recognises.
+
+Cost when nothing is compacted: one backward pass over the tool messages and one sum of
+cached per-message counts; since compaction keeps the working history short, both are
+bounded by the trigger, not by the session's length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import anyio
+import msgspec
+
+from harness.accounting import blocks_tokens, fixed_tokens, manifest_items
+from harness.errors import (
+    ConfigurationError,
+    ContextBuildError,
+    ProviderError,
+    WorkspaceError,
+)
+from harness.events import AgentEvent
+from harness.manifest import ContextManifest
+from harness.memory import DEFAULT_MEMORY, MemoryStore
+from harness.messages import Message, ToolCall, new_id
+from harness.policy import DEFAULT_INPUT_TOKENS
+from harness.request import ModelClientLike, ModelRequest, ModelResponse
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
+from harness.tools import Tool, ToolContext
+from harness.types import Handler
+from middleware._history import safe_cut
+
+DEFAULT_SUMMARY_PROMPT: Final = """\
+You are compacting the conversation of an AI agent so that it can continue its task with \
+less context. The agent will see your summary in place of the messages below, followed by \
+the most recent messages, which are kept word for word.
+{previous_summary}
+Write a concise summary in Markdown with exactly these sections:
+
+## Session goal
+What the user asked for, with every constraint and preference they stated.
+## Key conclusions
+What was found, decided or ruled out, with the evidence that matters (errors, test results).
+## Files and artefacts
+Files read, created or changed, commands run and other artefacts, each with its role.
+## Next steps
+What remains to be done or verified.
+
+Keep identifiers, paths, names and numbers exact. Do not add anything that is not in the \
+messages.
+
+<messages>
+{messages}
+</messages>"""
+"""The default summary prompt: goal, key conclusions, files and artefacts, next steps."""
+
+UPDATE_PREAMBLE: Final = """
+Here is the previous summary of the earlier conversation. Update it with the messages \
+below: keep what still holds, correct what changed, add what is new.
+<previous_summary>
+{summary}
+</previous_summary>
+"""
+"""Put in ``{previous_summary}`` (or before a custom prompt) when a summary exists."""
+
+MERGE_PROMPT: Final = """\
+The texts below summarise consecutive parts of one AI agent's conversation, oldest first. \
+Merge them into one concise summary with the sections ## Session goal, ## Key conclusions, \
+## Files and artefacts and ## Next steps. Where parts disagree the later one wins. Keep \
+identifiers, paths, names and numbers exact.
+
+{summaries}"""
+"""The prompt that merges the partial summaries of a chunked summarisation."""
+
+SUMMARY_HEADER: Final = "[Summary of the earlier conversation"
+"""How a summary message's text starts (followed by the count and a blank line)."""
+
+REQUEST_KEY: Final = "compaction.requested"
+"""The state extension the ``compact_conversation`` tool sets (a fresh token per request)."""
+
+KEEP_FRACTION: Final = 0.35
+"""The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
+KEEP_CAP_FRACTION: Final = 0.8
+"""The kept part (plus the pinned message) never takes more of the history budget."""
+CHUNK_FRACTION: Final = 0.6
+"""The share of the summariser's input limit one summary request uses by default."""
+SUMMARY_CAP_FRACTION: Final = 0.25
+"""A summary longer than this share of the history budget is cut (head and tail kept)."""
+SUMMARY_CONCURRENCY: Final = 4
+"""Partial summaries requested at once when the early part is summarised in chunks."""
+TRUNCATE_KEEP_CHARS: Final = 20
+"""Characters a truncated argument keeps before the truncation text."""
+_MIN_ROOM: Final = 64
+_PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
+
+
+def select_cut(
+    body: Sequence[Message],
+    count: Callable[[Message], int],
+    *,
+    keep_tokens: int,
+    max_messages: int,
+) -> int:
+    """Return where the kept part of ``body`` starts.
+
+    The result is the smallest safe cut (see `middleware._history.safe_cut`) whose suffix
+    holds at most ``keep_tokens`` tokens and ``max_messages`` messages; the last unit is
+    always kept, even when it alone is larger. Only the kept units are visited, so the cost
+    is O(kept messages), not O(history).
+
+    Args:
+        body: the messages that may be summarised or kept, oldest first.
+        count: the token count of one message (the estimator's cached ``count_message``).
+        keep_tokens: the most tokens the kept part may hold.
+        max_messages: the most messages the kept part may hold.
+
+    Returns:
+        An index in ``[0, len(body)]``; ``len(body)`` only when ``body`` is empty.
+    """
+    n = len(body)
+    cut = n
+    tokens = 0
+    while cut > 0:
+        start = safe_cut(body, cut - 1)
+        for k in range(start, cut):
+            tokens += count(body[k])
+        if cut < n and (tokens > keep_tokens or n - start > max_messages):
+            break
+        cut = start
+    return cut
+
+
+def last_unit_start(body: Sequence[Message]) -> int:
+    """Return where the last unit of ``body`` starts (``0`` for an empty body)."""
+    return safe_cut(body, len(body) - 1) if body else 0
+
+
+def compact_conversation(context: ToolContext) -> str:
+    """Summarise the earlier conversation before your next step, to free context.
+
+    Use it when the conversation has grown long and its early part is no longer needed
+    word for word: the early messages are replaced by a summary, the latest are kept.
+    """
+    context.state.set_extension(REQUEST_KEY, new_id())
+    return (
+        "Compaction requested: the earlier conversation will be summarised before your next step."
+    )
+
+
+class _Layout(msgspec.Struct, frozen=True):
+    """Where the compactable body starts, after the pinned task and the current summary."""
+
+    start: int
+    pinned: Message | None
+    previous: Message | None
+
+
+def _layout(history: Sequence[Message]) -> _Layout:
+    start = 0
+    pinned = previous = None
+    if history and history[0].role == "user" and not history[0].meta("summary"):
+        pinned = history[0]
+        start = 1
+    if start < len(history) and history[start].meta("summary"):
+        previous = history[start]
+        start += 1
+    return _Layout(start, pinned, previous)
+
+
+class Compaction:
+    """Keep the working history within its budget: trim, truncate, then summarise.
+
+    Args:
+        trigger_messages: summarise when the history holds this many messages.
+        trigger: an extra token threshold for the whole request — a fraction in ``(0, 1]``
+            of the input limit (the model's window minus reserves), or an absolute token
+            count (int). The history exceeding its budget always triggers.
+        keep_tokens: tokens kept verbatim after a summary; ``None`` is 35 % of the history
+            budget; ``0`` keeps ``keep_messages`` messages instead.
+        keep_messages: messages kept verbatim when ``keep_tokens`` is 0.
+        model: the summariser (default: the agent's client, ``request.run.client``).
+        summary_prompt: the summary prompt; must contain ``{messages}`` and may contain
+            ``{previous_summary}`` (where an earlier summary to update goes).
+        trim_protect_tokens: the newest tool output, in tokens, that is never trimmed.
+        trim_min_tokens: trim only once this many tokens of older tool output are
+            trimmable; ``None`` disables trimming.
+        trim_preview_chars: characters a trimmed tool output keeps.
+        truncate_args: truncate long string arguments of old tool calls (stage 2).
+        max_arg_length: string arguments longer than this are truncated.
+        truncation_text: appended to the first 20 characters of a truncated argument.
+        summary_chunk_tokens: the most tokens one summary request may hold (default: 60 %
+            of the summariser's input limit, from its window and the policy).
+        memory: the long-term-memory store called before summarising (default:
+            ``MEMORY.md`` in the agent's workspace); ``None`` disables it.
+        compact_tool: give the agent a ``compact_conversation`` tool to ask for a summary.
+
+    Raises:
+        ConfigurationError: when an argument is out of range, ``model`` is not a model
+            client, or ``summary_prompt`` lacks ``{messages}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        trigger_messages: int = 50,
+        trigger: float | int | None = None,
+        keep_tokens: int | None = None,
+        keep_messages: int = 20,
+        model: ModelClientLike | None = None,
+        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        trim_protect_tokens: int = 40_000,
+        trim_min_tokens: int | None = 20_000,
+        trim_preview_chars: int = 300,
+        truncate_args: bool = False,
+        max_arg_length: int = 2000,
+        truncation_text: str = "... [truncated] ...",
+        summary_chunk_tokens: int | None = None,
+        memory: MemoryStore | None = DEFAULT_MEMORY,
+        compact_tool: bool = False,
+    ) -> None:
+        _check_int("trigger_messages", trigger_messages, minimum=3)
+        if trigger is not None:
+            if isinstance(trigger, bool) or not isinstance(trigger, int | float):
+                raise ConfigurationError(
+                    f"trigger must be a fraction in (0, 1], a token count or None, got {trigger!r}"
+                )
+            if isinstance(trigger, float) and not 0.0 < trigger <= 1.0:
+                raise ConfigurationError(
+                    f"trigger {trigger!r}: give a fraction of the input limit in (0, 1] "
+                    "(e.g. 0.85) or an absolute token count as an int"
+                )
+            if isinstance(trigger, int) and trigger < 1:
+                raise ConfigurationError(f"trigger must be a positive token count, got {trigger}")
+        if keep_tokens is not None:
+            _check_int("keep_tokens", keep_tokens, minimum=0)
+        _check_int("keep_messages", keep_messages, minimum=1)
+        if keep_tokens == 0 and keep_messages > trigger_messages - 3:
+            raise ConfigurationError(
+                f"keep_messages ({keep_messages}) must be at most trigger_messages - 3 "
+                f"({trigger_messages - 3}) so that a compacted history (task, summary, kept "
+                "messages) is below the trigger; lower keep_messages or raise trigger_messages"
+            )
+        if model is not None and not (
+            callable(getattr(model, "complete", None))
+            and isinstance(getattr(model, "model", None), str)
+        ):
+            raise ConfigurationError(
+                "model must be a model client with 'model' and 'async complete(request)', "
+                f"got {model!r}"
+            )
+        if not isinstance(summary_prompt, str) or "{messages}" not in summary_prompt:
+            raise ConfigurationError(
+                "summary_prompt must contain the placeholder {messages}, where the messages "
+                "to summarise are inserted; add it to your prompt"
+            )
+        _check_int("trim_protect_tokens", trim_protect_tokens, minimum=0)
+        if trim_min_tokens is not None:
+            _check_int("trim_min_tokens", trim_min_tokens, minimum=0)
+        _check_int("trim_preview_chars", trim_preview_chars, minimum=0)
+        _check_int("max_arg_length", max_arg_length, minimum=1)
+        if not isinstance(truncation_text, str):
+            raise ConfigurationError(f"truncation_text must be a string, got {truncation_text!r}")
+        if summary_chunk_tokens is not None:
+            _check_int("summary_chunk_tokens", summary_chunk_tokens, minimum=256)
+        if memory is not None and not isinstance(memory, MemoryStore):
+            raise ConfigurationError(
+                f"memory must implement harness.memory.MemoryStore (async record(messages, "
+                f"request)) or be None, got {memory!r}"
+            )
+        self.trigger_messages = trigger_messages
+        self.trigger = trigger
+        self.keep_tokens = keep_tokens
+        self.keep_messages = keep_messages
+        self.model = model
+        self.summary_prompt = summary_prompt
+        self.trim_protect_tokens = trim_protect_tokens
+        self.trim_min_tokens = trim_min_tokens
+        self.trim_preview_chars = trim_preview_chars
+        self.truncate_args = bool(truncate_args)
+        self.max_arg_length = max_arg_length
+        self.truncation_text = truncation_text
+        self.summary_chunk_tokens = summary_chunk_tokens
+        self.memory = memory
+        self.compact_tool = bool(compact_tool)
+
+    def __repr__(self) -> str:
+        return (
+            f"Compaction(trigger_messages={self.trigger_messages}, trigger={self.trigger!r}, "
+            f"keep_tokens={self.keep_tokens!r}, keep_messages={self.keep_messages}, "
+            f"truncate_args={self.truncate_args}, compact_tool={self.compact_tool})"
+        )
+
+    def tools(self) -> list[Tool]:
+        """Return the ``compact_conversation`` tool when ``compact_tool`` is on."""
+        return [Tool(compact_conversation)] if self.compact_tool else []
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        """Compact ``request``'s history as needed and pass it on."""
+        return await call_next(await self.prepare(request))
+
+    # ------------------------------------------------------------------ stages
+    async def prepare(self, request: ModelRequest) -> ModelRequest:
+        """Return ``request`` with its history trimmed, truncated and summarised as needed.
+
+        Raises:
+            ConfigurationError: when a summary is needed but there is no summariser.
+            ProviderError: when the summariser fails.
+        """
+        history = request.history
+        if not history:
+            return request
+        est = request.estimator
+        transforms: list[str] = []
+        history, trimmed = self._trim(history, est)
+        if trimmed:
+            transforms.append(f"tool_output_trim:{trimmed}")
+        layout = _layout(history)
+        budget = self._history_budget(request, est)
+        if self.truncate_args:
+            body = history[layout.start :]
+            end = layout.start + self._normal_cut(body, est, budget, layout)
+            history, truncated = self._truncate(history, layout.start, end)
+            if truncated:
+                transforms.append(f"tool_args_truncate:{truncated}")
+        reason = self._reason(request, history, est, budget, layout)
+        if reason is not None:
+            history, done = await self._compact(request, history, est, budget, layout, reason)
+            transforms.extend(done)
+        if history is request.history:
+            return request
+        return request.replace(history=history).with_transforms(*transforms)
+
+    def _trim(
+        self, history: tuple[Message, ...], est: TokenEstimator
+    ) -> tuple[tuple[Message, ...], int]:
+        """Stage 1: shorten older tool outputs to previews once enough have piled up."""
+        if self.trim_min_tokens is None:
+            return history, 0
+        count = est.count_message
+        protect = self.trim_protect_tokens
+        preview = self.trim_preview_chars
+        protected = 0
+        trimmable = 0
+        candidates: list[int] = []
+        for i in range(len(history) - 1, -1, -1):
+            message = history[i]
+            if message.role != "tool":
+                continue
+            tokens = count(message)
+            if protected < protect or i == len(history) - 1:
+                protected += tokens
+                continue
+            content = message.content
+            if (
+                isinstance(content, str)
+                and len(content) > preview + 100
+                and not message.meta("trimmed")
+                and not message.meta("offloaded")
+            ):
+                candidates.append(i)
+                trimmable += tokens
+        if not candidates or trimmable < self.trim_min_tokens:
+            return history, 0
+        out = list(history)
+        for i in candidates:
+            message = history[i]
+            text = message.text
+            rest = len(text) - preview
+            out[i] = message.revise(
+                "trim",
+                metadata={"trimmed": True},
+                content=f"{text[:preview]}\n[… older tool output trimmed: {rest} more characters "
+                "not shown; the full output is in the session log …]",
+            )
+        return tuple(out), len(candidates)
+
+    def _truncate(
+        self, history: tuple[Message, ...], start: int, end: int
+    ) -> tuple[tuple[Message, ...], int]:
+        """Stage 2: shorten long string arguments of the tool calls in ``history[start:end]``."""
+        out: list[Message] | None = None
+        changed_calls = 0
+        limit = self.max_arg_length
+        for i in range(start, end):
+            message = history[i]
+            if not message.tool_calls or message.meta("args_truncated"):
+                continue
+            calls: list[ToolCall] = []
+            changed = 0
+            for call in message.tool_calls:
+                # A string value longer than the limit makes the JSON longer than it, too.
+                new = self._truncate_call(call) if len(call.arguments) > limit else call
+                changed += new is not call
+                calls.append(new)
+            if changed:
+                if out is None:
+                    out = list(history)
+                out[i] = message.revise(
+                    "truncate", metadata={"args_truncated": True}, tool_calls=tuple(calls)
+                )
+                changed_calls += changed
+        return (tuple(out), changed_calls) if out is not None else (history, 0)
+
+    def _truncate_call(self, call: ToolCall) -> ToolCall:
+        try:
+            arguments = json.loads(call.arguments)
+        except ValueError:
+            return call  # not JSON: leave it exactly as the model wrote it
+        changed, shortened = self._truncate_value(arguments)
+        if not changed:
+            return call
+        return msgspec.structs.replace(call, arguments=json.dumps(shortened, ensure_ascii=False))
+
+    def _truncate_value(self, value: Any) -> tuple[bool, Any]:
+        if isinstance(value, str):
+            if len(value) > self.max_arg_length:
+                return True, value[:TRUNCATE_KEEP_CHARS] + self.truncation_text
+            return False, value
+        if isinstance(value, dict):
+            items = {k: self._truncate_value(v) for k, v in value.items()}
+            return any(c for c, _ in items.values()), {k: v for k, (_, v) in items.items()}
+        if isinstance(value, list):
+            pairs = [self._truncate_value(v) for v in value]
+            return any(c for c, _ in pairs), [v for _, v in pairs]
+        return False, value
+
+    # ---------------------------------------------------------------- deciding
+    @staticmethod
+    def _limit(request: ModelRequest) -> int:
+        return request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
+
+    def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
+        if request.history_budget is not None:
+            return request.history_budget
+        return self._limit(request) - fixed_tokens(request, est) - blocks_tokens(request, est)
+
+    def _reason(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        est: TokenEstimator,
+        budget: int,
+        layout: _Layout,
+    ) -> str | None:
+        if request.force_compaction:
+            return "forced"
+        if self._pending_request(request, layout) is not None:
+            return "requested"
+        if len(history) >= self.trigger_messages:
+            return "messages"
+        tokens = est.count_messages(history)
+        if 0 < budget < tokens:
+            return "budget"
+        if self.trigger is not None:
+            limit = self._limit(request)
+            threshold = self.trigger * limit if isinstance(self.trigger, float) else self.trigger
+            if tokens + (limit - budget) > threshold:
+                return "threshold"
+        return None
+
+    def _pending_request(self, request: ModelRequest, layout: _Layout) -> str | None:
+        """Return the token of a ``compact_conversation`` request not yet honoured."""
+        if not self.compact_tool or request.state is None:
+            return None
+        token = request.state.extension(REQUEST_KEY)
+        if not isinstance(token, str):
+            return None
+        if layout.previous is not None and layout.previous.meta("request") == token:
+            return None
+        return token
+
+    def _normal_cut(
+        self, body: Sequence[Message], est: TokenEstimator, budget: int, layout: _Layout
+    ) -> int:
+        """Return the keep boundary in ``body`` under the configured keep range."""
+        pinned = est.count_message(layout.pinned) if layout.pinned is not None else 0
+        cap = max(0, int(max(budget, 0) * KEEP_CAP_FRACTION) - pinned)
+        if self.keep_tokens == 0:
+            return select_cut(
+                body, est.count_message, keep_tokens=cap, max_messages=self.keep_messages
+            )
+        wanted = (
+            self.keep_tokens
+            if self.keep_tokens is not None
+            else int(max(budget, 0) * KEEP_FRACTION)
+        )
+        return select_cut(
+            body,
+            est.count_message,
+            keep_tokens=min(wanted, cap),
+            max_messages=max(1, self.trigger_messages // 2 - 2),
+        )
+
+    # -------------------------------------------------------------- compacting
+    async def _compact(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        est: TokenEstimator,
+        budget: int,
+        layout: _Layout,
+        reason: str,
+    ) -> tuple[tuple[Message, ...], list[str]]:
+        """Stage 3: summarise the early part of the body, keep the recent part."""
+        body = history[layout.start :]
+        if reason == "forced":
+            cut = last_unit_start(body)
+        else:
+            cut = self._normal_cut(body, est, budget, layout)
+            if cut == 0 and reason == "requested":
+                cut = last_unit_start(body)
+        if cut == 0:
+            return history, []  # nothing early enough to summarise: leave it unchanged
+        early = body[:cut]
+        done: list[str] = []
+        if self.memory is not None:
+            try:
+                stored = await self.memory.record(early, request)
+            except (WorkspaceError, ProviderError) as exc:
+                done.append(f"memory_failed:{type(exc).__name__}")
+            else:
+                if stored:
+                    done.append(f"memory_record:{stored}")
+        previous = _summary_text(layout.previous) if layout.previous is not None else None
+        text = await self._summarise(early, previous, request, budget)
+        if not text:
+            raise ContextBuildError(
+                "the summariser returned an empty summary, so the early history cannot be "
+                "compacted; check the summary model and prompt (Compaction(model=..., "
+                "summary_prompt=...))",
+                transforms=request.transforms + tuple(done),
+            )
+        total = len(early) + (int(layout.previous.meta("summarised", 0)) if layout.previous else 0)
+        metadata: dict[str, Any] = {"summary": True, "summarised": total}
+        token = self._pending_request(request, layout)
+        if token is not None:
+            metadata["request"] = token
+        summary = Message.user(
+            f"{SUMMARY_HEADER}: {total} messages were compacted; the full record is in the "
+            f"session log.]\n\n{text}",
+            metadata=metadata,
+        )
+        head = (layout.pinned,) if layout.pinned is not None else ()
+        done.append(f"history_compaction:{len(early)}")
+        return (*head, summary, *body[cut:]), done
+
+    async def _summarise(
+        self, early: Sequence[Message], previous: str | None, request: ModelRequest, budget: int
+    ) -> str:
+        """Return a summary of ``early`` (updating ``previous``), chunked to fit the summariser."""
+        client = self.model or (request.run.client if request.run is not None else None)
+        if client is None:
+            raise ConfigurationError(
+                "Compaction needs a summariser: pass Compaction(model=...) or run it inside "
+                "HarnessAgent, whose client is the default",
+                transforms=request.transforms,
+            )
+        est = request.estimator if client.model == request.model else estimator_for(client.model)
+        limit = request.policy.input_limit(client.context_window(client.model))
+        chunk = min(self.summary_chunk_tokens or int(limit * CHUNK_FRACTION), limit)
+        frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
+        if previous is not None:
+            previous = _fit(previous, est, chunk // 3)
+        room = chunk - frame - est.count(self._prompt("", previous))
+        if room < _MIN_ROOM:
+            raise ConfigurationError(
+                f"summary_chunk_tokens ({chunk}) leaves no room for messages after the summary "
+                "prompt; raise summary_chunk_tokens or shorten summary_prompt",
+                transforms=request.transforms,
+            )
+        chunks = _pack([_render(m) for m in early], est, room)
+        ask = _Asker(client, request, limit, est)
+        if len(chunks) == 1:
+            text = await ask(self._prompt(chunks[0], previous))
+        else:
+            partials = await ask.many([self._prompt(c, None) for c in chunks])
+            text = await self._merge(
+                ([previous] if previous else []) + partials, ask, est, chunk - frame
+            )
+        cap = max(_MIN_ROOM, int(max(budget, 0) * SUMMARY_CAP_FRACTION))
+        return _fit(text.strip(), est, cap)
+
+    async def _merge(self, parts: list[str], ask: _Asker, est: TokenEstimator, chunk: int) -> str:
+        """Merge partial summaries, in as many rounds of chunked requests as needed."""
+        room = chunk - est.count(MERGE_PROMPT)
+        while len(parts) > 1:
+            # Each part takes at most half the room, so every request merges at least two.
+            parts = [_fit(p, est, room // 2 - 8) for p in parts]
+            groups = _pack(
+                [f'<summary part="{i + 1}">\n{p}\n</summary>' for i, p in enumerate(parts)],
+                est,
+                room,
+            )
+            if len(groups) == 1:
+                return await ask(MERGE_PROMPT.replace("{summaries}", groups[0]))
+            prompts = [MERGE_PROMPT.replace("{summaries}", g) for g in groups]
+            parts = await ask.many(prompts)
+        return parts[0]
+
+    def _prompt(self, messages: str, previous: str | None) -> str:
+        preamble = UPDATE_PREAMBLE.replace("{summary}", previous) if previous is not None else ""
+        prompt = self.summary_prompt
+        if preamble and "{previous_summary}" not in prompt:
+            prompt = preamble.lstrip("\n") + "\n" + prompt
+            preamble = ""
+        values = {"messages": messages, "previous_summary": preamble}
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], prompt)
+
+
+class _Asker:
+    """Sends summary requests straight to the summariser (not through the stack)."""
+
+    def __init__(
+        self, client: ModelClientLike, request: ModelRequest, limit: int, est: TokenEstimator
+    ) -> None:
+        self.client = client
+        self.request = request
+        self.limit = limit
+        self.est = est
+
+    async def __call__(self, prompt: str) -> str:
+        source = self.request
+        request = ModelRequest(
+            model=self.client.model,
+            ids=msgspec.structs.replace(source.ids, purpose="summary", call_id=new_id()),
+            history=(Message.user(prompt),),
+            policy=source.policy,
+            input_limit=self.limit,
+        )
+        self._report(request)
+        response = await self.client.complete(request)
+        return response.message.text.strip()
+
+    async def many(self, prompts: list[str]) -> list[str]:
+        results = [""] * len(prompts)
+        limiter = anyio.CapacityLimiter(SUMMARY_CONCURRENCY)
+
+        async def one(i: int) -> None:
+            async with limiter:
+                results[i] = await self(prompts[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(prompts)):
+                tg.start_soon(one, i)
+        return results
+
+    def _report(self, request: ModelRequest) -> None:
+        """Emit the summary request's manifest, like the agent does for its own requests."""
+        source = self.request
+        observer = source.policy.observer
+        emit = source.run.emit if source.run is not None else None
+        if observer is None and emit is None:
+            return
+        total, items = manifest_items(request, self.est)
+        manifest = ContextManifest(
+            call_id=request.ids.call_id,
+            purpose="summary",
+            model=request.model,
+            estimated_input_tokens=total,
+            input_limit=self.limit,
+            counting_method=self.est.method,
+            exact=self.est.exact,
+            items=items,
+            agent_id=request.ids.agent_id,
+            session_id=request.ids.session_id,
+            run_id=request.ids.run_id,
+        )
+        if observer is not None:
+            observer(manifest)
+        if emit is not None:
+            emit(AgentEvent(kind="context_build", manifest=manifest))
+
+
+def _check_int(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an int ≥ {minimum}, got {value!r}")
+
+
+def _summary_text(message: Message) -> str:
+    """Return the summary itself, without the header line a summary message starts with."""
+    text = message.text
+    if text.startswith(SUMMARY_HEADER):
+        return text.partition("\n\n")[2]
+    return text
+
+
+def _render(message: Message) -> str:
+    """Render one message as plain text for the summariser."""
+    if message.role == "tool":
+        label = f"tool result {message.name}" if message.name else "tool result"
+    else:
+        label = message.role
+    text = message.text
+    lines = [f"[{label}] {text}" if text else f"[{label}]"]
+    lines.extend(f"[tool call {c.name}] {c.arguments}" for c in message.tool_calls)
+    return "\n".join(lines)
+
+
+def _fit(text: str, est: TokenEstimator, tokens: int) -> str:
+    """Return ``text``, cut in the middle (head and tail kept) to at most ``tokens`` tokens."""
+    size = est.count(text)
+    if size <= tokens:
+        return text
+    if tokens <= 0:
+        return ""
+    marker = "\n[… cut to fit the summary request …]\n"
+    chars = len(text)
+    while size > tokens and chars > 0:
+        chars = int(chars * min(0.9, tokens / size))
+        head = chars * 2 // 3
+        tail = chars - head
+        cut = text[:head] + marker + (text[len(text) - tail :] if tail else "")
+        size = est.count(cut)
+    return cut if chars > 0 else ""
+
+
+def _pack(pieces: list[str], est: TokenEstimator, room: int) -> list[str]:
+    """Join ``pieces`` into as few texts of at most ``room`` tokens as they fit in, in order."""
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for piece in pieces:
+        piece = _fit(piece, est, room - 1)
+        tokens = est.count(piece) + 1  # the joining newlines
+        if current and used + tokens > room:
+            chunks.append("\n\n".join(current))
+            current, used = [], 0
+        current.append(piece)
+        used += tokens
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks

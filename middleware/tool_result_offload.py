@@ -1,0 +1,268 @@
+"""ToolResultOffload: keep huge tool results in the workspace and show the model a preview.
+
+Where it sits: after the material middleware (WorkspaceMaterials, ContextSources, TaskState,
+FragmentEditor) and before BudgetFit and Compaction, so that budget fitting and compaction
+measure the small preview instead of a 200,000-character log.
+
+A ``tool`` message longer than ``max_result_chars`` is written, byte for byte, to
+``large_tool_results/<session key>/<call key>.txt`` in the workspace and replaced in the
+request by its first and last ``preview_chars`` characters, the file's path and how to read
+it with the ``read_file`` tool, which this middleware also gives the agent. The keys are
+hashes (`harness.file_tools.session_key`, `offload_path`): no id, path or text from the
+model or the tool ever becomes part of a file name.
+
+The agent commits the rewritten history, so a result is offloaded once; the replacement
+carries ``metadata["offloaded"]`` and is skipped afterwards, and a file already written
+for the same call is not written again. Files live per session (`purge_session` removes a
+session's) and files older than ``max_age_s`` are swept at most once per agent call.
+
+Workspace: the one given to the constructor, else the agent's. An agent without a
+workspace still works: results then go to a process-local in-memory workspace
+(``memory://context-harness-offload``), which the ``read_file`` tool reads too; it is lost
+when the process exits, so give the agent a workspace to keep them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from functools import cache
+
+import anyio.to_thread
+
+from harness.errors import ConfigurationError, WorkspaceError
+from harness.file_tools import read_file_tool, relative_folder, session_key
+from harness.messages import Message
+from harness.request import ModelRequest, ModelResponse
+from harness.tools import Tool
+from harness.types import Handler
+from harness.workspace import Workspace
+from middleware._history import label
+
+DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
+    {"read_file", "write_file", "edit_file", "memory_search", "memory_get", "session_search"}
+)
+"""Tools whose results are never offloaded (they read or page content themselves)."""
+DEFAULT_FOLDER = "large_tool_results"
+"""The workspace folder offloaded results are written to."""
+FALLBACK_LOCATION = "memory://context-harness-offload"
+"""Where results go when neither the middleware nor the agent has a workspace."""
+_CACHE_KEY = "tool_result_offload"
+_WEEK_S = 7 * 24 * 3600
+
+
+class ToolResultOffload:
+    """Write oversized tool results to the workspace; keep head, tail and a pointer.
+
+    Args:
+        max_result_chars: results longer than this many characters are offloaded.
+        preview_chars: characters kept from the start and from the end of the result.
+        exempt_tools: names of tools whose results are never offloaded.
+        folder: the workspace folder for offloaded results (relative).
+        max_age_s: offloaded files older than this many seconds are deleted, checked once
+            per agent call; ``None`` keeps them until `purge_session`.
+        workspace: where to write (default: the agent's workspace).
+
+    Raises:
+        ConfigurationError: when an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_result_chars: int = 80_000,
+        preview_chars: int = 2_000,
+        exempt_tools: Iterable[str] = DEFAULT_EXEMPT_TOOLS,
+        folder: str = DEFAULT_FOLDER,
+        max_age_s: float | None = _WEEK_S,
+        workspace: Workspace | None = None,
+    ) -> None:
+        if not _is_int(max_result_chars) or max_result_chars < 1:
+            raise ConfigurationError(
+                f"max_result_chars must be a positive int, got {max_result_chars!r}"
+            )
+        if not _is_int(preview_chars) or preview_chars < 0:
+            raise ConfigurationError(f"preview_chars must be an int ≥ 0, got {preview_chars!r}")
+        if 2 * preview_chars >= max_result_chars:
+            raise ConfigurationError(
+                f"preview_chars ({preview_chars}) keeps head and tail, so it must be less than "
+                f"half of max_result_chars ({max_result_chars}); lower it"
+            )
+        if isinstance(exempt_tools, str) or not all(isinstance(t, str) for t in exempt_tools):
+            raise ConfigurationError(
+                "exempt_tools must be a collection of tool names, e.g. frozenset({'read_file'})"
+            )
+        if max_age_s is not None and (
+            isinstance(max_age_s, bool) or not isinstance(max_age_s, int | float) or max_age_s <= 0
+        ):
+            raise ConfigurationError(
+                f"max_age_s must be a positive number of seconds or None, got {max_age_s!r}"
+            )
+        if workspace is not None and not isinstance(workspace, Workspace):
+            raise ConfigurationError(f"workspace must be a Workspace or None, got {workspace!r}")
+        self.max_result_chars = max_result_chars
+        self.preview_chars = preview_chars
+        self.exempt_tools = frozenset(exempt_tools)
+        self.folder = relative_folder(folder)
+        self.max_age_s = max_age_s
+        self.workspace = workspace
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolResultOffload(max_result_chars={self.max_result_chars}, "
+            f"preview_chars={self.preview_chars}, folder={self.folder!r})"
+        )
+
+    def tools(self) -> list[Tool]:
+        """Return the ``read_file`` tool that reads offloaded results back."""
+        return [
+            read_file_tool(
+                workspace=self.workspace, fallback=fallback_workspace(), private_folder=self.folder
+            )
+        ]
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        """Offload the oversized tool results of ``request`` and pass it on."""
+        ws = self._workspace(request)
+        await self._sweep_once(request, ws)
+        history = request.history
+        replaced: dict[int, Message] = {}
+        transforms: list[str] = []
+        names: dict[str, str] | None = None
+        for index, message in enumerate(history):
+            if message.role != "tool" or message.meta("offloaded") is not None:
+                continue
+            text = _plain_text(message)
+            if text is None or len(text) <= self.max_result_chars:
+                continue
+            name = message.name
+            if name is None:
+                names = names if names is not None else _call_names(history)
+                name = names.get(message.tool_call_id or "")
+            if name in self.exempt_tools:
+                continue
+            key = message.tool_call_id or message.id
+            path = offload_path(request.ids.session_id, key, folder=self.folder)
+            await _store(ws, path, text.encode("utf-8", "surrogatepass"))
+            replaced[index] = message.revise(
+                "offload",
+                metadata={"offloaded": path, "offloaded_chars": len(text)},
+                content=self._preview(text, path),
+            )
+            transforms.append(f"tool_result_offload:{label(key)}")
+        if replaced:
+            new_history = tuple(replaced.get(i, m) for i, m in enumerate(history))
+            request = request.replace(history=new_history).with_transforms(*transforms)
+        return await call_next(request)
+
+    # --------------------------------------------------------------- private
+    def _workspace(self, request: ModelRequest) -> Workspace:
+        if self.workspace is not None:
+            return self.workspace
+        if request.run is not None and request.run.workspace is not None:
+            return request.run.workspace
+        return fallback_workspace()
+
+    async def _sweep_once(self, request: ModelRequest, ws: Workspace) -> None:
+        max_age_s = self.max_age_s
+        if max_age_s is None or request.run is None:
+            return
+        cache_ = request.run.cache
+        if cache_.get(_CACHE_KEY):
+            return
+        cache_[_CACHE_KEY] = True  # before awaiting: one sweep per call, even if it fails
+        await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
+
+    def _preview(self, text: str, path: str) -> str:
+        total, keep = len(text), self.preview_chars
+        intro = (
+            f"[Tool result offloaded: {total:,} characters, too long for the context, were "
+            f'saved to the workspace file "{path}". '
+        )
+        how = (
+            f'Read any part with read_file(path="{path}", offset=<first character>, '
+            "limit=<number of characters>).]"
+        )
+        if keep == 0:
+            return intro + how
+        shown = (
+            f"Shown below: the first {keep:,} and the last {keep:,} characters; the omitted "
+            f"middle is characters {keep:,}–{total - keep:,}. "
+        )
+        omitted = f"\n[… {total - 2 * keep:,} characters omitted …]\n"
+        return f"{intro}{shown}{how}\n{text[:keep]}{omitted}{text[-keep:]}"
+
+
+# ------------------------------------------------------------------- helpers
+def offload_path(session_id: str, tool_call_id: str, *, folder: str = DEFAULT_FOLDER) -> str:
+    """Return the workspace path a result of ``tool_call_id`` in ``session_id`` goes to.
+
+    Both parts are hashes: ``<folder>/<16 hex>/<20 hex>.txt``, whatever the ids hold.
+    """
+    call = hashlib.blake2b(tool_call_id.encode("utf-8", "surrogatepass"), digest_size=10)
+    return f"{folder}/{session_key(session_id)}/{call.hexdigest()}.txt"
+
+
+def purge_session(workspace: Workspace, session_id: str, *, folder: str = DEFAULT_FOLDER) -> None:
+    """Delete every offloaded result of ``session_id`` (call it when a session is deleted)."""
+    workspace.remove(f"{folder}/{session_key(session_id)}", recursive=True)
+
+
+def sweep(
+    workspace: Workspace,
+    *,
+    max_age_s: float,
+    folder: str = DEFAULT_FOLDER,
+    now: float | None = None,
+) -> int:
+    """Delete offloaded results older than ``max_age_s`` seconds; return how many.
+
+    Best effort: a file that vanishes or cannot be removed meanwhile is skipped (another
+    process may be sweeping too); the next sweep tries again.
+    """
+    cutoff = (time.time() if now is None else now) - max_age_s
+    removed = 0
+    for path in workspace.list(folder, recursive=True):
+        try:
+            if workspace.modified(path) < cutoff:
+                workspace.remove(path)
+                removed += 1
+        except (OSError, WorkspaceError):
+            continue
+    return removed
+
+
+@cache
+def fallback_workspace() -> Workspace:
+    """Return the process-local in-memory workspace used when the agent has none."""
+    return Workspace(FALLBACK_LOCATION)
+
+
+async def _store(ws: Workspace, path: str, data: bytes) -> None:
+    """Write ``data`` unless the same call's result is already there."""
+
+    def already_there() -> bool:
+        full = ws.resolve(path)
+        return bool(ws.fs.exists(full)) and int(ws.fs.size(full)) == len(data)
+
+    if not await anyio.to_thread.run_sync(already_there):
+        await ws.awrite_bytes(path, data)
+
+
+def _plain_text(message: Message) -> str | None:
+    """Return the text of a message whose content is all text, else ``None``."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content
+    if any(part.text is None for part in content):
+        return None  # images or audio cannot be offloaded to a text file
+    return message.text
+
+
+def _call_names(history: tuple[Message, ...]) -> dict[str, str]:
+    return {c.id: c.name for m in history if m.role == "assistant" for c in m.tool_calls}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,382 @@
+"""Translate provider and transport exceptions into context-harness's typed errors.
+
+This is the one boundary where a failure of litellm, the OpenAI SDK, httpx or aiohttp
+becomes a `ProviderError` subclass (``harness.errors``), so nothing above ``providers/``
+ever catches an SDK exception. The decision that matters most is *is this a context
+overflow?*: `OverflowRetry` compacts and retries only on `ContextOverflowError`, so a
+missed overflow fails a run that could have gone on, and a false one compacts for nothing.
+
+Providers word overflow differently, sometimes with a status that suggests something else
+(a 429 or a 500 carrying "maximum context length" text), and litellm recognises only some
+of the wordings. So we decide by the provider's own text first, against a table of
+wordings seen from real providers (``tests/data/overflow_bodies.json`` holds one body of
+each, with the class it must map to), and by status and exception class after that:
+
+1. per-minute / quota wording ("Request too large … tokens per min (TPM)") → rate limited;
+   it is *not* an overflow even though it says the request is too large;
+2. litellm's ``ContextWindowExceededError``, or any overflow wording, or HTTP 413 →
+   `ContextOverflowError`, whatever the status;
+3. otherwise the exception class and status: 401/403 → auth, 429/402 → rate limited,
+   timeouts, connection failures and 5xx → unavailable, other 4xx → bad request.
+
+A successful answer can also say the input did not fit (`overflow_from_finish`): a
+``model_context_window_exceeded`` stop reason, or ``length`` with nothing generated.
+
+Only exceptions that come from a provider SDK or the network are translated; a bug in our
+own code (a ``TypeError``) propagates unchanged, and cancellation is never caught.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from harness.errors import (
+    ContextOverflowError,
+    HarnessError,
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderUnavailable,
+)
+
+__all__ = [
+    "classify",
+    "is_overflow_text",
+    "is_quota_text",
+    "overflow_from_finish",
+    "provider_errors",
+    "translate_error",
+]
+
+_OVERFLOW_PATTERNS: tuple[str, ...] = (
+    r"context_length_exceeded",  # OpenAI, Azure, Groq, Cerebras: the error code
+    r"context[_ ]window[_ ]exceeded",  # Anthropic stop reason, some gateways
+    r"max(imum)? context length",  # OpenAI, DeepSeek, vLLM, OpenRouter, Mistral, Ollama
+    r"exceeds? the context window",  # OpenAI Responses-style wording
+    r"context window (of|limit)",  # "exceeds the context window of this model"
+    r"prompt (is )?too long",  # Anthropic, Bedrock, Ollama
+    r"input (is )?too long",  # Bedrock, Vertex
+    r"exceeds? (the )?(model'?s? )?context (limit|size|length)",  # Anthropic max_tokens, Ollama
+    r"context size has been exceeded",  # llama.cpp (sent as a 500)
+    r"exceeds the available context size",  # llama.cpp
+    r"exceed_context_size_error",  # llama.cpp error type
+    r"input token count.{0,40}exceeds the maximum",  # Gemini
+    r"exceeds the maximum number of tokens allowed",  # Gemini
+    r"longer than the (maximum model length|model'?s? (maximum )?context length)",  # vLLM, Together
+    r"maximum (prompt|input) length is",  # xAI, TGI
+    r"prompt exceeds max length",  # Zhipu GLM (code 1261)
+    r"exceeded model token limit",  # Moonshot / Kimi
+    r"range of input length should be",  # Alibaba DashScope / Qwen
+    r"current length is \d+ while limit is \d+",  # Cerebras
+    r"reduce the length of the messages",  # OpenAI family closing sentence
+    r"too many (input )?tokens",  # Cohere ("too many tokens: total number of tokens")
+    r"request_too_large",  # Anthropic 413 error type
+)
+_OVERFLOW = re.compile("|".join(f"(?:{p})" for p in _OVERFLOW_PATTERNS), re.IGNORECASE)
+
+_QUOTA_PATTERNS: tuple[str, ...] = (
+    r"per (min(ute)?|second|hour|day)\b",  # "tokens per min (TPM)", "requests per day"
+    r"\b[TRI]P[MSD]\b",  # TPM, RPM, IPM, TPD …
+    r"rate[ _-]?limit",  # rate limit / rate_limit_exceeded / rate_limit_error
+    r"insufficient_quota|exceeded your (current )?quota",
+    r"too many requests",
+    r"please wait before trying again",  # Bedrock ThrottlingException
+    r"extra usage is required",  # Anthropic plan limit for long context
+)
+_QUOTA = re.compile("|".join(f"(?:{p})" for p in _QUOTA_PATTERNS), re.IGNORECASE)
+
+_NOT_OVERFLOW_PATTERNS: tuple[str, ...] = (
+    # OpenAI's limit on one string's size (10 MB): a malformed request, not the token
+    # window. litellm raises ContextWindowExceededError for it; compaction would not help.
+    r"string_above_max_length",
+    r"string too long\. expected a string with maximum length",
+)
+_NOT_OVERFLOW = re.compile("|".join(f"(?:{p})" for p in _NOT_OVERFLOW_PATTERNS), re.IGNORECASE)
+
+_SDK_NAMES = re.compile(r"\b(?:litellm\.)?[A-Z][A-Za-z]*(?:Error|Exception)\b:?(?:\s+-)?")
+
+_PROVIDER_MODULES = ("litellm", "openai", "httpx", "httpcore", "aiohttp", "anthropic", "google")
+_AUTH_CLASSES = frozenset({"AuthenticationError", "PermissionDeniedError"})
+_RATE_CLASSES = frozenset({"RateLimitError"})
+_TIMEOUT_CLASSES = frozenset(
+    {"Timeout", "APITimeoutError", "TimeoutException", "ServerTimeoutError"}
+)
+_NO_ANSWER_CLASSES = frozenset({"APIConnectionError", "ConnectError", "ClientConnectionError"})
+_UNAVAILABLE_CLASSES = (
+    _TIMEOUT_CLASSES
+    | _NO_ANSWER_CLASSES
+    | frozenset(
+        {
+            "TransportError",
+            "ServiceUnavailableError",
+            "InternalServerError",
+            "BadGatewayError",
+            "MidStreamFallbackError",
+        }
+    )
+)
+_DETAIL_LIMIT = 600
+
+
+def is_overflow_text(text: str) -> bool:
+    """Return whether ``text`` says the input exceeds the model's context window.
+
+    Per-minute and quota wordings are never an overflow, even when they also say the
+    request is too large (OpenAI's "Request too large … tokens per min (TPM)").
+    """
+    text = _scrub(text)
+    if _QUOTA.search(text) or _NOT_OVERFLOW.search(text):
+        return False
+    return bool(_OVERFLOW.search(text))
+
+
+def is_quota_text(text: str) -> bool:
+    """Return whether ``text`` talks about a rate, a per-period limit or a quota."""
+    return bool(_QUOTA.search(_scrub(text)))
+
+
+def classify(
+    status: int | None, text: str, *, classes: frozenset[str] = frozenset()
+) -> type[ProviderError]:
+    """Return the error class for a provider failure.
+
+    Args:
+        status: the HTTP status, or ``None`` when there was no answer.
+        text: the provider's error text (the body, the SDK's message, or both).
+        classes: the names of the exception's classes (its MRO), when there is one.
+
+    Returns:
+        The `ProviderError` subclass to raise.
+    """
+    unavailable = bool(classes & _UNAVAILABLE_CLASSES)
+    server_side = status is not None and status >= 500
+    if is_quota_text(text) and not unavailable and not server_side:
+        return ProviderRateLimited
+    litellm_says_overflow = "ContextWindowExceededError" in classes
+    if is_overflow_text(text) or status == 413 or (
+        litellm_says_overflow and not _NOT_OVERFLOW.search(text)
+    ):
+        return ContextOverflowError
+    if classes & _AUTH_CLASSES or status in (401, 403):
+        return ProviderAuthError
+    if classes & _RATE_CLASSES or status in (402, 429):
+        return ProviderRateLimited
+    if unavailable or status is None or status == 408 or server_side:
+        return ProviderUnavailable
+    return ProviderBadRequest
+
+
+def translate_error(exc: BaseException, *, provider: str = "", model: str = "") -> ProviderError:
+    """Return the typed error for a provider or transport exception.
+
+    Args:
+        exc: what litellm, an SDK or the network raised.
+        provider: the provider to name when the exception does not say.
+        model: the model the request was for.
+
+    Returns:
+        A `ProviderError` subclass instance whose message says what to do next and whose
+        ``status``, ``provider``, ``model`` and ``detail`` attributes keep the facts.
+    """
+    if isinstance(exc, ProviderError):
+        return exc
+    classes = _class_names(exc)
+    status = _status_of(exc, classes)
+    text = _text_of(exc)
+    kind = classify(status, text, classes=classes)
+    if isinstance(exc, TimeoutError | ConnectionError) and kind is ProviderBadRequest:
+        kind = ProviderUnavailable
+    provider = str(getattr(exc, "llm_provider", "") or provider or "")
+    detail = _detail(text)
+    return kind(
+        _message(kind, provider=provider, model=model, status=status, detail=detail),
+        provider=provider,
+        status=status,
+        model=model,
+        detail=detail,
+        cause=type(exc).__name__,
+    )
+
+
+@contextmanager
+def provider_errors(*, provider: str = "", model: str = "") -> Iterator[None]:
+    """Translate provider exceptions raised inside the block into typed errors.
+
+    Our own errors pass through unchanged; exceptions that do not come from a provider
+    SDK or the network (a bug of ours) propagate unchanged; cancellation is never caught.
+
+    Args:
+        provider: the provider to name when the exception does not say.
+        model: the model the request was for.
+
+    Raises:
+        ProviderError: the typed error, chained to the original exception.
+    """
+    try:
+        yield
+    except HarnessError:
+        raise
+    except Exception as exc:
+        if not _is_provider_exception(exc):
+            raise
+        raise translate_error(exc, provider=provider, model=model) from exc
+
+
+def overflow_from_finish(
+    finish_reason: str | None,
+    *,
+    native_reason: str | None = None,
+    completion_tokens: int | None = None,
+    produced_output: bool = False,
+    provider: str = "",
+    model: str = "",
+) -> ContextOverflowError | None:
+    """Return an overflow error when a *successful* answer says the input did not fit.
+
+    Args:
+        finish_reason: the finish reason as litellm reports it (OpenAI vocabulary).
+        native_reason: the provider's own stop reason when litellm mapped it to another.
+        completion_tokens: the reported output tokens, when usage was reported.
+        produced_output: whether the answer has any text, reasoning or tool call.
+        provider: the provider, for the error.
+        model: the model, for the error.
+
+    Returns:
+        The error to raise, or ``None`` when the answer is a normal one.
+    """
+    reasons = [r.lower() for r in (finish_reason, native_reason) if r]
+    overflow = any(_OVERFLOW.search(r) for r in reasons)
+    if not overflow and "length" in reasons:
+        # "length" normally means max_tokens cut the output short; with nothing generated
+        # it means no room was left after the input: the window is full.
+        overflow = completion_tokens == 0 if completion_tokens is not None else not produced_output
+    if not overflow:
+        return None
+    reason = native_reason or finish_reason
+    detail = (
+        f"the answer stopped with finish_reason={reason!r} after {completion_tokens} output tokens"
+    )
+    return ContextOverflowError(
+        _message(ContextOverflowError, provider=provider, model=model, status=200, detail=detail),
+        provider=provider,
+        status=200,
+        model=model,
+        detail=detail,
+        cause="finish_reason",
+    )
+
+
+# ----------------------------------------------------------------------------- helpers
+def _scrub(text: str) -> str:
+    """Drop SDK class names (``litellm.RateLimitError``) so only the provider's words count."""
+    return _SDK_NAMES.sub(" ", text)
+
+
+def _class_names(exc: BaseException) -> frozenset[str]:
+    """The class names of ``exc`` and of the transport failures it was raised from.
+
+    litellm re-raises a refused connection as an ``InternalServerError`` with status 500;
+    the ``ConnectError`` underneath says what really happened, so the causes count too
+    (only their transport classes: a cause's HTTP status does not override ours).
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    seen: set[int] = {id(exc)}
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen and len(seen) < 16:
+        seen.add(id(cause))
+        for cls in type(cause).__mro__:
+            if cls.__name__ in _TIMEOUT_CLASSES | _NO_ANSWER_CLASSES:
+                names.add(cls.__name__)
+            elif cls in (TimeoutError, ConnectionError):
+                names.add("Timeout" if cls is TimeoutError else "ConnectError")
+        cause = cause.__cause__ or cause.__context__
+    return frozenset(names)
+
+
+def _is_provider_exception(exc: BaseException) -> bool:
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    return any(cls.__module__.split(".", 1)[0] in _PROVIDER_MODULES for cls in type(exc).__mro__)
+
+
+def _status_of(exc: BaseException, classes: frozenset[str]) -> int | None:
+    if classes & _TIMEOUT_CLASSES or isinstance(exc, TimeoutError):
+        return 408
+    if classes & _NO_ANSWER_CLASSES:
+        return None  # litellm reports 500 for a refused connection; there was no answer
+    for source in (exc, getattr(exc, "response", None)):
+        value = getattr(source, "status_code", None) if source is not None else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    status = getattr(exc, "status", None)  # aiohttp.ClientResponseError
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _text_of(exc: BaseException) -> str:
+    """Everything the exception says: its message, its body and the raw response text."""
+    parts: list[str] = []
+    for value in (str(exc), getattr(exc, "message", None), getattr(exc, "body", None)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            try:
+                value = json.dumps(value, default=str)
+            except (TypeError, ValueError):
+                value = str(value)
+        parts.append(value)
+    response = getattr(exc, "response", None)
+    if response is not None:
+        # An unread streaming body or a closed response has no text to add.
+        with suppress(Exception):
+            parts.append(str(response.text))
+    unique: list[str] = []
+    for part in parts:
+        if part and part not in unique:
+            unique.append(part)
+    return "\n".join(unique)
+
+
+def _detail(text: str) -> str:
+    """The provider's own words, shortened: the first line of the text without SDK names."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    first = re.sub(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)\b:?\s*-?\s*)+", "", first)
+    return first if len(first) <= _DETAIL_LIMIT else first[: _DETAIL_LIMIT - 1] + "…"
+
+
+_NEXT_STEP: dict[type[ProviderError], str] = {
+    ContextOverflowError: (
+        "the input is longer than the model's context window. Let OverflowRetry compact and "
+        "retry, or lower the input budget (ContextPolicy) or max_tokens so input and output fit"
+    ),
+    ProviderAuthError: (
+        "the API key was missing or rejected. Pass api_key= (or set the provider's key "
+        "variable) and check that the key may use this model"
+    ),
+    ProviderRateLimited: (
+        "the provider refused the request for rate or quota reasons. Wait and retry, lower "
+        "the request rate or size, or check the account's quota and billing"
+    ),
+    ProviderBadRequest: (
+        "the provider rejected the request as malformed. Check the model name, the settings "
+        "and the message shapes (tool call/result pairs, reasoning_content on assistant turns)"
+    ),
+    ProviderUnavailable: (
+        "the provider timed out, could not be reached or failed on its side. Retry later, "
+        "check api_base and the network, or raise the client's timeout"
+    ),
+}
+
+
+def _message(
+    kind: type[ProviderError], *, provider: str, model: str, status: int | None, detail: str
+) -> str:
+    who = provider or "the provider"
+    if model:
+        who += f" (model {model!r})"
+    code = f"HTTP {status}" if status is not None else "no HTTP answer"
+    said = f": {detail}" if detail else ""
+    return f"{who} failed with {code}{said} — {_NEXT_STEP[kind]}."

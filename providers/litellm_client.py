@@ -1,0 +1,440 @@
+"""`LiteLLMClient`: the `ModelClient` for every provider litellm reaches.
+
+It is the innermost handler of the chain: it renders a prepared `ModelRequest` into
+OpenAI-shaped messages, sends it through ``litellm.acompletion`` and turns the answer back
+into a `ModelResponse` — text, tool calls, ``reasoning_content`` kept verbatim (thinking
+models such as DeepSeek's reject a multi-turn request whose assistant turns lack it), usage
+with cached tokens, finish reason and latency. Streaming assembles the same response from
+text, reasoning and tool-call deltas and hands it over on the last chunk.
+
+Every failure leaves as a typed `ProviderError` (`providers.errors`), including an
+overflow that arrives as a *successful* answer (a ``model_context_window_exceeded`` stop
+reason, or ``length`` with nothing generated), so `OverflowRetry` sees one error class.
+
+litellm is imported on first use, never at module import: it takes seconds to import and,
+unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, fetches its model map from the network.
+We set that variable before importing, so nothing leaves the machine but the requests.
+Retries are off by default (``num_retries=0``, ``max_retries=0``): retrying is the chain's
+decision, and a hidden SDK back-off would make an overflow or a 5xx surface seconds late.
+litellm runs on asyncio only, so this client does too (not on trio).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from functools import cache
+from typing import Any
+
+from harness.errors import ConfigurationError, ProviderUnavailable
+from harness.messages import Message, ToolCall, new_id
+from harness.request import ModelRequest, ModelResponse, Usage
+from providers.base import StreamChunk
+from providers.errors import overflow_from_finish, provider_errors
+
+__all__ = ["LiteLLMClient", "load_litellm"]
+
+_RESERVED = frozenset({"model", "messages", "tools", "stream", "api_key", "api_base"})
+"""Keys the client sets itself; settings may not override them."""
+
+
+@cache
+def load_litellm() -> Any:
+    """Import litellm once, offline and quiet, and return the module.
+
+    Sets ``LITELLM_LOCAL_MODEL_COST_MAP`` (use the model map litellm ships instead of
+    fetching one) unless the caller chose otherwise, and turns off litellm's
+    "Give Feedback / Get Help" banner that it prints on every exception.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+@cache
+def _provider_of(model: str) -> str:
+    """Return litellm's provider name for ``model`` (``openai``, ``anthropic`` …)."""
+    try:
+        return str(load_litellm().get_llm_provider(model)[1])
+    except Exception:  # litellm raises a bare BadRequestError for names it cannot route
+        return model.split("/", 1)[0] if "/" in model else ""
+
+
+@cache
+def _window_of(model: str) -> int | None:
+    try:
+        info = load_litellm().get_model_info(model)
+    except Exception:  # litellm raises a plain Exception for a model it does not know
+        return None
+    for key in ("max_input_tokens", "max_tokens"):
+        value = info.get(key) if isinstance(info, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+class LiteLLMClient:
+    """A `ModelClient` that sends requests through litellm.
+
+    Args:
+        model: the litellm model name, e.g. ``gpt-4o``, ``anthropic/claude-sonnet-4-5`` or
+            ``openai/<name>`` for any OpenAI-compatible server (with ``api_base``).
+        api_base: the provider's base URL, for self-hosted or compatible servers.
+        api_key: the API key; by default litellm reads the provider's usual variable.
+        timeout: seconds to wait for one request (and for a stream to finish).
+        **settings: provider settings sent with every request (``temperature``,
+            ``max_tokens``, ``num_retries`` …); a request's own settings override them.
+
+    Raises:
+        ConfigurationError: when the model name is empty, the timeout is not positive
+            or a setting names a key the client sets itself.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120,
+        **settings: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(
+                "LiteLLMClient needs a model name, e.g. 'gpt-4o' or 'openai/<name>'"
+            )
+        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+            raise ConfigurationError(
+                f"timeout must be a positive number of seconds, got {timeout!r}"
+            )
+        _check_settings(settings, where="LiteLLMClient(**settings)")
+        self.model = model
+        self.api_base = api_base
+        self.timeout = float(timeout)
+        self.settings: dict[str, Any] = {"num_retries": 0, "max_retries": 0, **settings}
+        self._api_key = api_key
+
+    def __repr__(self) -> str:
+        base = f", api_base={self.api_base!r}" if self.api_base else ""
+        return f"LiteLLMClient({self.model!r}{base}, timeout={self.timeout})"
+
+    # ------------------------------------------------------------------ ModelClient
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the model's input window from litellm's model map, or ``None`` when unknown.
+
+        Uses ``max_input_tokens``, else ``max_tokens``. Never raises.
+        """
+        return _window_of(model or self.model)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the whole response.
+
+        Raises:
+            ContextOverflowError: the provider says the input is too long (as an error or
+                as a finish reason).
+            ProviderError: any other provider failure, as a typed subclass.
+        """
+        model = request.model or self.model
+        provider = _provider_of(model)
+        kwargs = self._kwargs(request, model, stream=False)
+        litellm = load_litellm()
+        started = time.perf_counter()
+        with provider_errors(provider=provider, model=model):
+            raw = await litellm.acompletion(**kwargs)
+        latency = time.perf_counter() - started
+        choice = _first_choice(raw, provider=provider, model=model)
+        message = _message_from(getattr(choice, "message", None))
+        usage = _usage_from(getattr(raw, "usage", None))
+        finish = _str_or_none(getattr(choice, "finish_reason", None))
+        _raise_on_overflow(finish, _native_finish(choice), usage, message, provider, model)
+        return ModelResponse(
+            message=message,
+            usage=usage,
+            finish_reason=finish,
+            model=str(getattr(raw, "model", None) or model),
+            latency_s=latency,
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Send ``request`` with streaming and yield chunks; the last one carries the response.
+
+        Text and reasoning arrive as they come; each tool call is yielded once complete;
+        the last chunk has the usage and the assembled `ModelResponse`.
+
+        Raises:
+            ContextOverflowError: the provider says the input is too long.
+            ProviderError: any other provider failure, as a typed subclass.
+        """
+        model = request.model or self.model
+        provider = _provider_of(model)
+        kwargs = self._kwargs(request, model, stream=True)
+        litellm = load_litellm()
+        started = time.perf_counter()
+        assembly = _Assembly()
+        with provider_errors(provider=provider, model=model):
+            stream = await litellm.acompletion(**kwargs)
+        chunks = aiter(stream)
+        while True:
+            with provider_errors(provider=provider, model=model):
+                try:
+                    raw = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+            for piece in assembly.add(raw):
+                yield piece
+        for call in assembly.flush_calls():
+            yield StreamChunk(tool_call=call)
+        latency = time.perf_counter() - started
+        message = assembly.message()
+        _raise_on_overflow(
+            assembly.finish, assembly.native_finish, assembly.usage, message, provider, model
+        )
+        response = ModelResponse(
+            message=message,
+            usage=assembly.usage,
+            finish_reason=assembly.finish,
+            model=assembly.model or model,
+            latency_s=latency,
+        )
+        yield StreamChunk(usage=assembly.usage, response=response)
+
+    # -------------------------------------------------------------------- helpers
+    def _kwargs(self, request: ModelRequest, model: str, *, stream: bool) -> dict[str, Any]:
+        """Return the keyword arguments for ``litellm.acompletion``."""
+        if request.settings:
+            _check_settings(request.settings, where="ModelRequest.settings")
+        kwargs: dict[str, Any] = {
+            "timeout": self.timeout,
+            **self.settings,
+            **(request.settings or {}),
+        }
+        kwargs["model"] = model
+        kwargs["messages"] = [m.to_openai() for m in request.render()]
+        kwargs["tools"] = [t.to_openai() for t in request.tools] or None
+        if self.api_base is not None:
+            kwargs["api_base"] = self.api_base
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key
+        if stream:
+            kwargs["stream"] = True
+            kwargs.setdefault("stream_options", {"include_usage": True})
+        return kwargs
+
+
+# ------------------------------------------------------------------------ conversion
+def _check_settings(settings: Mapping[str, Any], *, where: str) -> None:
+    clash = sorted(_RESERVED & set(settings))
+    if clash:
+        raise ConfigurationError(
+            f"{where} may not set {', '.join(clash)}: the client sets these itself "
+            "(give api_base/api_key to LiteLLMClient, tools to the request)"
+        )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _get(obj: Any, key: str) -> Any:
+    """Read ``key`` from a litellm object or a plain dict."""
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _first_choice(raw: Any, *, provider: str, model: str) -> Any:
+    choices = _get(raw, "choices")
+    if not choices:
+        # A 200 without choices is a broken answer, not a reply we can use.
+        raise ProviderUnavailable(
+            f"{provider or 'the provider'} (model {model!r}) answered without any choice; "
+            "retry, and check that api_base points at a chat-completions endpoint",
+            provider=provider,
+            status=200,
+            model=model,
+        )
+    return choices[0]
+
+
+def _native_finish(choice: Any) -> str | None:
+    fields = _get(choice, "provider_specific_fields")
+    return _str_or_none(_get(fields, "native_finish_reason")) if fields else None
+
+
+def _usage_from(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    prompt, completion = _int(_get(raw, "prompt_tokens")), _int(_get(raw, "completion_tokens"))
+    details = _get(raw, "prompt_tokens_details")
+    cached = _int(_get(details, "cached_tokens")) if details is not None else 0
+    if not cached:
+        cached = _int(_get(raw, "cache_read_input_tokens"))  # Anthropic's name, when unmapped
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=_int(_get(raw, "total_tokens")) or prompt + completion,
+        cached_tokens=cached,
+    )
+
+
+def _tool_call_from(raw: Any) -> ToolCall:
+    function = _get(raw, "function")
+    arguments = _get(function, "arguments")
+    return ToolCall(
+        id=_str_or_none(_get(raw, "id")) or f"call_{new_id()}",
+        name=str(_get(function, "name") or ""),
+        arguments=arguments if isinstance(arguments, str) and arguments else "{}",
+        type=_str_or_none(_get(raw, "type")) or "function",
+    )
+
+
+def _message_from(raw: Any) -> Message:
+    """Build our assistant `Message` from litellm's response message."""
+    content = _get(raw, "content")
+    if content is not None and not isinstance(content, str):
+        content = Message.from_openai({"role": "assistant", "content": content}).content
+    extra: dict[str, Any] = {}
+    thinking_blocks = _get(raw, "thinking_blocks")
+    if thinking_blocks:
+        # Anthropic-style signed thinking must be sent back unchanged with tool results.
+        extra["thinking_blocks"] = list(thinking_blocks)
+    return Message(
+        role="assistant",
+        content=content,
+        tool_calls=tuple(_tool_call_from(c) for c in _get(raw, "tool_calls") or ()),
+        reasoning_content=_str_or_none(_get(raw, "reasoning_content")),
+        extra=extra or None,
+    )
+
+
+def _raise_on_overflow(
+    finish: str | None,
+    native: str | None,
+    usage: Usage | None,
+    message: Message,
+    provider: str,
+    model: str,
+) -> None:
+    error = overflow_from_finish(
+        finish,
+        native_reason=native,
+        completion_tokens=usage.completion_tokens if usage is not None else None,
+        produced_output=bool(message.text or message.tool_calls or message.reasoning_content),
+        provider=provider,
+        model=model,
+    )
+    if error is not None:
+        raise error
+
+
+class _PartialCall:
+    """A tool call being assembled from stream deltas."""
+
+    __slots__ = ("arguments", "id", "name", "type")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.type = "function"
+        self.arguments: list[str] = []
+
+    def done(self) -> ToolCall:
+        return ToolCall(
+            id=self.id or f"call_{new_id()}",
+            name=self.name,
+            arguments="".join(self.arguments) or "{}",
+            type=self.type,
+        )
+
+
+class _Assembly:
+    """Collects stream deltas into the final assistant message, usage and finish reason."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+        self.emitted: dict[int, ToolCall] = {}
+        self.thinking_blocks: list[Any] = []
+        self.finish: str | None = None
+        self.native_finish: str | None = None
+        self.usage: Usage | None = None
+        self.model: str = ""
+
+    def add(self, raw: Any) -> list[StreamChunk]:
+        """Take one litellm chunk; return the stream chunks it produces."""
+        out: list[StreamChunk] = []
+        self.model = self.model or str(_get(raw, "model") or "")
+        usage = _get(raw, "usage")
+        if usage is not None:
+            self.usage = _usage_from(usage)
+        for choice in _get(raw, "choices") or ():
+            if _int(_get(choice, "index")) != 0:
+                continue  # n > 1 is not supported: the chain works with one answer
+            delta = _get(choice, "delta")
+            text = _str_or_none(_get(delta, "content"))
+            reasoning = _str_or_none(_get(delta, "reasoning_content"))
+            if text or reasoning:
+                self.text.append(text or "")
+                self.reasoning.append(reasoning or "")
+                out.append(StreamChunk(text=text or "", reasoning=reasoning or ""))
+            blocks = _get(delta, "thinking_blocks")
+            if blocks:
+                self.thinking_blocks.extend(blocks)
+            for call_delta in _get(delta, "tool_calls") or ():
+                index = _int(_get(call_delta, "index"))
+                for finished in self._finish_before(index):
+                    out.append(StreamChunk(tool_call=finished))
+                self._merge(index, call_delta)
+            finish = _str_or_none(_get(choice, "finish_reason"))
+            if finish:
+                self.finish = finish
+                self.native_finish = _native_finish(choice) or self.native_finish
+        return out
+
+    def _merge(self, index: int, delta: Any) -> None:
+        call = self.calls.setdefault(index, _PartialCall())
+        call.id = call.id or (_str_or_none(_get(delta, "id")) or "")
+        call.type = _str_or_none(_get(delta, "type")) or call.type
+        function = _get(delta, "function")
+        name = _str_or_none(_get(function, "name"))
+        if name and not call.name:
+            call.name = name
+        arguments = _get(function, "arguments")
+        if isinstance(arguments, str) and arguments:
+            call.arguments.append(arguments)
+
+    def _finish_before(self, index: int) -> list[ToolCall]:
+        """Calls with a lower index are complete once a later one starts."""
+        done = [i for i in sorted(self.calls) if i < index and i not in self.emitted]
+        for i in done:
+            self.emitted[i] = self.calls[i].done()
+        return [self.emitted[i] for i in done]
+
+    def flush_calls(self) -> list[ToolCall]:
+        """Return the calls not yet yielded (the stream has ended)."""
+        return self._finish_before(max(self.calls, default=-1) + 1)
+
+    def message(self) -> Message:
+        """Return the assembled assistant message."""
+        calls = tuple(
+            self.emitted[i] if i in self.emitted else self.calls[i].done()
+            for i in sorted(self.calls)
+        )
+        text = "".join(self.text)
+        reasoning = "".join(self.reasoning)
+        return Message(
+            role="assistant",
+            content=text or None,
+            tool_calls=calls,
+            reasoning_content=reasoning or None,
+            extra={"thinking_blocks": self.thinking_blocks} if self.thinking_blocks else None,
+        )

@@ -1,0 +1,1 @@
+"""Integration tests: real local servers reached through the real client stack."""

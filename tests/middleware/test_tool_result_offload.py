@@ -1,0 +1,380 @@
+"""ToolResultOffload through the real agent loop: files, previews, read-back, retention."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness import (
+    ContentPart,
+    HarnessAgent,
+    Message,
+    ModelRequest,
+    RuntimeContext,
+    ToolCall,
+    ToolContext,
+    Workspace,
+)
+from harness.errors import ConfigurationError
+from harness.state import AgentState
+from middleware.tool_result_offload import (
+    DEFAULT_EXEMPT_TOOLS,
+    ToolResultOffload,
+    fallback_workspace,
+    offload_path,
+    purge_session,
+    sweep,
+)
+from providers import ScriptedModel
+
+HEADER = re.compile(r"^\[[^\]]+; (?P<where>end of file|next offset: (?P<next>\d+))\]\n")
+DAY = 24 * 3600
+
+
+def big_text(size: int, seed: str = "") -> str:
+    """Text whose every slice is distinct, with some non-ASCII characters."""
+    out = "".join(f"{seed}row {i:07d} — ok\n" for i in range(size // 10))
+    return out[:size]
+
+
+def dump(size: int, seed: str = "") -> str:
+    """Return a long tool output.
+
+    Args:
+        size: characters.
+        seed: a prefix making outputs distinct.
+    """
+    return big_text(size, seed)
+
+
+def offloaded(request: ModelRequest) -> list[Message]:
+    return [m for m in request.history if m.meta("offloaded") is not None]
+
+
+def read_all(path: str, *, limit: int = 100_000) -> object:
+    """A scripted reply that pages through ``path`` with read_file, then says done."""
+
+    def reply(request: ModelRequest) -> Message | str:
+        last = request.history[-1]
+        if last.role == "tool" and last.name == "read_file":
+            match = HEADER.match(last.text)
+            assert match is not None, last.text[:300]
+            if match["next"] is None:
+                return "done"
+            offset = int(match["next"])
+        else:
+            offset = 0
+        return ScriptedModel.tool_call("read_file", {"path": path, "offset": offset, "limit": limit})
+
+    return reply
+
+
+def pages(request: ModelRequest) -> str:
+    text = ""
+    for m in request.history:
+        if m.role == "tool" and m.name == "read_file":
+            match = HEADER.match(m.text)
+            assert match is not None
+            text += m.text[match.end() :]
+    return text
+
+
+async def test_large_result_is_written_whole_previewed_and_read_back(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    original = big_text(200_000)
+    path = offload_path("s1", "call-1")
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("dump", {"size": 200_000}, id="call-1")], default=read_all(path)
+    )
+    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
+    assert (await agent.call("run the tests", RuntimeContext(session_id="s1"))).text == "done"
+
+    second = model.agent_requests[1]
+    (preview,) = offloaded(second)
+    assert preview.meta("offloaded") == path
+    assert path.startswith("large_tool_results/") and path.endswith(".txt")
+    assert "tool_result_offload:call-1" in second.transforms
+    text = preview.text
+    assert original[:2_000] in text and original[-2_000:] in text
+    assert original[2_000:2_100] not in text and original[-2_100:-2_000] not in text
+    assert len(text) < 4_000 + 600
+    assert f'read_file(path="{path}"' in text and "200,000 characters" in text
+    # The file holds the exact original bytes.
+    assert (tmp_path / "ws" / path).read_bytes() == original.encode("utf-8")
+    # read_file pages (100,000 characters each, over the threshold: read_file is exempt).
+    final = model.agent_requests[-1]
+    assert pages(final) == original
+    assert all(m.meta("offloaded") is None for m in final.history if m.name == "read_file")
+    assert [t for t in final.transforms if t.startswith("tool_result_offload")] == []
+    # The full history keeps the original; the working history the preview.
+    state = agent.state(RuntimeContext(session_id="s1"))
+    assert any(m.text == original for m in state.full_history)
+    assert all(m.text != original for m in state.working_history)
+
+
+async def test_results_under_the_threshold_and_exempt_tools_are_untouched(tmp_path: Path) -> None:
+    def memory_search(size: int) -> str:
+        """Search memory.
+
+        Args:
+            size: characters.
+        """
+        return big_text(size, "m")
+
+    model = ScriptedModel(
+        [
+            Message.assistant(
+                None,
+                tool_calls=[
+                    ToolCall(id="small", name="dump", arguments='{"size": 80000}'),
+                    ToolCall(id="exempt", name="memory_search", arguments='{"size": 120000}'),
+                    ToolCall(id="custom", name="listing", arguments='{"size": 90000}'),
+                ],
+            ),
+            "ok",
+        ]
+    )
+
+    def listing(size: int) -> str:
+        """List.
+
+        Args:
+            size: characters.
+        """
+        return big_text(size, "l")
+
+    offload = ToolResultOffload(exempt_tools=DEFAULT_EXEMPT_TOOLS | {"listing"})
+    agent = HarnessAgent(
+        model=model, tools=[dump, memory_search, listing], stack=[offload], workspace=Workspace(tmp_path)
+    )
+    await agent.call("go")
+    last = model.agent_requests[-1]
+    sizes = {m.tool_call_id: len(m.text) for m in last.history if m.role == "tool"}
+    assert sizes == {"small": 80_000, "exempt": 120_000, "custom": 90_000}
+    assert offloaded(last) == [] and last.transforms == ()
+    assert not (tmp_path / "large_tool_results").exists()
+
+
+async def test_exemption_uses_the_call_name_when_the_result_has_none(tmp_path: Path) -> None:
+    big = big_text(100_000)
+    history = [
+        Message.user("earlier"),
+        Message.assistant(None, tool_calls=[ToolCall(id="r", name="read_file"), ToolCall(id="x", name="execute")]),
+        Message.tool("r", big),  # no name: looked up from the call
+        Message.tool("x", big),
+    ]
+    states = {"s": AgentState(session_id="s", working_history=list(history), full_history=list(history))}
+    model = ScriptedModel(["ok"])
+    agent = HarnessAgent(model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states)
+    await agent.call("go on", RuntimeContext(session_id="s"))
+    (request,) = model.agent_requests
+    results = {m.tool_call_id: m for m in request.history if m.role == "tool"}
+    assert results["r"].text == big
+    assert results["x"].meta("offloaded") == offload_path("s", "x")
+    assert request.transforms == ("tool_result_offload:x",)
+
+
+async def test_non_text_results_are_left_alone(tmp_path: Path) -> None:
+    parts = (ContentPart(type="text", text=big_text(100_000)), ContentPart(type="image_url", data={"image_url": {"url": "x"}}))
+    history = [
+        Message.assistant(None, tool_calls=[ToolCall(id="img", name="screenshot")]),
+        Message(role="tool", tool_call_id="img", name="screenshot", content=parts),
+    ]
+    states = {"s": AgentState(working_history=list(history), full_history=list(history))}
+    model = ScriptedModel(["ok"])
+    agent = HarnessAgent(model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states)
+    await agent.call("go", RuntimeContext(session_id="s"))
+    assert model.agent_requests[0].history[1].content == parts
+
+
+async def test_a_huge_provider_call_id_gives_a_short_file_name(tmp_path: Path) -> None:
+    call_id = "call_" + "Zx9/..\\:" * 190  # ~1.5 KB, with path characters
+    assert len(call_id) > 1_500
+    model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 90_000}, id=call_id), "ok"])
+    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=Workspace(tmp_path))
+    await agent.call("go", RuntimeContext(session_id="../../etc"))
+    request = model.agent_requests[1]
+    (preview,) = offloaded(request)
+    path = preview.meta("offloaded")
+    folder, session, name = path.split("/")
+    assert folder == "large_tool_results"
+    assert re.fullmatch(r"[0-9a-f]{16}", session) and re.fullmatch(r"[0-9a-f]{20}\.txt", name)
+    assert (tmp_path / path).read_text() == big_text(90_000)
+    (transform,) = request.transforms
+    assert transform.startswith("tool_result_offload:call_") and len(transform) < 80
+
+
+async def test_offloaded_once_across_rounds(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    runs: list[str] = []
+
+    def remove_offloads(ctx: ToolContext) -> str:
+        """Delete the offload folder (to prove nothing writes it again)."""
+        assert ctx.workspace is not None
+        ctx.workspace.remove("large_tool_results", recursive=True)
+        runs.append("removed")
+        return "removed"
+
+    model = ScriptedModel(
+        [
+            ScriptedModel.tool_call("dump", {"size": 150_000}, id="A"),
+            ScriptedModel.tool_call("remove_offloads"),
+            ScriptedModel.tool_call("remove_offloads"),
+            "done",
+        ]
+    )
+    agent = HarnessAgent(model=model, tools=[dump, remove_offloads], stack=[ToolResultOffload()], workspace=ws)
+    await agent.call("go")
+    requests = model.agent_requests
+    assert [sum(t.startswith("tool_result_offload") for t in r.transforms) for r in requests] == [0, 1, 0, 0]
+    first = offloaded(requests[1])[0]
+    assert [m.id for m in offloaded(requests[3])] == [first.id]  # the committed preview, unchanged
+    assert runs == ["removed", "removed"]
+    assert not ws.exists(first.meta("offloaded"))  # deleted in round 2 and never rewritten
+
+
+async def test_a_result_already_on_disk_is_not_rewritten(tmp_path: Path) -> None:
+    from harness.errors import ProviderUnavailable
+
+    ws = Workspace(tmp_path)
+    path = offload_path("s", "A")
+    model = ScriptedModel(
+        [
+            ScriptedModel.tool_call("dump", {"size": 120_000}, id="A"),
+            ProviderUnavailable("provider down; try again", provider="scripted"),
+            "recovered",
+        ]
+    )
+    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
+    ctx = RuntimeContext(session_id="s")
+    with pytest.raises(ProviderUnavailable):
+        await agent.call("go", ctx)
+    hour_ago = time.time() - 3600
+    os.utime(tmp_path / path, (hour_ago, hour_ago))
+    # The failed round was not committed: the next call sees the original result again.
+    assert any(len(m.text) == 120_000 for m in agent.state(ctx).working_history)
+    assert (await agent.call("again", ctx)).text == "recovered"
+    assert "tool_result_offload:A" in model.agent_requests[-1].transforms
+    assert abs(ws.modified(path) - hour_ago) < 1  # found on disk, not written again
+    assert (tmp_path / path).read_text() == big_text(120_000)
+
+
+async def test_purge_session_removes_only_that_session(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    model = ScriptedModel(default=ScriptedModel.tool_call("dump", {"size": 90_000}))
+    model.add(ScriptedModel.tool_call("dump", {"size": 90_000}, id="a1"), "ok")
+    model.add(ScriptedModel.tool_call("dump", {"size": 90_000}, id="b1"), "ok")
+    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
+    await agent.call("one", RuntimeContext(session_id="alice"))
+    await agent.call("two", RuntimeContext(session_id="bob"))
+    alice, bob = offload_path("alice", "a1"), offload_path("bob", "b1")
+    assert ws.exists(alice) and ws.exists(bob)
+    purge_session(ws, "alice")
+    assert not ws.exists(alice) and ws.exists(bob)
+    assert ws.list("large_tool_results", recursive=True) == [bob]
+    purge_session(ws, "nobody")  # nothing to remove is fine
+
+
+async def test_old_files_are_swept_once_per_agent_call(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    old, fresh, planted = (offload_path("other", n) for n in ("old", "fresh", "planted"))
+    ws.write_text(old, "old")
+    ws.write_text(fresh, "fresh")
+    eight_days_ago = time.time() - 8 * DAY
+    os.utime(tmp_path / old, (eight_days_ago, eight_days_ago))
+
+    def plant(ctx: ToolContext) -> str:
+        """Write an already-expired file in the middle of the call."""
+        assert ctx.workspace is not None
+        ctx.workspace.write_text(planted, "planted")
+        os.utime(tmp_path / planted, (eight_days_ago, eight_days_ago))
+        return "planted"
+
+    model = ScriptedModel([ScriptedModel.tool_call("plant"), ScriptedModel.tool_call("plant"), "ok", "ok"])
+    agent = HarnessAgent(model=model, tools=[plant], stack=[ToolResultOffload()], workspace=ws)
+    await agent.call("first")
+    assert not ws.exists(old) and ws.exists(fresh)
+    assert ws.exists(planted)  # rounds 2 and 3 of the same call did not sweep again
+    await agent.call("second")
+    assert not ws.exists(planted) and ws.exists(fresh)
+
+
+async def test_no_sweep_when_max_age_is_none(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    old = offload_path("x", "old")
+    ws.write_text(old, "old")
+    os.utime(tmp_path / old, (0, 0))
+    agent = HarnessAgent(model=ScriptedModel(["ok"]), stack=[ToolResultOffload(max_age_s=None)], workspace=ws)
+    await agent.call("go")
+    assert ws.exists(old)
+
+
+async def test_works_on_a_memory_filesystem() -> None:
+    ws = Workspace(f"memory://offload-{uuid.uuid4().hex}")
+    original = big_text(130_000, "mem")
+    path = offload_path("m", "M")
+    model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 130_000, "seed": "mem"}, id="M")], default=read_all(path, limit=50_000))
+    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
+    assert (await agent.call("go", RuntimeContext(session_id="m"))).text == "done"
+    assert ws.read_bytes(path) == original.encode("utf-8")
+    assert offloaded(model.agent_requests[1])[0].meta("offloaded") == path
+    assert pages(model.agent_requests[-1]) == original
+    # The age sweep works there too (memory files have a creation time).
+    assert sweep(ws, max_age_s=60) == 0 and ws.exists(path)
+    assert sweep(ws, max_age_s=60, now=time.time() + 120) == 1 and not ws.exists(path)
+
+
+async def test_an_agent_without_workspace_offloads_to_process_memory() -> None:
+    session = f"no-ws-{uuid.uuid4().hex}"
+    path = offload_path(session, "N")
+    model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 100_000}, id="N")], default=read_all(path))
+    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()])
+    try:
+        assert (await agent.call("go", RuntimeContext(session_id=session))).text == "done"
+        assert fallback_workspace().read_text(path) == big_text(100_000)
+        assert pages(model.agent_requests[-1]) == big_text(100_000)
+    finally:
+        purge_session(fallback_workspace(), session)
+    assert not fallback_workspace().exists(path)
+
+
+async def test_preview_without_head_and_tail(tmp_path: Path) -> None:
+    model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 1_000}, id="p"), "ok"])
+    stack = [ToolResultOffload(max_result_chars=500, preview_chars=0)]
+    agent = HarnessAgent(model=model, tools=[dump], stack=stack, workspace=Workspace(tmp_path))
+    await agent.call("go")
+    (preview,) = offloaded(model.agent_requests[1])
+    assert big_text(1_000)[:20] not in preview.text and "read_file(" in preview.text
+
+
+async def test_read_file_is_provided_to_the_agent(tmp_path: Path) -> None:
+    agent = HarnessAgent(model=ScriptedModel(["ok"]), stack=[ToolResultOffload()], workspace=Workspace(tmp_path))
+    assert "read_file" in agent.tools
+    await agent.call("go")
+    assert [t.name for t in agent.client.requests[0].tools] == ["read_file"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_result_chars": 0},
+        {"max_result_chars": True},
+        {"preview_chars": -1},
+        {"max_result_chars": 1_000, "preview_chars": 500},
+        {"exempt_tools": "read_file"},
+        {"exempt_tools": [1]},
+        {"folder": "../out"},
+        {"folder": "/abs"},
+        {"max_age_s": 0},
+        {"max_age_s": "week"},
+        {"workspace": "/tmp/ws"},
+    ],
+)
+def test_bad_configuration_is_rejected(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        ToolResultOffload(**kwargs)  # type: ignore[arg-type]
