@@ -30,10 +30,12 @@ import hashlib
 import inspect
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from harness.messages import Message, ToolCall
 from harness.tools import Tool, ToolContext
@@ -185,18 +187,24 @@ def load_trajectories(directory: Path = TRAJECTORY_DIR) -> list[Trajectory]:
 
 
 # ------------------------------------------------------------------------- synthetic
-_WORDS = (
-    "the request history budget token model tool result error cache session agent value "
-    "config parser handler client server retry timeout stream message context summary "
-    "file path index query test fixture module function class method argument return "
-    "check update build run read write list open close start stop state version field"
-).split()
-_IDENT = "user item data result value config path name count index size limit key node".split()
-_ZH = (
-    "我们 需要 检查 这个 函数 的 返回值 然后 修复 测试 失败 的 问题 上下文 预算 工具 调用 结果 "
-    "会话 历史 压缩 摘要 文件 目录 配置 参数 错误 日志 缓存 模型 请求 响应"
-).split()
-_EXC = "ValueError TypeError KeyError AttributeError AssertionError RuntimeError".split()
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+_WORDS = _words(
+    "the request history budget token model tool result error cache session "
+    "agent value config parser handler client server retry timeout stream "
+    "message context summary file path index query test fixture module "
+    "function class method argument return check update build run read "
+    "write list open close start stop state version field"
+)
+_IDENT = _words("user item data result value config path name count index size limit key node")
+_ZH = _words(
+    "我们 需要 检查 这个 函数 的 返回值 然后 修复 测试 失败 的 问题 上下文 "
+    "预算 工具 调用 结果 会话 历史 压缩 摘要 文件 目录 配置 参数 错误 日志 "
+    "缓存 模型 请求 响应"
+)
+_EXC = _words("ValueError TypeError KeyError AttributeError AssertionError RuntimeError")
 _TOOLS = ("bash", "open", "edit", "search_dir", "find_file")
 SYSTEM_PROMPT = (
     "SETTING: You are an autonomous programmer working in a repository through a shell "
@@ -231,7 +239,9 @@ def _code(rng: random.Random, size: int) -> str:
         elif kind < 0.45:
             text = f"{indent}return {_ident(rng)}.{_ident(rng)}({_ident(rng)})"
         else:
-            text = f"{indent}{_ident(rng)} = {_ident(rng)}[{rng.randint(0, 99)}] + {rng.random():.3f}"
+            text = (
+                f"{indent}{_ident(rng)} = {_ident(rng)}[{rng.randint(0, 99)}] + {rng.random():.3f}"
+            )
         lines.append(f"{number}:{text}")
         number += 1
     return f"[File: {_path(rng)} ({number} lines total)]\n" + "\n".join(lines)
@@ -310,13 +320,17 @@ def synthetic_trajectory(rng: random.Random, index: int, *, rounds: int = 14) ->
             if name == "bash"
             else {"path": _path(rng), "query": rng.choice(_WORDS)}
         )
-        call = ToolCall(id=f"call_{rng.getrandbits(96):024x}", name=name, arguments=json.dumps(arguments))
+        call = ToolCall(
+            id=f"call_{rng.getrandbits(96):024x}", name=name, arguments=json.dumps(arguments)
+        )
         thought = " ".join(_sentence(rng) for _ in range(rng.randint(1, 3)))
         messages.append(Message.assistant(thought, tool_calls=[call]))
         size = max(80, min(20_000, int(rng.lognormvariate(7.0, 1.0))))
         messages.append(Message.tool(call.id, rng.choice(_OUTPUTS)(rng, size), name=name))
         if step % 6 == 5:
-            messages.append(Message.user(_chinese(rng, 80) if rng.random() < 0.3 else _sentence(rng)))
+            messages.append(
+                Message.user(_chinese(rng, 80) if rng.random() < 0.3 else _sentence(rng))
+            )
     messages.append(Message.assistant("Done: " + _sentence(rng)))
     return Trajectory(f"synthetic-{index}", SYSTEM_PROMPT, tuple(messages))
 
@@ -365,8 +379,7 @@ def fresh_copy(messages: Sequence[Message], copy: int) -> list[Message]:
         changes: dict[str, Any] = {"id": f"c{copy}m{index}"}
         if message.tool_calls:
             changes["tool_calls"] = tuple(
-                c.replace(id=_fresh_call_id(c.id, copy)) if hasattr(c, "replace") else
-                ToolCall(id=_fresh_call_id(c.id, copy), name=c.name, arguments=c.arguments, type=c.type)
+                msgspec.structs.replace(c, id=_fresh_call_id(c.id, copy))
                 for c in message.tool_calls
             )
         if message.tool_call_id is not None:
@@ -375,9 +388,9 @@ def fresh_copy(messages: Sequence[Message], copy: int) -> list[Message]:
     return out
 
 
-def base_trajectories(source: Source = "auto", *, seed: int = 0, shared: Path = SHARED) -> tuple[
-    Literal["real", "synthetic"], list[Trajectory]
-]:
+def base_trajectories(
+    source: Source = "auto", *, seed: int = 0, shared: Path = SHARED
+) -> tuple[Literal["real", "synthetic"], list[Trajectory]]:
     """Return the runs to build sessions from: the real ones when present (``auto``)."""
     if source in ("auto", "real"):
         runs = load_trajectories(shared / "data" / "swe-agent-trajectories")
@@ -409,7 +422,9 @@ def make_session(
         copies += 1
     name = "swe-agent-trajectories" if kind == "real" else "synthetic"
     what = (
-        f"{len(runs)} SWE-agent runs" if kind == "real" else f"{len(runs)} generated runs (seed {seed})"
+        f"{len(runs)} SWE-agent runs"
+        if kind == "real"
+        else f"{len(runs)} generated runs (seed {seed})"
     )
     description = (
         f"{what} replayed back to back ×{copies} with fresh message and tool-call ids per copy"
@@ -448,7 +463,14 @@ def history(n: int, *, source: Source = "auto", seed: int = 0, shared: Path = SH
     """Return a session of (about) ``n`` messages that ends where a model request is due."""
     session = make_session(n, source=source, seed=seed, shared=shared)
     cut = request_ready(session.messages, n)
-    return Session(session.name, session.source, session.description, session.system_prompt, cut, session.copies)
+    return Session(
+        session.name,
+        session.source,
+        session.description,
+        session.system_prompt,
+        cut,
+        session.copies,
+    )
 
 
 def tool_results(session: Session) -> list[Message]:
@@ -482,9 +504,14 @@ def to_langchain(messages: Sequence[Message]) -> list[Any]:
         elif m.role == "system":
             out.append(SystemMessage(content=text, id=m.id))
         elif m.role == "tool":
-            out.append(ToolMessage(content=text, tool_call_id=m.tool_call_id or "", name=m.name, id=m.id))
+            out.append(
+                ToolMessage(content=text, tool_call_id=m.tool_call_id or "", name=m.name, id=m.id)
+            )
         else:
-            calls = [{"name": c.name, "args": _args(c.arguments), "id": c.id, "type": "tool_call"} for c in m.tool_calls]
+            calls = [
+                {"name": c.name, "args": _args(c.arguments), "id": c.id, "type": "tool_call"}
+                for c in m.tool_calls
+            ]
             out.append(AIMessage(content=text, tool_calls=calls, id=m.id))
     return out
 
@@ -500,7 +527,10 @@ def from_langchain(messages: Sequence[Any], originals: dict[str, Message]) -> li
         text = lc.content if isinstance(lc.content, str) else _lc_text(lc.content)
         if original is not None and original.text == text:
             calls = getattr(lc, "tool_calls", None) or []
-            if all(_args(c.arguments) == lc_call.get("args") for c, lc_call in zip(original.tool_calls, calls, strict=False)):
+            if all(
+                _args(c.arguments) == lc_call.get("args")
+                for c, lc_call in zip(original.tool_calls, calls, strict=False)
+            ):
                 out.append(original)
                 continue
         kind = lc.type
@@ -512,7 +542,9 @@ def from_langchain(messages: Sequence[Any], originals: dict[str, Message]) -> li
             out.append(Message.tool(lc.tool_call_id, text, name=lc.name))
         else:
             calls_out = [
-                ToolCall(id=c.get("id") or "", name=c["name"], arguments=json.dumps(c.get("args") or {}))
+                ToolCall(
+                    id=c.get("id") or "", name=c["name"], arguments=json.dumps(c.get("args") or {})
+                )
                 for c in (getattr(lc, "tool_calls", None) or [])
             ]
             out.append(Message.assistant(text or None, tool_calls=calls_out))
@@ -589,16 +621,25 @@ def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> li
     for name, keys in sorted(fields.items()):
         if name in skip:
             continue
-        tools.append(Tool(_recorded(name, sorted(keys), results), name=name, description=f"Replayed tool {name}."))
+        tools.append(
+            Tool(
+                _recorded(name, sorted(keys), results),
+                name=name,
+                description=f"Replayed tool {name}.",
+            )
+        )
     return tools
 
 
-def _recorded(name: str, keys: list[str], results: dict[str | None, str]) -> Callable[..., str]:
-    def run(context: ToolContext, **_: Any) -> str:
+def _recorded(name: str, keys: list[str], results: dict[str | None, str]) -> Callable[..., Any]:
+    async def run(context: ToolContext, **_: Any) -> str:
         return results.get(context.call.id, NO_OUTPUT)
 
     params = [inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext)]
-    params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any) for k in keys]
+    params += [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any)
+        for k in keys
+    ]
     run.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
     run.__annotations__ = {"context": ToolContext, **dict.fromkeys(keys, Any), "return": str}
     run.__name__ = name
@@ -654,14 +695,8 @@ async def replay(
             while end < len(messages) and messages[end].role != "user":
                 end += 1
             if done < end:
-                state.append(*messages[max(done, position):end])
+                state.append(*messages[max(done, position) : end])
         position = len(state.full_history) - client.base
         if progress is not None:
             progress(position, len(messages))
     return outcome
-
-
-def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    """Yield consecutive slices of ``items`` of at most ``size``."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -1,5 +1,63 @@
-"""Middleware: one context concern each, composed around the model client."""
+"""Middleware: one context concern each, composed around the model client.
 
+`default_stack()` returns them in their place; import any one to build your own list.
+"""
+
+from middleware._selection import DefaultSelection, SelectionPolicy
+from middleware.budget_fit import BudgetFit
+from middleware.compaction import Compaction
+from middleware.context_sources import ContextRequest, ContextSource, ContextSources, context_source
+from middleware.overflow_retry import OverflowRetry
+from middleware.pair_validation import PairValidation
 from middleware.stack import default_stack
+from middleware.task_state import (
+    PlanModeOptions,
+    TaskState,
+    TodoItem,
+    begin_task,
+    confirm_requirement,
+    enable_task_list,
+    enter_plan_mode,
+    exit_plan_mode,
+    propose_requirement,
+    record_verification,
+    reject_requirement,
+    set_subject_version,
+    set_todos,
+)
+from middleware.tool_result_offload import ToolResultOffload, purge_session
+from middleware.tracing import Tracing
+from middleware.workspace_materials import Instruction, WorkspaceMaterials, instruction
 
-__all__ = ["default_stack"]
+__all__ = [
+    "BudgetFit",
+    "Compaction",
+    "ContextRequest",
+    "ContextSource",
+    "ContextSources",
+    "DefaultSelection",
+    "Instruction",
+    "OverflowRetry",
+    "PairValidation",
+    "PlanModeOptions",
+    "SelectionPolicy",
+    "TaskState",
+    "TodoItem",
+    "ToolResultOffload",
+    "Tracing",
+    "WorkspaceMaterials",
+    "begin_task",
+    "confirm_requirement",
+    "context_source",
+    "default_stack",
+    "enable_task_list",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "instruction",
+    "propose_requirement",
+    "purge_session",
+    "record_verification",
+    "reject_requirement",
+    "set_subject_version",
+    "set_todos",
+]

@@ -157,8 +157,10 @@ def classify(
     if is_quota_text(text) and not unavailable and not server_side:
         return ProviderRateLimited
     litellm_says_overflow = "ContextWindowExceededError" in classes
-    if is_overflow_text(text) or status == 413 or (
-        litellm_says_overflow and not _NOT_OVERFLOW.search(text)
+    if (
+        is_overflow_text(text)
+        or status == 413
+        or (litellm_says_overflow and not _NOT_OVERFLOW.search(text))
     ):
         return ContextOverflowError
     if classes & _AUTH_CLASSES or status in (401, 403):

@@ -188,6 +188,11 @@ class LiteLLMClient:
                 yield piece
         for call in assembly.flush_calls():
             yield StreamChunk(tool_call=call)
+        # litellm maps stop reasons to OpenAI's words in stream chunks too, and keeps the
+        # provider's own (e.g. Anthropic's model_context_window_exceeded) only here.
+        native = _str_or_none(getattr(stream, "received_finish_reason", None))
+        if native and native != assembly.finish:
+            assembly.native_finish = assembly.native_finish or native
         latency = time.perf_counter() - started
         message = assembly.message()
         _raise_on_overflow(

@@ -280,8 +280,9 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     assert 1 <= len(kept) <= 4 and kept[0].role == "assistant" and check_pairs(history).ok
     # The kept messages are the originals (same ids), not copies.
     full_ids = [m.id for m in a.state(CTX).full_history]
-    assert [m.id for m in kept] == full_ids[len(full_ids) - len(kept) :]
     n = full_ids.index(kept[0].id) - 1
+    assert [m.id for m in kept] == full_ids[n + 1 : n + 1 + len(kept)]
+    assert len(model.agent_requests[at - 1].history) == n + 1 + len(kept) - 2
     assert f"history_compaction:{n}" in model.agent_requests[at].transforms
 
 
@@ -301,18 +302,30 @@ async def test_full_history_is_kept_while_the_working_history_shrinks() -> None:
 
 
 async def test_no_compaction_on_the_rounds_after_a_compaction() -> None:
-    model = ScriptedModel([*calls(9), "done"])
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4,
+    model = ScriptedModel([*calls(12), "done"])
+    a = agent(model, Compaction(trigger_messages=14, keep_tokens=0, keep_messages=4,
                                 trim_min_tokens=None, memory=None))
     await a.call("go", CTX)
     flags = [compacted(r) for r in model.agent_requests]
     first = flags.index(True)
-    assert flags[first + 1 : first + 3] == [False, False]
+    assert flags[first + 1 : first + 4] == [False, False, False]
     assert len(summaries(model)) == flags.count(True)
-    # The prefix (pinned task, summary) stays byte-stable while nothing is compacted.
-    a1, a2 = model.agent_requests[first + 1].history, model.agent_requests[first + 2].history
+    # The prefix (pinned task, summary, kept) stays byte-stable while nothing is compacted.
+    a1, a2 = model.agent_requests[first + 1].history, model.agent_requests[first + 3].history
     assert [m.id for m in a1] == [m.id for m in a2[: len(a1)]]
     assert a1[1].text == a2[1].text
+
+
+async def test_dynamic_keep_range_leaves_room_for_many_rounds() -> None:
+    model = ScriptedModel([*calls(20), "done"])
+    a = agent(model, Compaction(trigger_messages=20, trim_min_tokens=None, memory=None))
+    await a.call("go", CTX)
+    flags = [compacted(r) for r in model.agent_requests]
+    first = flags.index(True)
+    assert first == 10  # round k sends 1 + 2k messages: 21 ≥ 20 first at round 10
+    after = model.agent_requests[first].history
+    assert len(after) <= 20 // 2  # at most half the trigger: pinned, summary, 8 kept
+    assert flags[first + 1 : first + 5] == [False] * 4
 
 
 async def test_token_budget_trigger_with_budget_fit_keeps_a_dynamic_share() -> None:
@@ -504,7 +517,8 @@ async def test_forced_compaction_after_a_compaction_summarises_the_rest() -> Non
     await a.call("go", CTX)
     history = model.agent_requests[7].history
     assert compacted(model.agent_requests[7])
-    assert len(history) == 4 and history[1].text.endswith("SUMMARY-2: the goal is to run commands.")
+    assert len(history) == 4 and len(summaries(model)) >= 2
+    assert history[1].text.endswith(f"SUMMARY-{len(summaries(model))}: the goal is to run commands.")
 
 
 async def test_the_agent_can_ask_for_compaction_with_a_tool() -> None:
