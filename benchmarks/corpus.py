@@ -343,6 +343,31 @@ _ZH_WORDS = (
     "非常 比较 更加 十分 完全 总是 经常 已经 正在 马上 立刻 终于 突然 逐渐"
 ).split()
 _ZH_CHARS = "的了是在和有也就都而及与对把被让给从向到为以于之其这那个些中上下里外"
+
+
+def _gb2312_level1() -> str:
+    """Return the 3,755 most common Chinese characters (GB2312 level 1, from the codec)."""
+    chars = []
+    for row in range(0xB0, 0xD8):
+        for cell in range(0xA1, 0xFF):
+            try:
+                chars.append(bytes((row, cell)).decode("gb2312"))
+            except UnicodeDecodeError:
+                continue
+    return "".join(chars)
+
+
+_ZH_COMMON = _gb2312_level1()
+_OTHER_SCRIPTS = (
+    "Привет мир это пример текста на русском языке с ошибкой в файле конфигурации "
+    "Größe Straße übermäßig Äpfel Öffnung für müssen Bücher schön "
+    "café déjà naïve élève français garçon hôpital où été "
+    "español niño año mañana corazón información "
+    "Ελληνικά γλώσσα παράδειγμα κείμενο "
+    "こんにちは 世界 ファイル を 開く テスト 失敗 しました "
+    "안녕하세요 파일 을 열 수 없습니다 "
+    "✅ ❌ ⚠️ 🚀 🔥 📦 🐍 ✨ 👍 → ← ↑ ↓ … — – • · « » ° ± × ÷ ≤ ≥ ≠ ∞ √ € £ ¥ © ®"
+).split()
 _ZH_PUNCT_MID = "，，，，、；："
 _ZH_PUNCT_END = "。。。。！？"
 _ZH_TERMS = (
@@ -482,7 +507,9 @@ def gen_code(rng: random.Random, target: int) -> str:
             f"{_ident(rng)}: {rng.choice(['int', 'str', 'float', 'bool', 'list[str]', 'Any'])}"
             for _ in range(rng.randint(0, 4))
         )
-        head = f"def {_ident(rng)}({args}) -> {rng.choice(['None', 'int', 'str', 'dict[str, Any]'])}:"
+        head = (
+            f"def {_ident(rng)}({args}) -> {rng.choice(['None', 'int', 'str', 'dict[str, Any]'])}:"
+        )
         body = [f'    """{_sentence(rng)}"""', *_block(rng, 4, 0)]
         if r < 0.35:
             method = [("    " + line) if line else line for line in [head, *body]]
@@ -522,12 +549,14 @@ def gen_traceback(rng: random.Random, target: int) -> str:
 def _json_value(rng: random.Random, depth: int) -> Any:
     r = rng.random()
     if depth < 3 and r < 0.15:
-        return {_ident(rng, rng.choice(["snake", "camel"])): _json_value(rng, depth + 1)
-                for _ in range(rng.randint(1, 6))}
+        return {
+            _ident(rng, rng.choice(["snake", "camel"])): _json_value(rng, depth + 1)
+            for _ in range(rng.randint(1, 6))
+        }
     if depth < 3 and r < 0.25:
         return [_json_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
     if r < 0.4:
-        return rng.randint(-1000, 10**rng.randint(1, 9))
+        return rng.randint(-1000, 10 ** rng.randint(1, 9))
     if r < 0.45:
         return round(rng.uniform(-100, 100), rng.randint(1, 6))
     if r < 0.5:
@@ -595,8 +624,7 @@ def gen_hexdump(rng: random.Random, target: int) -> str:
 
     def line() -> str:
         data = bytes(
-            rng.randrange(32, 127) if rng.random() < 0.5 else rng.randrange(256)
-            for _ in range(16)
+            rng.randrange(32, 127) if rng.random() < 0.5 else rng.randrange(256) for _ in range(16)
         )
         ascii_col = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
         offset = state["offset"]
@@ -649,10 +677,13 @@ def _zh_sentence(rng: random.Random) -> str:
     out: list[str] = []
     for _ in range(rng.randint(4, 22)):
         r = rng.random()
-        if r < 0.62:
+        if r < 0.58:
             out.append(rng.choice(_ZH_WORDS))
-        elif r < 0.85:
+        elif r < 0.74:
             out.append(rng.choice(_ZH_CHARS))
+        elif r < 0.85:
+            # Characters outside the word list, so that not every pair is a common word.
+            out.append("".join(rng.choice(_ZH_COMMON) for _ in range(rng.randint(1, 2))))
         elif r < 0.92:
             out.append(rng.choice(_ZH_PUNCT_MID))
         elif r < 0.97:
@@ -674,9 +705,7 @@ def gen_zh(rng: random.Random, target: int) -> str:
         if r < 0.1:
             return "## " + "".join(rng.choice(_ZH_WORDS) for _ in range(rng.randint(2, 5)))
         if r < 0.2:
-            return "\n".join(
-                f"{i + 1}. " + _zh_sentence(rng) for i in range(rng.randint(2, 5))
-            )
+            return "\n".join(f"{i + 1}. " + _zh_sentence(rng) for i in range(rng.randint(2, 5)))
         return "".join(_zh_sentence(rng) for _ in range(rng.randint(1, 7)))
 
     return _fill(rng, target, paragraph, "\n\n")
@@ -697,12 +726,27 @@ def gen_zh_code(rng: random.Random, target: int) -> str:
             ]
             return "```python\n" + "\n".join(lines) + "\n```"
         if r < 0.9:
-            value = {_ident(rng): _zh_sentence(rng) if rng.random() < 0.5 else _json_value(rng, 2)
-                     for _ in range(rng.randint(1, 5))}
+            value = {
+                _ident(rng): _zh_sentence(rng) if rng.random() < 0.5 else _json_value(rng, 2)
+                for _ in range(rng.randint(1, 5))
+            }
             return "```json\n" + json.dumps(value, ensure_ascii=False, indent=2) + "\n```"
         return f"```bash\n$ {_ident(rng)} --{_ident(rng).replace('_', '-')} {_path(rng)}\n```"
 
     return _fill(rng, target, part, "\n\n")
+
+
+def gen_other_scripts(rng: random.Random, target: int) -> str:
+    """Other scripts and symbols: Cyrillic, accented Latin, Greek, kana, Hangul, emoji."""
+
+    def line() -> str:
+        words = [
+            rng.choice(_OTHER_SCRIPTS) if rng.random() < 0.6 else _word(rng)
+            for _ in range(rng.randint(3, 16))
+        ]
+        return " ".join(words) + rng.choice([".", "", "!", ":"])
+
+    return _fill(rng, target, line)
 
 
 GENERATORS: dict[str, tuple[Callable[[random.Random, int], str], str]] = {
@@ -715,6 +759,7 @@ GENERATORS: dict[str, tuple[Callable[[random.Random, int], str], str]] = {
     "logs": (gen_logs, "timestamped log lines with key=value pairs and request ids"),
     "zh-prose": (gen_zh, "Chinese prose from a built-in list of common words"),
     "zh-code": (gen_zh_code, "Chinese explanations mixed with code and JSON blocks"),
+    "other-scripts": (gen_other_scripts, "Cyrillic, accented Latin, Greek, kana, Hangul, emoji"),
 }
 
 _TOOL_OUTPUTS = ("code-py", "tracebacks", "json", "paths", "hexdump", "logs", "prose-en")

@@ -700,3 +700,17 @@ async def replay(
         if progress is not None:
             progress(position, len(messages))
     return outcome
+
+
+FIXED_SUMMARY = (
+    "## Session goal\nFix the reported bug in the repository and keep the test suite green.\n"
+    "## Key conclusions\n"
+    + "".join(
+        f"- Step {i}: inspected the failing module, confirmed the cause and noted the fix.\n"
+        for i in range(1, 13)
+    )
+    + "## Files and artefacts\n- src/module.py (edited), tests/test_module.py (added), "
+    "reproduce.py (scratch)\n## Next steps\nRe-run the reproduction script and the tests, "
+    "then submit."
+)
+"""The fixed-size summary every system's summariser returns in the benchmarks (~300 tokens)."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+from zlib import adler32
 
 import msgspec
 
@@ -137,26 +138,89 @@ class CachedEstimator:
 
 
 class Coefficients(msgspec.Struct, frozen=True):
-    """A linear model: tokens ≈ ascii·a + wide·b + spaces·c + newlines·d + fixed."""
+    """A linear model over UTF-8 bytes: tokens ≈ fixed + Σ (base + unit · table[byte]).
 
-    ascii: float
-    wide: float
-    spaces: float
-    newlines: float
+    Every byte value has its own weight, so the model tells letters from digits,
+    punctuation, spaces, newlines, CJK lead bytes and so on; ``table`` keeps the 256
+    weights as small integers (0–63, hex-encoded) so that the estimator can sum them in C
+    with ``bytes.translate`` and ``zlib.adler32``.
+    """
+
+    table: str
+    """512 hex digits: for each byte value, its weight in units of ``unit`` (0–63)."""
+    unit: float
+    """Tokens per weight step."""
+    base: float
+    """Tokens every byte adds whatever its weight (may be negative)."""
     fixed: float = 0.0
+    """Tokens added once per text."""
 
+    def __post_init__(self) -> None:
+        try:
+            weights = bytes.fromhex(self.table)
+        except ValueError as error:
+            raise ConfigurationError(f"Coefficients.table must be hex digits: {error}") from None
+        if len(weights) != 256 or max(weights) > _MAX_WEIGHT:
+            raise ConfigurationError(
+                f"Coefficients.table must hold 256 weights of 0–{_MAX_WEIGHT}; "
+                "generate it with benchmarks/fit_estimator.py"
+            )
+
+    @property
+    def weights(self) -> bytes:
+        """The 256 integer weights, one per byte value."""
+        return bytes.fromhex(self.table)
+
+    def tokens_per_byte(self, byte: int) -> float:
+        """Return the tokens one occurrence of ``byte`` adds."""
+        return self.base + self.unit * self.weights[byte]
+
+
+_MAX_WEIGHT = 63
+_CHUNK = 1040
+"""Bytes one ``adler32`` call may sum: ``_CHUNK · _MAX_WEIGHT`` stays under its modulus 65521."""
+FULL_ASCII = 1024
+"""ASCII texts up to this many characters are read whole; longer ones are sampled."""
+FULL_WIDE = 340
+"""Texts with non-ASCII characters are read whole up to this many characters."""
 
 # Fitted by benchmarks/fit_estimator.py (see its output for the data it was fitted on).
-FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
-    "o200k": Coefficients(ascii=0.30, wide=0.85, spaces=-0.05, newlines=0.25),
-    "cl100k": Coefficients(ascii=0.30, wide=1.05, spaces=-0.05, newlines=0.25),
-    "deepseek": Coefficients(ascii=0.30, wide=0.75, spaces=-0.05, newlines=0.25),
-    "anthropic": Coefficients(ascii=0.33, wide=1.10, spaces=-0.05, newlines=0.30),
-}
+FAMILY_COEFFICIENTS: dict[str, Coefficients] = {}
+
+
+@cache
+def _stride(least: int) -> int:
+    """Return the smallest prime ≥ ``least``: a prime stride rarely lines up with a
+    periodic layout (table columns, hex-dump lines), so the sample stays representative."""
+    candidate = max(2, least)
+    while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
+        candidate += 1
+    return candidate
+
+
+def sample_text(text: str) -> tuple[str, float]:
+    """Return the part of ``text`` the approximate estimator reads, and its scale.
+
+    Short texts are read whole (scale 1). A longer one is read at every k-th character,
+    k prime, so that at most ``FULL_ASCII`` (ASCII) or ``FULL_WIDE`` characters are read
+    whatever the length: the estimate of a long tool output costs the same as a short one.
+    """
+    n = len(text)
+    if n <= FULL_WIDE:
+        return text, 1.0
+    limit = FULL_ASCII if text.isascii() else FULL_WIDE
+    if n <= limit:
+        return text, 1.0
+    sample = text[:: _stride(-(-n // limit))]
+    return sample, n / len(sample)
 
 
 class ApproximateEstimator(CachedEstimator):
-    """Fast, conservative estimate from character counts, calibrated per tokenizer family."""
+    """Fast, conservative estimate from per-byte weights, calibrated per tokenizer family.
+
+    The cost of one count is a few C calls over at most ~1 KB, however long the text;
+    see `sample_text` and `Coefficients`.
+    """
 
     exact = False
 
@@ -170,27 +234,31 @@ class ApproximateEstimator(CachedEstimator):
             coefficients = FAMILY_COEFFICIENTS[family]
         self.family = family
         self.method = f"approximate:{family}"
-        self._c = coefficients
+        self.coefficients = coefficients
+        self._table = coefficients.weights
+        self._unit = coefficients.unit
+        self._base = coefficients.base
+        self._fixed = coefficients.fixed
 
     def count(self, text: str) -> int:
-        """Return the estimated token count of ``text`` (never negative)."""
-        if not text:
-            return 0
-        chars = len(text)
-        if text.isascii():
-            wide = 0
+        """Return the estimated token count of ``text`` (0 for empty text, else ≥ 1)."""
+        n = len(text)
+        if n <= FULL_WIDE or (n <= FULL_ASCII and text.isascii()):
+            if not n:
+                return 0
+            scale = 1.0
         else:
-            # Characters outside ASCII take 2–4 bytes in UTF-8: the extra bytes measure them.
-            wide = (len(text.encode("utf-8", "surrogatepass")) - chars) // 2
-        c = self._c
-        estimate = (
-            (chars - wide) * c.ascii
-            + wide * c.wide
-            + text.count(" ") * c.spaces
-            + text.count("\n") * c.newlines
-            + c.fixed
-        )
-        return max(1, math.ceil(estimate))
+            text, scale = sample_text(text)
+        data = text.encode("utf-8", "surrogatepass").translate(self._table)
+        size = len(data)
+        if size <= _CHUNK:
+            weight = (adler32(data) & 0xFFFF) - 1
+        else:
+            weight = sum(
+                (adler32(data[i : i + _CHUNK]) & 0xFFFF) - 1 for i in range(0, size, _CHUNK)
+            )
+        estimate = (weight * self._unit + size * self._base) * scale + self._fixed
+        return 1 if estimate < 1.0 else math.ceil(estimate)
 
 
 class ExactEstimator(CachedEstimator):

@@ -172,7 +172,7 @@ def _plan(history: Sequence[Message]) -> _Plan:
             else:
                 dangling.append(call_id)
     orphans = tuple(
-        message.tool_call_id or f"message:{message.id}"
+        _result_id(message)
         for j, message in enumerate(history)
         if message.role == "tool" and j not in claimed
     )
@@ -199,6 +199,11 @@ def _valid(history: Sequence[Message]) -> bool:
             if pending:
                 return False
     return True
+
+
+def _result_id(message: Message) -> str:
+    """The id an orphan result is reported by: its call id, or ``message:<id>`` without one."""
+    return message.tool_call_id or f"message:{message.id}"
 
 
 def check_pairs(history: Sequence[Message]) -> PairCheck:
@@ -235,16 +240,14 @@ def repair_pairs(
             if first.role != "tool":
                 out.append(first)
             elif start not in plan.moved:
-                transforms.append(f"pair_repair:orphan:{label(first.tool_call_id or first.id)}")
+                transforms.append(f"pair_repair:orphan:{label(_result_id(first))}")
             continue
         out.append(first)
         for j in range(start + 1, end):
             if j in plan.in_place:
                 out.append(history[j])
             elif j not in plan.moved:
-                transforms.append(
-                    f"pair_repair:orphan:{label(history[j].tool_call_id or history[j].id)}"
-                )
+                transforms.append(f"pair_repair:orphan:{label(_result_id(history[j]))}")
         for position, (call_id, found) in enumerate(row):
             if found in plan.in_place:
                 continue

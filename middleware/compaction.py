@@ -212,9 +212,10 @@ class Compaction:
         trigger_messages: summarise when the history holds this many messages.
         trigger: an extra token threshold for the whole request — a fraction in ``(0, 1]``
             of the input limit (the model's window minus reserves), or an absolute token
-            count (int). The history exceeding its budget always triggers.
+            count (int). It lowers the history budget to what the threshold leaves for the
+            history; the history exceeding its budget always triggers.
         keep_tokens: tokens kept verbatim after a summary; ``None`` is 35 % of the history
-            budget; ``0`` keeps ``keep_messages`` messages instead.
+            budget (as lowered by ``trigger``); ``0`` keeps ``keep_messages`` messages instead.
         keep_messages: messages kept verbatim when ``keep_tokens`` is 0.
         model: the summariser (default: the agent's client, ``request.run.client``).
         summary_prompt: the summary prompt; must contain ``{messages}`` and may contain
@@ -380,12 +381,16 @@ class Compaction:
         protected = 0
         trimmable = 0
         candidates: list[int] = []
+        # The results the model has not answered yet (the trailing run) are always protected.
+        tail = len(history)
+        while tail > 0 and history[tail - 1].role == "tool":
+            tail -= 1
         for i in range(len(history) - 1, -1, -1):
             message = history[i]
             if message.role != "tool":
                 continue
             tokens = count(message)
-            if protected < protect or i == len(history) - 1:
+            if protected < protect or i >= tail:
                 protected += tokens
                 continue
             content = message.content
@@ -468,9 +473,17 @@ class Compaction:
         return request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
 
     def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
+        """Return the tokens the history may use: its budget, lowered by ``trigger``."""
+        limit = self._limit(request)
         if request.history_budget is not None:
-            return request.history_budget
-        return self._limit(request) - fixed_tokens(request, est) - blocks_tokens(request, est)
+            budget = request.history_budget
+        else:
+            budget = limit - fixed_tokens(request, est) - blocks_tokens(request, est)
+        if self.trigger is not None:
+            # The trigger bounds the whole request; what is not history is limit - budget.
+            threshold = self.trigger * limit if isinstance(self.trigger, float) else self.trigger
+            budget = min(budget, int(threshold) - (limit - budget))
+        return budget
 
     def _reason(
         self,
@@ -486,14 +499,8 @@ class Compaction:
             return "requested"
         if len(history) >= self.trigger_messages:
             return "messages"
-        tokens = est.count_messages(history)
-        if 0 < budget < tokens:
-            return "budget"
-        if self.trigger is not None:
-            limit = self._limit(request)
-            threshold = self.trigger * limit if isinstance(self.trigger, float) else self.trigger
-            if tokens + (limit - budget) > threshold:
-                return "threshold"
+        if 0 < budget < est.count_messages(history):
+            return "tokens"
         return None
 
     def _pending_request(self, request: ModelRequest, layout: _Layout) -> str | None:
@@ -670,16 +677,29 @@ class _Asker:
         return response.message.text.strip()
 
     async def many(self, prompts: list[str]) -> list[str]:
+        """Return the answers to ``prompts``, a few requests at a time, in order.
+
+        Raises:
+            ProviderError: the first provider failure, as it was raised (not in a group).
+        """
         results = [""] * len(prompts)
+        failures: list[ProviderError] = []
         limiter = anyio.CapacityLimiter(SUMMARY_CONCURRENCY)
 
-        async def one(i: int) -> None:
-            async with limiter:
-                results[i] = await self(prompts[i])
-
         async with anyio.create_task_group() as tg:
+
+            async def one(i: int) -> None:
+                async with limiter:
+                    try:
+                        results[i] = await self(prompts[i])
+                    except ProviderError as exc:
+                        failures.append(exc)
+                        tg.cancel_scope.cancel()
+
             for i in range(len(prompts)):
                 tg.start_soon(one, i)
+        if failures:
+            raise failures[0]
         return results
 
     def _report(self, request: ModelRequest) -> None:

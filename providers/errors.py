@@ -310,6 +310,9 @@ def _status_of(exc: BaseException, classes: frozenset[str]) -> int | None:
         return 408
     if classes & _NO_ANSWER_CLASSES:
         return None  # litellm reports 500 for a refused connection; there was no answer
+    upstream = getattr(exc, "provider_status_code", None)  # litellm reports a 529 as 500
+    if isinstance(upstream, int) and not isinstance(upstream, bool):
+        return upstream
     for source in (exc, getattr(exc, "response", None)):
         value = getattr(source, "status_code", None) if source is not None else None
         if isinstance(value, int) and not isinstance(value, bool):

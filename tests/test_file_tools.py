@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -16,7 +17,10 @@ from harness.state import AgentState
 from harness.tools import ToolContext
 from providers import ScriptedModel
 
-HEADER = re.compile(r"^\[(?P<path>[^\]:]+): characters (?P<start>[\d,]+)–(?P<end>[\d,]+) of (?P<total>[\d,]+); (?P<where>[^\]]+)\]\n")
+HEADER = re.compile(
+    r"^\[(?P<path>[^\]:]+): characters (?P<start>[\d,]+)–(?P<end>[\d,]+) "
+    r"of (?P<total>[\d,]+); (?P<where>[^\]]+)\]\n"
+)
 
 
 def tool_results(request: ModelRequest) -> dict[str, str]:
@@ -28,7 +32,7 @@ def calls(*items: tuple[str, dict[str, object]]) -> Message:
     return Message.assistant(
         None,
         tool_calls=[
-            ToolCall(id=f"c{i}", name=name, arguments=__import__("json").dumps(args))
+            ToolCall(id=f"c{i}", name=name, arguments=json.dumps(args))
             for i, (name, args) in enumerate(items)
         ],
     )
@@ -56,7 +60,9 @@ async def test_pages_return_the_whole_file_with_sizes_and_next_offsets(tmp_path:
             if match["where"] == "end of file":
                 return "done"
             offset = int(match["where"].removeprefix("next offset: "))
-        return ScriptedModel.tool_call("read_file", {"path": "logs/run.txt", "offset": offset, "limit": 12_000})
+        return ScriptedModel.tool_call(
+            "read_file", {"path": "logs/run.txt", "offset": offset, "limit": 12_000}
+        )
 
     model = ScriptedModel(default=next_page)
     agent = HarnessAgent(model=model, tools=[read_file_tool()], stack=[], workspace=ws)
@@ -77,8 +83,14 @@ async def test_pages_return_the_whole_file_with_sizes_and_next_offsets(tmp_path:
 
 def test_page_edges() -> None:
     assert page("", "a.txt", offset=0, limit=10) == "[a.txt: characters 0–0 of 0; end of file]\n"
-    assert page("abcdef", "a.txt", offset=2, limit=3) == "[a.txt: characters 2–5 of 6; next offset: 5]\ncde"
-    assert page("abcdef", "a.txt", offset=4, limit=30) == "[a.txt: characters 4–6 of 6; end of file]\nef"
+    assert (
+        page("abcdef", "a.txt", offset=2, limit=3)
+        == "[a.txt: characters 2–5 of 6; next offset: 5]\ncde"
+    )
+    assert (
+        page("abcdef", "a.txt", offset=4, limit=30)
+        == "[a.txt: characters 4–6 of 6; end of file]\nef"
+    )
     past = page("abcdef", "a.txt", offset=6, limit=3)
     assert "past the end" in past and "6 characters" in past and "abc" not in past
 
@@ -118,11 +130,15 @@ def escape_setup(tmp_path: Path) -> tuple[Workspace, str]:
         "..\\outside.txt",
     ],
 )
-async def test_paths_that_leave_the_workspace_are_refused(escape_setup: tuple[Workspace, str], path: str) -> None:
+async def test_paths_that_leave_the_workspace_are_refused(
+    escape_setup: tuple[Workspace, str], path: str
+) -> None:
     ws, secret = escape_setup
     if path == "ABSOLUTE":
         path = str(Path(ws.root).parent / "outside.txt")
-    model = ScriptedModel([calls(("read_file", {"path": path}), ("read_file", {"path": "inside.txt"})), "ok"])
+    model = ScriptedModel(
+        [calls(("read_file", {"path": path}), ("read_file", {"path": "inside.txt"})), "ok"]
+    )
     agent = HarnessAgent(model=model, tools=[read_file_tool()], stack=[], workspace=ws)
     await agent.call("try it")
     results = tool_results(model.agent_requests[-1])
@@ -131,7 +147,9 @@ async def test_paths_that_leave_the_workspace_are_refused(escape_setup: tuple[Wo
     assert results["c1"].endswith("\nfine")  # the same tool still reads inside
 
 
-async def test_missing_file_folder_and_bad_arguments_are_errors_for_the_model(tmp_path: Path) -> None:
+async def test_missing_file_folder_and_bad_arguments_are_errors_for_the_model(
+    tmp_path: Path,
+) -> None:
     ws = Workspace(tmp_path)
     ws.write_text("dir/a.txt", "a")
     model = ScriptedModel(
@@ -179,7 +197,9 @@ async def test_private_folder_is_readable_only_by_its_own_session(tmp_path: Path
             "ok",
         ]
     )
-    agent = HarnessAgent(model=model, tools=[read_file_tool(private_folder="store")], stack=[], workspace=ws)
+    agent = HarnessAgent(
+        model=model, tools=[read_file_tool(private_folder="store")], stack=[], workspace=ws
+    )
     await agent.call("go", RuntimeContext(session_id="alice"))
     results = tool_results(model.agent_requests[-1])
     assert results["c0"].endswith("\nalice's result")

@@ -24,7 +24,7 @@ from harness.errors import ConfigurationError
 from middleware._selection import DefaultSelection
 from middleware.budget_fit import BudgetFit, history_minimum
 from middleware.context_sources import ContextRequest, ContextSources, context_source
-from middleware.task_state import TaskState, set_todos, TodoItem
+from middleware.task_state import TaskState, TodoItem, set_todos
 from providers import ScriptedModel
 
 
@@ -176,13 +176,18 @@ async def test_tool_schemas_count_as_fixed_cost() -> None:
         return query
 
     plain = HarnessAgent(
-        model=ScriptedModel(["ok"]), system_prompt="s", stack=[BudgetFit()],
+        model=ScriptedModel(["ok"]),
+        system_prompt="s",
+        stack=[BudgetFit()],
         policy=ContextPolicy(max_input_tokens=10_000),
     )
     await plain.call("x")
     with_tool_model = ScriptedModel(["ok"])
     with_tool = HarnessAgent(
-        model=with_tool_model, system_prompt="s", tools=[lookup], stack=[BudgetFit()],
+        model=with_tool_model,
+        system_prompt="s",
+        tools=[lookup],
+        stack=[BudgetFit()],
         policy=ContextPolicy(max_input_tokens=10_000),
     )
     await with_tool.call("x")
@@ -193,7 +198,10 @@ async def test_tool_schemas_count_as_fixed_cost() -> None:
     assert plain_request.history_budget - tool_request.history_budget == tool_cost
     limit = fixed_tokens(tool_request, tool_request.estimator) - 1
     tight = HarnessAgent(
-        model=ScriptedModel(["ok"]), system_prompt="s", tools=[lookup], stack=[BudgetFit()],
+        model=ScriptedModel(["ok"]),
+        system_prompt="s",
+        tools=[lookup],
+        stack=[BudgetFit()],
         policy=ContextPolicy(max_input_tokens=limit),
     )
     with pytest.raises(ContextBudgetExceeded):
@@ -202,9 +210,7 @@ async def test_tool_schemas_count_as_fixed_cost() -> None:
 
 async def test_task_state_blocks_are_fixed_cost_and_never_dropped() -> None:
     optional = [ContextBlock.reference("nice", words(60), priority=100)]
-    agent, model = agent_for(
-        optional, 100_000, extra=[TaskState(task_list=True)]
-    )
+    agent, model = agent_for(optional, 100_000, extra=[TaskState(task_list=True)])
     set_todos(agent.state(RuntimeContext()), [TodoItem(content=words(60, "step"))])
     await agent.call("x")
     full = cost(model.agent_requests[0])
@@ -245,7 +251,9 @@ async def test_the_trailing_tool_call_group_is_reserved_too() -> None:
     blocks = [ContextBlock.reference("nice", words(60))]
     model = ScriptedModel([ScriptedModel.tool_call("fetch"), "done"])
     agent = HarnessAgent(
-        model=model, tools=[fetch], stack=[source_of(blocks), BudgetFit()],
+        model=model,
+        tools=[fetch],
+        stack=[source_of(blocks), BudgetFit()],
         policy=ContextPolicy(max_input_tokens=100_000),
     )
     await agent.call("go")
@@ -257,7 +265,9 @@ async def test_the_trailing_tool_call_group_is_reserved_too() -> None:
     assert cost(second) > limit
     model2 = ScriptedModel([ScriptedModel.tool_call("fetch"), "done"])
     agent2 = HarnessAgent(
-        model=model2, tools=[fetch], stack=[source_of(blocks), BudgetFit()],
+        model=model2,
+        tools=[fetch],
+        stack=[source_of(blocks), BudgetFit()],
         policy=ContextPolicy(max_input_tokens=limit),
     )
     await agent2.call("go")
@@ -356,9 +366,7 @@ async def test_invariants_hold_for_random_blocks_and_budgets(
     specs: list[tuple[int, int, bool, str]], limit: int
 ) -> None:
     blocks = [
-        ContextBlock.reference(
-            f"b{i}", words(n, f"w{i}"), priority=p, required=r, category=c
-        )
+        ContextBlock.reference(f"b{i}", words(n, f"w{i}"), priority=p, required=r, category=c)
         for i, (n, p, r, c) in enumerate(specs)
     ]
     agent, model = agent_for(blocks, limit, system_prompt="Be brief.")
@@ -377,7 +385,10 @@ async def test_invariants_hold_for_random_blocks_and_budgets(
         )
         # What may not be dropped (fixed material, then the newest user message) is too big.
         assert limit < exc.required_tokens <= estimate_request(probe)
-        assert exc.required_tokens in (estimate_request(probe.replace(history=())), estimate_request(probe))
+        assert exc.required_tokens in (
+            estimate_request(probe.replace(history=())),
+            estimate_request(probe),
+        )
         return
     (request,) = model.agent_requests
     kept = set(sent_ids(request))

@@ -7,6 +7,7 @@ agent's state, or on the workspace — never on a mocked middleware.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,7 +55,9 @@ def shell(command: str) -> str:
     Args:
         command: the command line.
     """
-    return f"$ {command}\n" + "".join(f"{command} line {i}: some output text here\n" for i in range(60))
+    return f"$ {command}\n" + "".join(
+        f"{command} line {i}: some output text here\n" for i in range(60)
+    )
 
 
 def write_file(path: str, content: str) -> str:
@@ -164,8 +167,11 @@ def test_defaults() -> None:
 async def test_old_tool_outputs_are_trimmed_and_the_newest_protected() -> None:
     model = ScriptedModel([*calls(8), "done"])
     compaction = Compaction(
-        trigger_messages=1000, trim_protect_tokens=1500, trim_min_tokens=1000,
-        trim_preview_chars=80, memory=None,
+        trigger_messages=1000,
+        trim_protect_tokens=1500,
+        trim_min_tokens=1000,
+        trim_preview_chars=80,
+        memory=None,
     )
     a = agent(model, compaction)
     await a.call("run the commands", CTX)
@@ -182,26 +188,68 @@ async def test_old_tool_outputs_are_trimmed_and_the_newest_protected() -> None:
         assert m.text.startswith(shell(m.text.split("\n")[0][2:])[:80])
         assert len(m.text) < 300 and "trimmed" in m.text
         assert m.id.endswith("~trim") and m.meta("origin_id")
-    assert any(t.startswith("tool_output_trim:") for r in model.agent_requests for t in r.transforms)
+    assert any(
+        t.startswith("tool_output_trim:") for r in model.agent_requests for t in r.transforms
+    )
     # Only what is sent changed: the full history keeps every output in full.
     state = a.state(CTX)
-    assert [m.text for m in state.full_history if m.role == "tool"] == [shell(f"cmd{i}") for i in range(8)]
+    assert [m.text for m in state.full_history if m.role == "tool"] == [
+        shell(f"cmd{i}") for i in range(8)
+    ]
     assert not summaries(model)
+
+
+async def test_the_newest_results_are_never_trimmed_even_without_protection() -> None:
+    parallel = Message.assistant(
+        tool_calls=[
+            ToolCall(id=f"p{i}", name="shell", arguments=json.dumps({"command": f"p{i}"}))
+            for i in range(3)
+        ]
+    )
+    model = ScriptedModel([*calls(3), parallel, "done"])
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=1000,
+            trim_protect_tokens=0,
+            trim_min_tokens=0,
+            trim_preview_chars=50,
+            memory=None,
+        ),
+    )
+    await a.call("go", CTX)
+    last = model.agent_requests[-1].history
+    assert [m.meta("trimmed") for m in last if m.role == "tool"] == [True] * 3 + [None] * 3
+    assert [m.text for m in last[-3:]] == [shell(f"p{i}") for i in range(3)]
 
 
 async def test_trimming_waits_for_enough_trimmable_output() -> None:
     model = ScriptedModel([*calls(5), "done"])
-    a = agent(model, Compaction(trigger_messages=1000, trim_protect_tokens=500,
-                                trim_min_tokens=1_000_000, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=1000, trim_protect_tokens=500, trim_min_tokens=1_000_000, memory=None
+        ),
+    )
     await a.call("go", CTX)
     assert not any(m.meta("trimmed") for r in model.agent_requests for m in r.history)
-    assert not any(t.startswith("tool_output_trim") for r in model.agent_requests for t in r.transforms)
+    assert not any(
+        t.startswith("tool_output_trim") for r in model.agent_requests for t in r.transforms
+    )
 
 
 async def test_trimmed_output_is_not_trimmed_again() -> None:
     model = ScriptedModel([*calls(8), "done"])
-    a = agent(model, Compaction(trigger_messages=1000, trim_protect_tokens=1500,
-                                trim_min_tokens=300, trim_preview_chars=80, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=1000,
+            trim_protect_tokens=1500,
+            trim_min_tokens=300,
+            trim_preview_chars=80,
+            memory=None,
+        ),
+    )
     await a.call("go", CTX)
     trimmed_ids = [m.id for r in model.agent_requests for m in r.history if m.meta("trimmed")]
     assert trimmed_ids and all(i.count("~trim") == 1 for i in trimmed_ids)
@@ -210,15 +258,24 @@ async def test_trimmed_output_is_not_trimmed_again() -> None:
 # ------------------------------------------------------ stage 2: argument cuts
 def writes(n: int) -> list[Message]:
     return [
-        ScriptedModel.tool_call("write_file", {"path": f"f{i}.py", "content": f"# file {i}\n" + "x = 1\n" * 400})
+        ScriptedModel.tool_call(
+            "write_file", {"path": f"f{i}.py", "content": f"# file {i}\n" + "x = 1\n" * 400}
+        )
         for i in range(n)
     ]
 
 
 async def test_old_long_arguments_are_truncated_outside_the_kept_range() -> None:
     model = ScriptedModel([*writes(5), "done"])
-    compaction = Compaction(trigger_messages=1000, keep_tokens=0, keep_messages=4, truncate_args=True,
-                            max_arg_length=100, trim_min_tokens=None, memory=None)
+    compaction = Compaction(
+        trigger_messages=1000,
+        keep_tokens=0,
+        keep_messages=4,
+        truncate_args=True,
+        max_arg_length=100,
+        trim_min_tokens=None,
+        memory=None,
+    )
     a = agent(model, compaction)
     await a.call("write the files", CTX)
 
@@ -233,7 +290,9 @@ async def test_old_long_arguments_are_truncated_outside_the_kept_range() -> None
         assert m.meta("args_truncated") is True
     for m in recent:
         assert len(json.loads(m.tool_calls[0].arguments)["content"]) > 2000
-    assert any(t.startswith("tool_args_truncate:") for r in model.agent_requests for t in r.transforms)
+    assert any(
+        t.startswith("tool_args_truncate:") for r in model.agent_requests for t in r.transforms
+    )
     # The executed arguments are intact: the tools saw them and the full history keeps them.
     state = a.state(CTX)
     full_calls = [m for m in state.full_history if m.tool_calls]
@@ -243,27 +302,51 @@ async def test_old_long_arguments_are_truncated_outside_the_kept_range() -> None
 
 async def test_argument_truncation_is_off_by_default() -> None:
     model = ScriptedModel([*writes(5), "done"])
-    a = agent(model, Compaction(trigger_messages=1000, keep_tokens=0, keep_messages=2,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=1000, keep_tokens=0, keep_messages=2, trim_min_tokens=None, memory=None
+        ),
+    )
     await a.call("write the files", CTX)
-    assert all(len(c.arguments) > 2000 for m in model.agent_requests[-1].history for c in m.tool_calls)
+    assert all(
+        len(c.arguments) > 2000 for m in model.agent_requests[-1].history for c in m.tool_calls
+    )
 
 
 async def test_unparsable_arguments_are_left_alone() -> None:
-    broken = Message.assistant(tool_calls=[ToolCall(id="c1", name="write_file", arguments="{not json " + "y" * 500)])
+    broken = Message.assistant(
+        tool_calls=[ToolCall(id="c1", name="write_file", arguments="{not json " + "y" * 500)]
+    )
     model = ScriptedModel([broken, *writes(3), "done"])
-    a = agent(model, Compaction(trigger_messages=1000, keep_tokens=0, keep_messages=2, truncate_args=True,
-                                max_arg_length=50, trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=1000,
+            keep_tokens=0,
+            keep_messages=2,
+            truncate_args=True,
+            max_arg_length=50,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
     await a.call("go", CTX)
-    sent = next(m for m in model.agent_requests[-1].history if m.tool_calls and m.tool_calls[0].id == "c1")
+    sent = next(
+        m for m in model.agent_requests[-1].history if m.tool_calls and m.tool_calls[0].id == "c1"
+    )
     assert sent.tool_calls[0].arguments == broken.tool_calls[0].arguments
 
 
 # --------------------------------------------------------- stage 3: summaries
 async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task() -> None:
     model = ScriptedModel([*calls(6), "done"], summary="SUMMARY-A")
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+    )
     await a.call("run six commands", CTX)
 
     (summary_request,) = summaries(model)
@@ -288,13 +371,19 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
 
 async def test_full_history_is_kept_while_the_working_history_shrinks() -> None:
     model = ScriptedModel([*calls(8), "done"])
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+    )
     await a.call("go", CTX)
     state = a.state(CTX)
     assert len(state.full_history) == 1 + 8 * 2 + 1
     assert state.full_history[0].text == "go"
-    assert [m.text for m in state.full_history if m.role == "tool"] == [shell(f"cmd{i}") for i in range(8)]
+    assert [m.text for m in state.full_history if m.role == "tool"] == [
+        shell(f"cmd{i}") for i in range(8)
+    ]
     assert not any(m.meta("summary") for m in state.full_history)
     assert len(state.working_history) < 10
     assert state.working_history[0] is state.full_history[0]
@@ -303,8 +392,12 @@ async def test_full_history_is_kept_while_the_working_history_shrinks() -> None:
 
 async def test_no_compaction_on_the_rounds_after_a_compaction() -> None:
     model = ScriptedModel([*calls(12), "done"])
-    a = agent(model, Compaction(trigger_messages=14, keep_tokens=0, keep_messages=4,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=14, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+    )
     await a.call("go", CTX)
     flags = [compacted(r) for r in model.agent_requests]
     first = flags.index(True)
@@ -332,7 +425,9 @@ async def test_token_budget_trigger_with_budget_fit_keeps_a_dynamic_share() -> N
     from middleware.budget_fit import BudgetFit
 
     model = ScriptedModel([*calls(12), "done"])
-    a = agent(model, BudgetFit(), Compaction(trim_min_tokens=None, memory=None), max_input_tokens=5000)
+    a = agent(
+        model, BudgetFit(), Compaction(trim_min_tokens=None, memory=None), max_input_tokens=5000
+    )
     await a.call("go", CTX)
     est = a.policy.estimator
     assert est is not None
@@ -349,19 +444,27 @@ async def test_token_budget_trigger_with_budget_fit_keeps_a_dynamic_share() -> N
 
 async def test_trigger_fraction_compacts_before_the_budget_is_full() -> None:
     model = ScriptedModel([*calls(12), "done"])
-    a = agent(model, Compaction(trigger=0.4, trim_min_tokens=None, memory=None), max_input_tokens=8000)
+    a = agent(
+        model, Compaction(trigger=0.4, trim_min_tokens=None, memory=None), max_input_tokens=8000
+    )
     await a.call("go", CTX)
     at = next(i for i, r in enumerate(model.agent_requests) if compacted(r))
     before = model.agent_requests[at - 1]
     assert estimate_request(before) <= 0.4 * 8000 < estimate_request(before) + 1200
     for r in model.agent_requests:
         assert estimate_request(r) < 8000
+    flags = [compacted(r) for r in model.agent_requests]
+    assert not any(a and b for a, b in itertools.pairwise(flags))
 
 
 async def test_an_earlier_summary_is_updated_not_resummarised() -> None:
     model = ScriptedModel([*calls(14), "done"], summary=numbered_summary())
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+    )
     await a.call("go", CTX)
     first, second = summaries(model)[:2]
     assert "previous summary" not in prompt_of(first)
@@ -377,8 +480,17 @@ async def test_an_earlier_summary_is_updated_not_resummarised() -> None:
 async def test_custom_prompt_with_previous_summary_placeholder() -> None:
     prompt = "PREV<{previous_summary}>\nMSGS<{messages}>"
     model = ScriptedModel([*calls(14), "done"], summary=numbered_summary())
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, summary_prompt=prompt,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            summary_prompt=prompt,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
     await a.call("go", CTX)
     first, second = (prompt_of(r) for r in summaries(model)[:2])
     assert first.startswith("PREV<>\nMSGS<[")
@@ -388,8 +500,17 @@ async def test_custom_prompt_with_previous_summary_placeholder() -> None:
 async def test_summarisation_is_chunked_and_merged_when_the_early_part_is_large() -> None:
     chunk = 1200
     model = ScriptedModel([*calls(10), "done"], summary=numbered_summary())
-    a = agent(model, Compaction(trigger_messages=16, keep_tokens=0, keep_messages=4, summary_chunk_tokens=chunk,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=16,
+            keep_tokens=0,
+            keep_messages=4,
+            summary_chunk_tokens=chunk,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
     await a.call("go", CTX)
     requests = summaries(model)
     partials = [r for r in requests if not prompt_of(r).startswith(MERGE_PROMPT[:40])]
@@ -403,7 +524,7 @@ async def test_summarisation_is_chunked_and_merged_when_the_early_part_is_large(
         assert f"SUMMARY-{i}:" in merged
     # Every early command reached some partial summary request, in order.
     joined = "\n".join(prompt_of(r) for r in partials)
-    early = [i for i in range(10) if f"[tool call shell] {{\"command\": \"cmd{i}\"}}" in joined]
+    early = [i for i in range(10) if f'[tool call shell] {{"command": "cmd{i}"}}' in joined]
     assert early == list(range(len(early))) and len(early) >= 6
     history = model.agent_requests[-1].history
     assert history[1].text.endswith(f"SUMMARY-{len(partials) + 1}: the goal is to run commands.")
@@ -419,8 +540,17 @@ async def test_merging_is_chunked_too() -> None:
 
     chunk = 1000
     model = ScriptedModel([*calls(12), "done"], summary=reply)
-    a = agent(model, Compaction(trigger_messages=20, keep_tokens=0, keep_messages=4, summary_chunk_tokens=chunk,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=20,
+            keep_tokens=0,
+            keep_messages=4,
+            summary_chunk_tokens=chunk,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
     await a.call("go", CTX)
     requests = summaries(model)
     merges = [r for r in requests if prompt_of(r).startswith(MERGE_PROMPT[:40])]
@@ -439,8 +569,18 @@ async def test_summaries_go_straight_to_the_summariser_not_through_the_stack() -
     summariser = ScriptedModel(summary="FROM-THE-SUMMARISER", model="summariser", window=32_000)
     model = ScriptedModel([*calls(6), "done"], summary="FROM-THE-AGENT-MODEL")
     events: list[str] = []
-    a = agent(model, outer, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, model=summariser,
-                                       trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        outer,
+        Compaction(
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            model=summariser,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
     async for event in a.stream_events("go", CTX):
         if event.kind == "context_build" and event.manifest is not None:
             events.append(event.manifest.purpose)
@@ -454,18 +594,50 @@ async def test_summaries_go_straight_to_the_summariser_not_through_the_stack() -
     assert model.agent_requests[-1].history[1].text.endswith("FROM-THE-SUMMARISER")
 
 
+async def test_a_failing_summariser_raises_its_own_error() -> None:
+    from harness import ProviderUnavailable
+
+    def reply(request: ModelRequest) -> str:
+        if len(summaries(model)) == 2:
+            raise ProviderUnavailable("summariser down", provider="scripted", status=503)
+        return "partial"
+
+    model = ScriptedModel([*calls(10), "done"], summary=reply)
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=16,
+            keep_tokens=0,
+            keep_messages=4,
+            summary_chunk_tokens=1200,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
+    with pytest.raises(ProviderUnavailable, match="summariser down"):
+        await a.call("go", CTX)
+
+
 async def test_an_empty_summary_stops_the_build() -> None:
     model = ScriptedModel([*calls(6), "done"], summary="   ")
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+    )
     with pytest.raises(ContextBuildError, match="empty summary"):
         await a.call("go", CTX)
 
 
 async def test_structured_state_is_not_summarised() -> None:
     model = ScriptedModel([*calls(6), "done"])
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4,
-                                trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+    )
     a.state(CTX).set_extension("todos", [{"content": "TODO-ITEM-XYZ", "status": "pending"}])
     await a.call("go", CTX)
     assert summaries(model) and all("TODO-ITEM-XYZ" not in prompt_of(r) for r in summaries(model))
@@ -474,7 +646,7 @@ async def test_structured_state_is_not_summarised() -> None:
 
 # ------------------------------------------------------------ forced / tool
 def force_on(rounds: set[int]) -> Middleware:
-    """A user middleware that asks for a forced compaction on the given rounds (as OverflowRetry does)."""
+    """A user middleware that forces compaction on the given rounds (as OverflowRetry does)."""
     seen = {"n": 0}
 
     async def force(request: ModelRequest, call_next: Handler) -> ModelResponse:
@@ -512,18 +684,29 @@ async def test_forced_compaction_with_nothing_to_compact_leaves_the_history_unch
 
 async def test_forced_compaction_after_a_compaction_summarises_the_rest() -> None:
     model = ScriptedModel([*calls(8), "done"], summary=numbered_summary())
-    a = agent(model, force_on({7}), Compaction(trigger_messages=10, keep_tokens=0, keep_messages=6,
-                                               trim_min_tokens=None, memory=None))
+    a = agent(
+        model,
+        force_on({7}),
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=6, trim_min_tokens=None, memory=None
+        ),
+    )
     await a.call("go", CTX)
     history = model.agent_requests[7].history
     assert compacted(model.agent_requests[7])
     assert len(history) == 4 and len(summaries(model)) >= 2
-    assert history[1].text.endswith(f"SUMMARY-{len(summaries(model))}: the goal is to run commands.")
+    assert history[1].text.endswith(
+        f"SUMMARY-{len(summaries(model))}: the goal is to run commands."
+    )
 
 
 async def test_the_agent_can_ask_for_compaction_with_a_tool() -> None:
-    model = ScriptedModel([*calls(3), ScriptedModel.tool_call("compact_conversation"), *calls(2, start=3), "done"])
-    compaction = Compaction(compact_tool=True, keep_tokens=0, keep_messages=2, trim_min_tokens=None, memory=None)
+    model = ScriptedModel(
+        [*calls(3), ScriptedModel.tool_call("compact_conversation"), *calls(2, start=3), "done"]
+    )
+    compaction = Compaction(
+        compact_tool=True, keep_tokens=0, keep_messages=2, trim_min_tokens=None, memory=None
+    )
     assert [t.name for t in compaction.tools()] == ["compact_conversation"]
     a = agent(model, compaction)
     assert "compact_conversation" in a.tools
@@ -540,16 +723,26 @@ async def test_the_agent_can_ask_for_compaction_with_a_tool() -> None:
 async def test_memory_hook_appends_facts_to_memory_md(tmp_path: Path) -> None:
     workspace = Workspace(tmp_path)
     workspace.write_text("MEMORY.md", "# Memory\n")
-    script = [
-        Message.assistant("Note: the tests live in tests/unit.", tool_calls=[
-            ToolCall(id="w1", name="write_file", arguments=json.dumps({"path": "src/app.py", "content": "x"}))
-        ]),
+    script: list[Message | str] = [
+        Message.assistant(
+            "Note: the tests live in tests/unit.",
+            tool_calls=[
+                ToolCall(
+                    id="w1",
+                    name="write_file",
+                    arguments=json.dumps({"path": "src/app.py", "content": "x"}),
+                )
+            ],
+        ),
         *calls(5),
         "done",
     ]
     model = ScriptedModel(script)
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None),
-              workspace=workspace)
+    a = agent(
+        model,
+        Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None),
+        workspace=workspace,
+    )
     await a.call("go", CTX)
     memory = workspace.read_text("MEMORY.md")
     assert memory.startswith("# Memory\n\n## From session s (")
@@ -566,8 +759,11 @@ async def test_memory_hook_appends_facts_to_memory_md(tmp_path: Path) -> None:
 async def test_memory_hook_records_user_preferences_from_later_calls(tmp_path: Path) -> None:
     workspace = Workspace(tmp_path)
     model = ScriptedModel([*calls(2), "ok", "ok again", *calls(4, start=2), "done"])
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None),
-              workspace=workspace)
+    a = agent(
+        model,
+        Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None),
+        workspace=workspace,
+    )
     await a.call("first task", CTX)
     await a.call("Please always run the linter before committing.", CTX)
     await a.call("now run more commands", CTX)
@@ -576,14 +772,25 @@ async def test_memory_hook_records_user_preferences_from_later_calls(tmp_path: P
 
 async def test_memory_none_or_no_workspace_writes_nothing(tmp_path: Path) -> None:
     workspace = Workspace(tmp_path)
-    model = ScriptedModel([ScriptedModel.tool_call("write_file", {"path": "a.py", "content": "x"}), *calls(5), "done"])
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None,
-                                memory=None), workspace=workspace)
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("write_file", {"path": "a.py", "content": "x"}), *calls(5), "done"]
+    )
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        ),
+        workspace=workspace,
+    )
     await a.call("go", CTX)
     assert summaries(model) and not workspace.exists("MEMORY.md")
     # Default store without a workspace: compaction works, nothing is recorded.
-    model = ScriptedModel([ScriptedModel.tool_call("write_file", {"path": "a.py", "content": "x"}), *calls(5), "done"])
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None))
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("write_file", {"path": "a.py", "content": "x"}), *calls(5), "done"]
+    )
+    a = agent(
+        model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None)
+    )
     await a.call("go", CTX)
     assert summaries(model)
     assert not any(t.startswith("memory_") for r in model.agent_requests for t in r.transforms)
@@ -605,8 +812,16 @@ async def test_a_custom_memory_store_sees_the_early_part_before_the_summary() ->
     model = ScriptedModel([*calls(6), "done"])
     recorder = Recorder(model)
     assert isinstance(recorder, MemoryStore)
-    a = agent(model, Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None,
-                                memory=recorder))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            trim_min_tokens=None,
+            memory=recorder,
+        ),
+    )
     await a.call("go", CTX)
     ((ids, summaries_before),) = recorder.batches
     assert summaries_before == 0
@@ -616,14 +831,24 @@ async def test_a_custom_memory_store_sees_the_early_part_before_the_summary() ->
 
 
 def test_extract_facts_heuristic() -> None:
-    facts = extract_facts([
-        Message.user("Fix the bug.\nRemember: the CI uses Python 3.11\nthanks"),
-        Message.assistant("Decision: keep the old API.\nI will look around."),
-        Message.assistant(tool_calls=[ToolCall(id="1", name="edit_file", arguments='{"file_path": "a/b.py"}')]),
-        Message.assistant(tool_calls=[ToolCall(id="2", name="shell", arguments='{"path": "ignored"}')]),
-        Message.user("x", metadata={"summary": True}),
-    ])
-    assert facts == ["Remember: the CI uses Python 3.11", "Decision: keep the old API.", "Files changed: `a/b.py`"]
+    facts = extract_facts(
+        [
+            Message.user("Fix the bug.\nRemember: the CI uses Python 3.11\nthanks"),
+            Message.assistant("Decision: keep the old API.\nI will look around."),
+            Message.assistant(
+                tool_calls=[ToolCall(id="1", name="edit_file", arguments='{"file_path": "a/b.py"}')]
+            ),
+            Message.assistant(
+                tool_calls=[ToolCall(id="2", name="shell", arguments='{"path": "ignored"}')]
+            ),
+            Message.user("x", metadata={"summary": True}),
+        ]
+    )
+    assert facts == [
+        "Remember: the CI uses Python 3.11",
+        "Decision: keep the old API.",
+        "Files changed: `a/b.py`",
+    ]
 
 
 # ------------------------------------------------------------ pair safety
@@ -641,15 +866,23 @@ def histories(draw: st.DrawFn) -> list[Message]:
         else:
             k = draw(st.integers(1, 4))
             ids = [f"c{t}_{j}" for j in range(k)]
-            out.append(Message.assistant(tool_calls=[ToolCall(id=i, name="shell", arguments="{}") for i in ids]))
+            out.append(
+                Message.assistant(
+                    tool_calls=[ToolCall(id=i, name="shell", arguments="{}") for i in ids]
+                )
+            )
             order = draw(st.permutations(ids))
-            out.extend(Message.tool(i, "r " * draw(st.integers(0, 200)), name="shell") for i in order)
+            out.extend(
+                Message.tool(i, "r " * draw(st.integers(0, 200)), name="shell") for i in order
+            )
     return out
 
 
 @settings(max_examples=150, deadline=None)
 @given(histories(), st.integers(0, 3000), st.integers(1, 30))
-def test_select_cut_never_splits_a_call_from_its_result(history: list[Message], keep: int, max_messages: int) -> None:
+def test_select_cut_never_splits_a_call_from_its_result(
+    history: list[Message], keep: int, max_messages: int
+) -> None:
     est = approximate()
     body = history[1:]
     cut = select_cut(body, est.count_message, keep_tokens=keep, max_messages=max_messages)
@@ -668,10 +901,20 @@ def test_select_cut_never_splits_a_call_from_its_result(history: list[Message], 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.integers(1, 8))
-async def test_compacted_history_is_pair_valid_through_the_agent(history: list[Message], keep: int) -> None:
+async def test_compacted_history_is_pair_valid_through_the_agent(
+    history: list[Message], keep: int
+) -> None:
     model = ScriptedModel(["done"])
-    a = agent(model, Compaction(trigger_messages=12, keep_tokens=0, keep_messages=keep, trim_min_tokens=None,
-                                memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=12,
+            keep_tokens=0,
+            keep_messages=keep,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
     a.state(CTX).append(*history)
     await a.call("next", CTX)
     (sent,) = model.agent_requests
@@ -722,9 +965,15 @@ def load_trajectory(path: Path) -> list[Message]:
 def synthetic_trajectory() -> list[Message]:
     """A SWE-agent-like run, for when the shared trajectories are not there."""
     out = [Message.user("ISSUE: TimeDelta serialization precision is off by one for 345 ms.")]
-    steps = [("find_file", "fields.py"), ("open", "src/marshmallow/fields.py"), ("goto", "1474"),
-             ("edit", "return int(round(value.total_seconds() / base_unit.total_seconds()))"),
-             ("python", "reproduce.py"), ("rm", "reproduce.py"), ("submit", "")]
+    steps = [
+        ("find_file", "fields.py"),
+        ("open", "src/marshmallow/fields.py"),
+        ("goto", "1474"),
+        ("edit", "return int(round(value.total_seconds() / base_unit.total_seconds()))"),
+        ("python", "reproduce.py"),
+        ("rm", "reproduce.py"),
+        ("submit", ""),
+    ]
     for i, (tool, arg) in enumerate(steps * 2):
         call = ToolCall(id=f"call_{i}", name=tool, arguments=json.dumps({"arg": arg}))
         out.append(Message.assistant(f"Step {i}: let us {tool} {arg}.", tool_calls=[call]))
@@ -745,8 +994,12 @@ async def test_compaction_on_a_replayed_trajectory() -> None:
     traj = trajectory()
     assert check_pairs(traj).ok
     model = ScriptedModel(["I will continue from here."])
-    a = agent(model, Compaction(trigger_messages=12, keep_tokens=0, keep_messages=6, trim_min_tokens=None,
-                                memory=None))
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=12, keep_tokens=0, keep_messages=6, trim_min_tokens=None, memory=None
+        ),
+    )
     a.state(CTX).append(*traj)
     await a.call("Continue.", CTX)
 
@@ -771,3 +1024,36 @@ async def test_compaction_on_a_replayed_trajectory() -> None:
     state = a.state(CTX)
     assert state.full_history[: len(traj)] == traj
     assert len(state.working_history) == len(sent.history) + 1 < len(state.full_history)
+
+
+# ------------------------------------------------- with OverflowRetry and pairs
+async def test_a_provider_overflow_is_answered_with_a_forced_compaction() -> None:
+    from middleware.overflow_retry import OverflowRetry
+    from middleware.pair_validation import PairValidation
+
+    model = ScriptedModel([*calls(6), "done"], overflow_above=2500)
+    a = agent(
+        model, OverflowRetry(), Compaction(trim_min_tokens=None, memory=None), PairValidation()
+    )
+    reply = await a.call("go", CTX)
+    assert reply.text == "done" and model.overflows >= 1
+    retries = [r for r in model.agent_requests if "overflow_retry:1" in r.transforms]
+    assert retries and all(compacted(r) for r in retries)
+    for r in retries:
+        assert [m.role for m in r.history[2:]] == ["assistant", "tool"]
+        assert estimate_request(r, model.estimator) <= 2500
+
+
+async def test_an_overflow_with_nothing_to_compact_reaches_the_caller() -> None:
+    from harness import ContextOverflowError
+    from middleware.overflow_retry import OverflowRetry
+    from middleware.pair_validation import PairValidation
+
+    model = ScriptedModel([*calls(1), "done"], overflow_above=400)
+    a = agent(
+        model, OverflowRetry(), Compaction(trim_min_tokens=None, memory=None), PairValidation()
+    )
+    with pytest.raises(ContextOverflowError) as info:
+        await a.call("go", CTX)
+    assert info.value.context["reason"] == "nothing_to_compact"
+    assert not summaries(model) and model.overflows == 1

@@ -27,6 +27,8 @@ from middleware.context_sources import (
     ContextRequest,
     ContextSource,
     ContextSources,
+    OnFailure,
+    SourceLoader,
     SourceResult,
     context_source,
 )
@@ -63,12 +65,15 @@ async def test_blocks_reach_the_model_under_their_placements_with_source_ids() -
 
     async def guide(request: ContextRequest) -> list[ContextBlock]:
         return [
-            ContextBlock.reference("login", "401 on expiry").with_revision("guide-v3").with_priority(20)
+            ContextBlock.reference("login", "401 on expiry")
+            .with_revision("guide-v3")
+            .with_priority(20)
         ]
 
     manifests: list[ContextManifest] = []
     agent, model = agent_with(
-        context_source("build-status", build), context_source("project-guide", guide),
+        context_source("build-status", build),
+        context_source("project-guide", guide),
         manifests=manifests,
     )
     await agent.call("fix login")
@@ -224,9 +229,7 @@ async def test_a_raising_source_stops_preparation() -> None:
 @pytest.mark.parametrize(
     ("load", "reason"), [(failing_none, "none"), (failing_raise, "error:ValueError")]
 )
-async def test_an_omit_source_is_left_out_and_recorded(
-    load: object, reason: str
-) -> None:
+async def test_an_omit_source_is_left_out_and_recorded(load: object, reason: str) -> None:
     async def other(request: ContextRequest) -> list[ContextBlock]:
         return [ContextBlock.runtime("fact", "kept")]
 
@@ -266,7 +269,8 @@ async def test_omit_never_reuses_the_previous_value() -> None:
     assert second.transforms == ("source_unavailable:source/notes/:none",)
 
 
-async def test_a_slow_source_times_out_at_its_timeout() -> None:
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_slow_source_times_out_at_its_timeout(anyio_backend: str) -> None:
     async def slow(request: ContextRequest) -> list[ContextBlock]:
         await anyio.sleep(10)
         return []
@@ -311,8 +315,9 @@ async def test_duplicate_block_ids_within_a_source_are_an_error_even_with_omit()
     async def load(request: ContextRequest) -> list[ContextBlock]:
         return [ContextBlock.reference("a", "1"), ContextBlock.reference("a", "2")]
 
-    for on_failure in ("fail", "omit"):
-        agent, model = agent_with(context_source("dup", load, on_failure=on_failure))  # type: ignore[arg-type]
+    modes: tuple[OnFailure, ...] = ("fail", "omit")
+    for on_failure in modes:
+        agent, model = agent_with(context_source("dup", load, on_failure=on_failure))
         with pytest.raises(SourceError, match="two blocks with id 'a'") as caught:
             await agent.call("x")
         assert caught.value.reason == "duplicate_id"
@@ -331,7 +336,7 @@ async def test_the_same_block_id_in_two_sources_is_fine() -> None:
     ]
 
 
-def _returning(*blocks: ContextBlock) -> object:
+def _returning(*blocks: ContextBlock) -> SourceLoader:
     async def load(request: ContextRequest) -> list[ContextBlock]:
         return list(blocks)
 
@@ -381,7 +386,8 @@ async def test_a_sync_load_is_a_source_error() -> None:
         await agent.call("x")
 
 
-async def test_cancelling_the_agent_call_cancels_in_flight_loads() -> None:
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_cancelling_the_agent_call_cancels_in_flight_loads(anyio_backend: str) -> None:
     state = {"started": False, "cancelled": False}
 
     async def hang(request: ContextRequest) -> list[ContextBlock]:

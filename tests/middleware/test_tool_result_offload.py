@@ -6,6 +6,7 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def offloaded(request: ModelRequest) -> list[Message]:
     return [m for m in request.history if m.meta("offloaded") is not None]
 
 
-def read_all(path: str, *, limit: int = 100_000) -> object:
+def read_all(path: str, *, limit: int = 100_000) -> Callable[[ModelRequest], Message | str]:
     """A scripted reply that pages through ``path`` with read_file, then says done."""
 
     def reply(request: ModelRequest) -> Message | str:
@@ -69,7 +70,9 @@ def read_all(path: str, *, limit: int = 100_000) -> object:
             offset = int(match["next"])
         else:
             offset = 0
-        return ScriptedModel.tool_call("read_file", {"path": path, "offset": offset, "limit": limit})
+        return ScriptedModel.tool_call(
+            "read_file", {"path": path, "offset": offset, "limit": limit}
+        )
 
     return reply
 
@@ -150,7 +153,10 @@ async def test_results_under_the_threshold_and_exempt_tools_are_untouched(tmp_pa
 
     offload = ToolResultOffload(exempt_tools=DEFAULT_EXEMPT_TOOLS | {"listing"})
     agent = HarnessAgent(
-        model=model, tools=[dump, memory_search, listing], stack=[offload], workspace=Workspace(tmp_path)
+        model=model,
+        tools=[dump, memory_search, listing],
+        stack=[offload],
+        workspace=Workspace(tmp_path),
     )
     await agent.call("go")
     last = model.agent_requests[-1]
@@ -164,13 +170,19 @@ async def test_exemption_uses_the_call_name_when_the_result_has_none(tmp_path: P
     big = big_text(100_000)
     history = [
         Message.user("earlier"),
-        Message.assistant(None, tool_calls=[ToolCall(id="r", name="read_file"), ToolCall(id="x", name="execute")]),
+        Message.assistant(
+            None, tool_calls=[ToolCall(id="r", name="read_file"), ToolCall(id="x", name="execute")]
+        ),
         Message.tool("r", big),  # no name: looked up from the call
         Message.tool("x", big),
     ]
-    states = {"s": AgentState(session_id="s", working_history=list(history), full_history=list(history))}
+    states = {
+        "s": AgentState(session_id="s", working_history=list(history), full_history=list(history))
+    }
     model = ScriptedModel(["ok"])
-    agent = HarnessAgent(model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states)
+    agent = HarnessAgent(
+        model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states
+    )
     await agent.call("go on", RuntimeContext(session_id="s"))
     (request,) = model.agent_requests
     results = {m.tool_call_id: m for m in request.history if m.role == "tool"}
@@ -180,14 +192,19 @@ async def test_exemption_uses_the_call_name_when_the_result_has_none(tmp_path: P
 
 
 async def test_non_text_results_are_left_alone(tmp_path: Path) -> None:
-    parts = (ContentPart(type="text", text=big_text(100_000)), ContentPart(type="image_url", data={"image_url": {"url": "x"}}))
+    parts = (
+        ContentPart(type="text", text=big_text(100_000)),
+        ContentPart(type="image_url", data={"image_url": {"url": "x"}}),
+    )
     history = [
         Message.assistant(None, tool_calls=[ToolCall(id="img", name="screenshot")]),
         Message(role="tool", tool_call_id="img", name="screenshot", content=parts),
     ]
     states = {"s": AgentState(working_history=list(history), full_history=list(history))}
     model = ScriptedModel(["ok"])
-    agent = HarnessAgent(model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states)
+    agent = HarnessAgent(
+        model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states
+    )
     await agent.call("go", RuntimeContext(session_id="s"))
     assert model.agent_requests[0].history[1].content == parts
 
@@ -196,7 +213,9 @@ async def test_a_huge_provider_call_id_gives_a_short_file_name(tmp_path: Path) -
     call_id = "call_" + "Zx9/..\\:" * 190  # ~1.5 KB, with path characters
     assert len(call_id) > 1_500
     model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 90_000}, id=call_id), "ok"])
-    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=Workspace(tmp_path))
+    agent = HarnessAgent(
+        model=model, tools=[dump], stack=[ToolResultOffload()], workspace=Workspace(tmp_path)
+    )
     await agent.call("go", RuntimeContext(session_id="../../etc"))
     request = model.agent_requests[1]
     (preview,) = offloaded(request)
@@ -228,10 +247,17 @@ async def test_offloaded_once_across_rounds(tmp_path: Path) -> None:
             "done",
         ]
     )
-    agent = HarnessAgent(model=model, tools=[dump, remove_offloads], stack=[ToolResultOffload()], workspace=ws)
+    agent = HarnessAgent(
+        model=model, tools=[dump, remove_offloads], stack=[ToolResultOffload()], workspace=ws
+    )
     await agent.call("go")
     requests = model.agent_requests
-    assert [sum(t.startswith("tool_result_offload") for t in r.transforms) for r in requests] == [0, 1, 0, 0]
+    assert [sum(t.startswith("tool_result_offload") for t in r.transforms) for r in requests] == [
+        0,
+        1,
+        0,
+        0,
+    ]
     first = offloaded(requests[1])[0]
     assert [m.id for m in offloaded(requests[3])] == [first.id]  # the committed preview, unchanged
     assert runs == ["removed", "removed"]
@@ -295,7 +321,9 @@ async def test_old_files_are_swept_once_per_agent_call(tmp_path: Path) -> None:
         os.utime(tmp_path / planted, (eight_days_ago, eight_days_ago))
         return "planted"
 
-    model = ScriptedModel([ScriptedModel.tool_call("plant"), ScriptedModel.tool_call("plant"), "ok", "ok"])
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("plant"), ScriptedModel.tool_call("plant"), "ok", "ok"]
+    )
     agent = HarnessAgent(model=model, tools=[plant], stack=[ToolResultOffload()], workspace=ws)
     await agent.call("first")
     assert not ws.exists(old) and ws.exists(fresh)
@@ -309,7 +337,9 @@ async def test_no_sweep_when_max_age_is_none(tmp_path: Path) -> None:
     old = offload_path("x", "old")
     ws.write_text(old, "old")
     os.utime(tmp_path / old, (0, 0))
-    agent = HarnessAgent(model=ScriptedModel(["ok"]), stack=[ToolResultOffload(max_age_s=None)], workspace=ws)
+    agent = HarnessAgent(
+        model=ScriptedModel(["ok"]), stack=[ToolResultOffload(max_age_s=None)], workspace=ws
+    )
     await agent.call("go")
     assert ws.exists(old)
 
@@ -318,7 +348,10 @@ async def test_works_on_a_memory_filesystem() -> None:
     ws = Workspace(f"memory://offload-{uuid.uuid4().hex}")
     original = big_text(130_000, "mem")
     path = offload_path("m", "M")
-    model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 130_000, "seed": "mem"}, id="M")], default=read_all(path, limit=50_000))
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("dump", {"size": 130_000, "seed": "mem"}, id="M")],
+        default=read_all(path, limit=50_000),
+    )
     agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
     assert (await agent.call("go", RuntimeContext(session_id="m"))).text == "done"
     assert ws.read_bytes(path) == original.encode("utf-8")
@@ -332,7 +365,9 @@ async def test_works_on_a_memory_filesystem() -> None:
 async def test_an_agent_without_workspace_offloads_to_process_memory() -> None:
     session = f"no-ws-{uuid.uuid4().hex}"
     path = offload_path(session, "N")
-    model = ScriptedModel([ScriptedModel.tool_call("dump", {"size": 100_000}, id="N")], default=read_all(path))
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("dump", {"size": 100_000}, id="N")], default=read_all(path)
+    )
     agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()])
     try:
         assert (await agent.call("go", RuntimeContext(session_id=session))).text == "done"
@@ -353,7 +388,9 @@ async def test_preview_without_head_and_tail(tmp_path: Path) -> None:
 
 
 async def test_read_file_is_provided_to_the_agent(tmp_path: Path) -> None:
-    agent = HarnessAgent(model=ScriptedModel(["ok"]), stack=[ToolResultOffload()], workspace=Workspace(tmp_path))
+    agent = HarnessAgent(
+        model=ScriptedModel(["ok"]), stack=[ToolResultOffload()], workspace=Workspace(tmp_path)
+    )
     assert "read_file" in agent.tools
     await agent.call("go")
     assert [t.name for t in agent.client.requests[0].tools] == ["read_file"]  # type: ignore[attr-defined]

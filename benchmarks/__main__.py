@@ -1,0 +1,212 @@
+"""Run the benchmark suite: ``python -m benchmarks [NAME ...] [--quick | --smoke] [--list]``.
+
+With no name every benchmark runs, in the order below; ``make bench`` does that. Each one
+writes ``<name>.json`` (and its PNG charts) to ``benchmarks/results/`` (``--out`` to change
+it), and ``report.md`` there is rebuilt from every result in the folder, with the machine,
+the package versions and the date. The summary is printed to stdout, progress to stderr.
+
+``--quick`` keeps each benchmark under a minute; ``--smoke`` is smaller still (the test
+suite uses it). ``providers`` takes ``--model`` and ``--api-base``; without ``--model`` (or
+with ``--model local``) it runs against the local OpenAI-compatible test server.
+
+A benchmark is a module ``benchmarks/bench_<name>.py`` with ``run(quick) -> dict``; it may
+also accept ``smoke``, ``progress`` (a ``str -> None`` callable) and, for providers,
+``model`` and ``api_base``. A module that is missing from the checkout is reported as not
+available; one that fails is reported with its error and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from benchmarks import _report  # noqa: E402
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "estimation": (
+        "bench_estimation",
+        "token estimators: throughput and error against exact counts",
+    ),
+    "overhead": (
+        "bench_overhead",
+        "per-round preparation time vs LangChain and litellm, cold and warm",
+    ),
+    "tokens_sent": ("bench_tokens_sent", "input tokens sent and overflows over a replayed session"),
+    "selection": ("bench_selection", "BudgetFit selection hot path, 10 to 10,000 candidates"),
+    "compaction_cut": ("bench_compaction_cut", "the compaction cut, 10 to 10,000 messages"),
+    "load": ("bench_load", "concurrent sessions: rounds/s, preparation p50/p99, RSS, isolation"),
+    "providers": (
+        "bench_providers",
+        "a replayed session against a provider: estimate error, latency",
+    ),
+}
+"""Name → (module in ``benchmarks``, one-line description), in run order."""
+
+
+class BenchmarkUnavailable(Exception):
+    """Raised when a benchmark's module is not in this checkout."""
+
+
+class BenchmarkRefused(Exception):
+    """Raised by a benchmark that cannot run as asked (a missing API key …); exit status 2."""
+
+
+def load(name: str) -> Any:
+    """Import a benchmark's module.
+
+    Raises:
+        BenchmarkUnavailable: when the module does not exist.
+    """
+    module_name = f"benchmarks.{BENCHMARKS[name][0]}"
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise BenchmarkUnavailable(name) from exc
+        raise
+
+
+def call_run(module: Any, *, mode: str, progress: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Call ``module.run`` with the arguments its signature accepts."""
+    run = module.run
+    params = inspect.signature(run).parameters
+    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs: dict[str, Any] = {}
+    quick = mode != "full"
+    if "smoke" in params or accepts_all:
+        kwargs["smoke"] = mode == "smoke"
+    if "progress" in params or accepts_all:
+        kwargs["progress"] = progress
+    for key, value in options.items():
+        if value is not None and (key in params or accepts_all):
+            kwargs[key] = value
+    if "quick" in params or accepts_all:
+        kwargs["quick"] = quick
+        result = run(**kwargs)
+    else:
+        result = run(quick, **kwargs)
+    if not isinstance(result, dict):
+        result = {"value": result}
+    return result
+
+
+def run_one(name: str, *, mode: str, out: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """Run one benchmark and save its JSON and charts; a failure becomes a result too.
+
+    Raises:
+        BenchmarkUnavailable: when its module is missing.
+        BenchmarkRefused: when it refuses to run (passed on from the benchmark).
+    """
+    module = load(name)
+    say = _report.progress_printer(name)
+    say(f"start ({mode})")
+    started = time.perf_counter()
+    try:
+        result = call_run(module, mode=mode, progress=say, options=options)
+        result.setdefault("status", "ok")
+    except Exception as exc:
+        if type(exc).__name__ in ("ProviderKeyMissing", "BenchmarkRefused"):
+            raise BenchmarkRefused(str(exc)) from exc
+        traceback.print_exc(file=sys.stderr)
+        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    result["name"] = name
+    result.setdefault("title", BENCHMARKS[name][1])
+    result.setdefault("mode", mode)
+    result["date"] = _report.now()
+    result["elapsed_s"] = round(time.perf_counter() - started, 2)
+    drawn = _report.draw_charts(result, out)
+    for chart in result.get("charts") or []:
+        chart["drawn"] = chart.get("file") in drawn
+    _report.save_json(result, out)
+    say(f"done in {result['elapsed_s']:.1f} s")
+    return result
+
+
+def write_report(out: Path, unavailable: Sequence[str]) -> Path:
+    """Rebuild ``report.md`` in ``out`` from every saved result, in suite order."""
+    saved = _report.load_results(out)
+    ordered = [saved[n] for n in BENCHMARKS if n in saved]
+    ordered += [r for n, r in saved.items() if n not in BENCHMARKS]
+    path = out / "report.md"
+    path.write_text(_report.render_report(ordered, unavailable=unavailable), "utf-8")
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description="context-harness benchmark suite"
+    )
+    parser.add_argument("names", nargs="*", help="benchmarks to run (default: all); see --list")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="short runs (under a minute each)")
+    size.add_argument("--smoke", action="store_true", help="tiny runs that only check the output")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument("--out", type=Path, default=_report.RESULTS_DIR, help="results folder")
+    parser.add_argument(
+        "--model", default=None, help="providers: a litellm model name ('local': the test server)"
+    )
+    parser.add_argument("--api-base", default=None, help="providers: the provider's base URL")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks named in ``argv``; return the exit status."""
+    args = _parser().parse_args(argv)
+    if args.list:
+        for name, (module, description) in BENCHMARKS.items():
+            try:
+                load(name)
+                state = ""
+            except BenchmarkUnavailable:
+                state = "  (not available)"
+            except ImportError as exc:
+                state = f"  (cannot import: {exc})"
+            print(f"{name:16s} {description}{state}   [{module}]")
+        return 0
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        print(
+            f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}",
+            file=sys.stderr,
+        )
+        return 2
+    names = args.names or list(BENCHMARKS)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    options = {"model": args.model, "api_base": args.api_base}
+    out: Path = args.out
+    unavailable: list[str] = []
+    results: list[dict[str, Any]] = []
+    status = 0
+    for name in names:
+        try:
+            result = run_one(name, mode=mode, out=out, options=options)
+        except BenchmarkUnavailable:
+            unavailable.append(name)
+            print(f"== {name}: not available (benchmarks/{BENCHMARKS[name][0]}.py is missing) ==")
+            continue
+        except BenchmarkRefused as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            status = 2
+            continue
+        results.append(result)
+        if result.get("status") != "ok":
+            status = max(status, 1)
+        print("\n".join(_report.summary_lines(result)), flush=True)
+    if results:
+        report = write_report(out, unavailable)
+        print(f"\nreport: {report}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,541 @@
+"""Per-round preparation overhead: our default stack vs LangChain's middleware and litellm.
+
+What is timed, per system, on the same history of N messages (100 to 10,000):
+
+- **ours** — a real `HarnessAgent` with ``middleware.default_stack()`` on the
+  ``ScriptedModel`` (workspace in a temporary folder). The history is put into the
+  session state, then one ``agent.call`` runs rounds in which the model calls a tool whose
+  result is a real tool output from the workload. A timing middleware placed *outside* the
+  whole stack stamps the start of each round's preparation and the policy's manifest
+  observer stamps its end — the moment the agent's innermost handler has built the
+  manifest and is about to call the client. So the figure covers every middleware, the
+  summariser calls compaction makes (answered at once by the scripted model) and the
+  manifest, and excludes the model call and tool execution. *Cold* is the first round of a
+  fresh agent (empty token caches, nothing offloaded or compacted yet); *warm* is each next
+  round, after one tool call and its result were appended. The agent commits what the stack
+  prepared, so with the default ``Compaction`` (trigger: 50 messages) the cold round
+  compacts a long history and warm rounds start from the compacted one; the table shows how
+  many messages each round actually sent.
+- **ours, no compaction** — the same stack without ``Compaction`` and with a window large
+  enough that nothing is dropped: every warm round prepares the *whole* N-message history,
+  which shows the per-message constant of the cached counts (the O(N) part).
+- **LangChain** — ``SummarizationMiddleware.before_model`` (a fake chat model, a
+  summariser that returns a fixed text, and a trigger it never reaches, so what is timed is
+  the per-round check) plus ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
+  .wrap_model_call`` with a handler that returns a canned response at once — the two hooks a
+  LangChain v1 agent runs before each model call, on LangChain messages that already carry
+  ids (as LangGraph's state holds them). LangGraph's own per-step cost is not included.
+- **litellm** — ``litellm.utils.trim_messages`` on OpenAI dicts with ``max_tokens`` equal to
+  our input limit (it trims when the history is longer).
+
+Every speed figure is a ratio measured in the same run: peer time / our time per repeat
+(paired: the same history, the same repeat), median and p10–p90 over the repeats.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from benchmarks import _report
+from benchmarks.workloads import (
+    FIXED_SUMMARY,
+    Session,
+    history,
+    to_langchain,
+    to_openai,
+    tool_results,
+)
+from harness.agent import HarnessAgent, RuntimeContext
+from harness.manifest import ContextManifest
+from harness.messages import Message
+from harness.policy import ContextPolicy
+from harness.request import ModelRequest, ModelResponse
+from harness.tokens import approximate
+from harness.types import Handler, Middleware
+from providers.scripted import ScriptedModel
+
+WINDOW = 128_000
+"""The model window every system is configured for (ours: input limit = window − 5,120)."""
+HUGE_WINDOW = 50_000_000
+"""The window of the no-compaction variant: large enough that nothing is ever dropped."""
+SIZES = {
+    "full": (100, 300, 1_000, 2_000, 5_000, 10_000),
+    "quick": (100, 500, 2_000),
+    "smoke": (40, 120),
+}
+COLD_REPEATS = {"full": 5, "quick": 3, "smoke": 2}
+WARM_ROUNDS = {"full": 12, "quick": 6, "smoke": 3}
+PEER_CAP_S = {"full": 20.0, "quick": 4.0, "smoke": 2.0}
+"""A peer whose single round takes longer than this is not run on larger histories."""
+GOAL_SIZE = 2_000
+GOAL_RATIO = 20.0
+FLAT_LIMIT = 2.0
+"""'Flat': warm time at the largest history at most this many times that at the smallest."""
+
+Progress = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------- timing
+class PrepClock:
+    """Times preparation: from the outermost middleware to the manifest, per round.
+
+    Use the instance as the first middleware of the stack and its `observe` as the policy's
+    manifest observer. Rounds are keyed by run id (one agent call), so concurrent sessions
+    are timed independently; a retried round counts once (its first preparation).
+    """
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+        self.samples: list[float] = []
+        """Preparation seconds of every agent round, in order of completion."""
+        self.by_session: dict[str, list[float]] = {}
+        """The same samples grouped by session id."""
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        """Stamp the start of preparation and pass the request on."""
+        self._started[request.ids.run_id] = time.perf_counter()
+        return await call_next(request)
+
+    def observe(self, manifest: ContextManifest) -> None:
+        """Stamp the end of preparation (the manifest is built just before the client call)."""
+        end = time.perf_counter()
+        start = self._started.pop(manifest.run_id, None)
+        if start is None or manifest.purpose != "agent":
+            return
+        self.samples.append(end - start)
+        self.by_session.setdefault(manifest.session_id, []).append(end - start)
+
+
+def our_stack(*, compaction: bool = True, **kwargs: Any) -> list[Middleware]:
+    """Return ``middleware.default_stack(**kwargs)``, without ``Compaction`` when asked."""
+    from middleware import default_stack
+
+    stack = list(default_stack(**kwargs))
+    if not compaction:
+        stack = [m for m in stack if type(m).__name__ != "Compaction"]
+    return stack
+
+
+def has_compaction() -> bool:
+    """Return whether the default stack has a ``Compaction`` layer (it may not have landed)."""
+    return any(type(m).__name__ == "Compaction" for m in our_stack())
+
+
+# ------------------------------------------------------------------------ systems
+async def measure_ours(
+    session: Session, outputs: list[Message], warm: int, workdir: Path, *, compaction: bool = True
+) -> dict[str, Any]:
+    """Run one fresh agent on ``session``: the cold round then ``warm`` warm rounds."""
+    clock = PrepClock()
+    served = {"rounds": 0}
+
+    def reply(request: ModelRequest) -> Message:
+        served["rounds"] += 1
+        if served["rounds"] <= warm:
+            return ScriptedModel.tool_call("bash", {"command": f"step {served['rounds']}"})
+        return Message.assistant("Done.")
+
+    async def bash(command: str) -> str:
+        """Run a shell command (replayed output).
+
+        Args:
+            command: the command line.
+        """
+        return outputs[(served["rounds"] - 1) % len(outputs)].text
+
+    model = ScriptedModel(
+        model="gpt-4o",
+        window=WINDOW if compaction else HUGE_WINDOW,
+        default=reply,
+        summary=FIXED_SUMMARY,
+        estimator=approximate(),
+    )
+    agent = HarnessAgent(
+        model=model,
+        system_prompt=session.system_prompt,
+        tools=[bash],
+        stack=[clock, *our_stack(compaction=compaction)],
+        policy=ContextPolicy(observer=clock.observe),
+        workspace=tempfile.mkdtemp(dir=workdir),
+        max_rounds=warm + 2,
+    )
+    ctx = RuntimeContext(user_id="bench", session_id="overhead")
+    agent.state(ctx).append(*session.messages)
+    gc.collect()
+    await agent.call("Continue with the task.", ctx)
+    sent = [len(r.history) for r in model.agent_requests]
+    return {
+        "cold": clock.samples[0],
+        "warm": clock.samples[1:],
+        "sent_cold": sent[0] if sent else 0,
+        "sent_warm": sent[-1] if len(sent) > 1 else 0,
+        "transforms": list(model.agent_requests[0].transforms) if sent else [],
+    }
+
+
+class LangChainPeer:
+    """LangChain v1's summarisation and context-editing hooks, driven directly."""
+
+    def __init__(self, system: str) -> None:
+        from langchain.agents.middleware import (
+            ClearToolUsesEdit,
+            ContextEditingMiddleware,
+            SummarizationMiddleware,
+        )
+        from langchain.agents.middleware.types import ModelRequest as LCRequest
+        from langchain.agents.middleware.types import ModelResponse as LCResponse
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage, SystemMessage
+
+        self.model = GenericFakeChatModel(messages=iter(()))
+        self.summarization = SummarizationMiddleware(
+            self.model,
+            trigger=("tokens", 10**12),
+            keep=("messages", 20),
+            summarizer=lambda messages: FIXED_SUMMARY,
+        )
+        self.editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
+        self.system = SystemMessage(content=system)
+        self._request_type = LCRequest
+        self._canned = LCResponse(result=[AIMessage(content="ok")])
+        self.sent = 0
+
+    def round(self, messages: list[Any]) -> float:
+        """Run both hooks on ``messages`` (LangChain state); return the seconds taken."""
+        started = time.perf_counter()
+        update = self.summarization.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+        if update is not None:
+            messages[:] = [m for m in update["messages"][1:]]
+        request = self._request_type(
+            model=self.model, messages=messages, system_message=self.system
+        )
+        self.editing.wrap_model_call(request, self._handler)
+        return time.perf_counter() - started
+
+    def _handler(self, request: Any) -> Any:
+        self.sent = len(request.messages)
+        return self._canned
+
+
+def measure_langchain(
+    session: Session, outputs: list[Message], warm: int, cap: float
+) -> dict[str, Any]:
+    """Time the LangChain hooks: the first round on the history, then warm rounds."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    peer = LangChainPeer(session.system_prompt)
+    messages = to_langchain(session.messages)
+    gc.collect()
+    cold = peer.round(messages)
+    sent_cold = peer.sent
+    samples: list[float] = []
+    spent = cold
+    for step in range(1, warm + 1):
+        call_id = f"call_warm_{step}"
+        messages.append(
+            AIMessage(
+                content="",
+                tool_calls=[{"name": "bash", "args": {"command": f"step {step}"}, "id": call_id}],
+            )
+        )
+        messages.append(
+            ToolMessage(content=outputs[(step - 1) % len(outputs)].text, tool_call_id=call_id)
+        )
+        samples.append(peer.round(messages))
+        spent += samples[-1]
+        if spent > cap and len(samples) >= 2:
+            break
+    return {"cold": cold, "warm": samples, "sent_cold": sent_cold, "sent_warm": peer.sent}
+
+
+def _trim_messages() -> Callable[..., Any]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from litellm.utils import trim_messages
+
+    return trim_messages  # type: ignore[no-any-return]
+
+
+def measure_litellm(
+    session: Session, outputs: list[Message], warm: int, cap: float
+) -> dict[str, Any]:
+    """Time ``litellm.utils.trim_messages`` with our input limit, cold then warm."""
+    trim = _trim_messages()
+    limit = WINDOW - 4096 - 1024
+    dicts = to_openai(session.messages, session.system_prompt)
+    gc.collect()
+    started = time.perf_counter()
+    kept = trim(dicts, model="gpt-4o", max_tokens=limit)
+    cold = time.perf_counter() - started
+    sent_cold = len(kept)
+    samples: list[float] = []
+    spent = cold
+    for step in range(1, warm + 1):
+        if spent > cap and len(samples) >= 2:
+            break
+        call_id = f"call_warm_{step}"
+        dicts.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+        dicts.append(
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": outputs[(step - 1) % len(outputs)].text,
+            }
+        )
+        started = time.perf_counter()
+        kept = trim(dicts, model="gpt-4o", max_tokens=limit)
+        samples.append(time.perf_counter() - started)
+        spent += samples[-1]
+    return {"cold": cold, "warm": samples, "sent_cold": sent_cold, "sent_warm": len(kept)}
+
+
+# --------------------------------------------------------------------------- driver
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+async def _run(mode: str, progress: Progress) -> dict[str, Any]:
+    sizes = SIZES[mode]
+    repeats = COLD_REPEATS[mode]
+    warm = WARM_ROUNDS[mode]
+    cap = PEER_CAP_S[mode]
+    systems = ["ours"]
+    if has_compaction():
+        systems.append("ours, no compaction")
+    peers = ["LangChain", "litellm"]
+    skipped: dict[str, int] = {}
+    raw: dict[str, dict[int, list[dict[str, Any]]]] = {s: {} for s in [*systems, *peers]}
+    workload = ""
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        workdir = Path(tmp)
+        for n in sizes:
+            session = history(n)
+            workload = session.label
+            outputs = tool_results(session)
+            progress(f"history of {len(session.messages):,} messages ({session.chars:,} chars)")
+            for rep in range(repeats):
+                for system in systems:
+                    result = await measure_ours(
+                        session, outputs, warm, workdir, compaction=system == "ours"
+                    )
+                    raw[system].setdefault(n, []).append(result)
+                for peer in peers:
+                    if peer in skipped:
+                        continue
+                    measure = measure_langchain if peer == "LangChain" else measure_litellm
+                    result = measure(session, outputs, warm, cap)
+                    raw[peer].setdefault(n, []).append(result)
+                    if result["cold"] > cap or (result["warm"] and max(result["warm"]) > cap):
+                        skipped[peer] = n
+                progress(
+                    f"  n={n:,} repeat {rep + 1}/{repeats}: ours warm "
+                    f"{_report.fmt_time(_median(raw['ours'][n][-1]['warm']))}"
+                    + "".join(
+                        f", {p} warm {_report.fmt_time(_median(raw[p][n][-1]['warm']))}"
+                        for p in peers
+                        if n in raw[p] and len(raw[p][n]) == rep + 1
+                    )
+                )
+    return _result(mode, sizes, raw, systems, peers, skipped, workload, cap)
+
+
+def _result(
+    mode: str,
+    sizes: tuple[int, ...],
+    raw: dict[str, dict[int, list[dict[str, Any]]]],
+    systems: list[str],
+    peers: list[str],
+    skipped: dict[str, int],
+    workload: str,
+    cap: float,
+) -> dict[str, Any]:
+    every = [*systems, *peers]
+    time_rows = []
+    ratio_rows = []
+    data: dict[str, Any] = {}
+    for n in sizes:
+        ours_runs = raw["ours"].get(n, [])
+        ours_warm = [_median(r["warm"]) for r in ours_runs]
+        ours_cold = [r["cold"] for r in ours_runs]
+        for system in every:
+            runs = raw[system].get(n)
+            if not runs:
+                time_rows.append([n, system, "skipped", "–", "–", "–", "–"])
+                continue
+            cold = [r["cold"] for r in runs]
+            warm_all = [x for r in runs for x in r["warm"]]
+            warm_med = [_median(r["warm"]) for r in runs]
+            cold_s = _report.stats(cold)
+            warm_s = _report.stats(warm_all)
+            warm_vs_cold = _report.ratio_stats(warm_med, cold)
+            time_rows.append(
+                [
+                    n,
+                    system,
+                    _report.fmt_stats_time(cold_s),
+                    _report.fmt_stats_time(warm_s),
+                    _report.fmt_ratio(warm_vs_cold),
+                    runs[-1]["sent_cold"],
+                    runs[-1]["sent_warm"],
+                ]
+            )
+            entry = {"cold": cold_s, "warm": warm_s, "warm_over_cold": warm_vs_cold}
+            if system != "ours":
+                entry["warm_ratio_vs_ours"] = _report.ratio_stats(warm_med, ours_warm)
+                entry["cold_ratio_vs_ours"] = _report.ratio_stats(cold, ours_cold)
+                ratio_rows.append(
+                    [
+                        n,
+                        system,
+                        _report.fmt_ratio(entry["cold_ratio_vs_ours"]),
+                        _report.fmt_ratio(entry["warm_ratio_vs_ours"]),
+                    ]
+                )
+            data.setdefault(system, {})[str(n)] = entry
+    headline: list[str] = []
+    goals: list[dict[str, Any]] = []
+    goal_n = GOAL_SIZE if GOAL_SIZE in sizes else None
+    lc_goal = data.get("LangChain", {}).get(str(goal_n)) if goal_n else None
+    if lc_goal is not None:
+        ratio = lc_goal["warm_ratio_vs_ours"]
+        met = ratio["median"] >= GOAL_RATIO
+        detail = f"LangChain/ours warm at {goal_n:,} messages: {_report.fmt_ratio(ratio)}"
+        goals.append(
+            {
+                "goal": f"≥ {GOAL_RATIO:.0f}× faster than LangChain warm at {GOAL_SIZE:,} messages",
+                "met": met,
+                "detail": detail,
+            }
+        )
+        headline.append(detail)
+    else:
+        goals.append(
+            {
+                "goal": f"≥ {GOAL_RATIO:.0f}× faster than LangChain warm at {GOAL_SIZE:,} messages",
+                "met": None,
+                "detail": f"not measured in {mode} mode (sizes {', '.join(map(str, sizes))})",
+            }
+        )
+    for system in systems:
+        series = data.get(system, {})
+        small, large = str(sizes[0]), str(sizes[-1])
+        if small in series and large in series:
+            flat = _report.ratio_stats(
+                [_median(r["warm"]) for r in raw[system][sizes[-1]]],
+                [_median(r["warm"]) for r in raw[system][sizes[0]]],
+            )
+            detail = f"{system}: warm at {sizes[-1]:,} / warm at {sizes[0]:,} messages = {_report.fmt_ratio(flat)}"
+            headline.append(detail)
+            data[system]["flatness"] = flat
+            if system == "ours":
+                goals.append(
+                    {
+                        "goal": f"flat as history grows (warm at largest ≤ {FLAT_LIMIT:.0f}× warm at smallest)",
+                        "met": flat["median"] <= FLAT_LIMIT,
+                        "detail": detail,
+                    }
+                )
+    for peer in peers:
+        largest = max((n for n in sizes if str(n) in data.get(peer, {})), default=None)
+        if largest is not None:
+            ratio = data[peer][str(largest)]["warm_ratio_vs_ours"]
+            headline.append(f"{peer}/ours warm at {largest:,} messages: {_report.fmt_ratio(ratio)}")
+    notes = [
+        f"{p} was not run beyond {n:,} messages: one round took over {cap:.0f} s"
+        for p, n in skipped.items()
+    ]
+    if "ours, no compaction" not in systems:
+        notes.append(
+            "the default stack has no Compaction layer in this checkout, so the no-compaction variant was not run"
+        )
+    charts = []
+    for phase in ("warm", "cold"):
+        charts.append(
+            {
+                "file": f"overhead_{phase}.png",
+                "title": f"Preparation time per round ({phase}) vs history length",
+                "x_label": "history length (messages)",
+                "y_label": "seconds per round (median)",
+                "xlog": True,
+                "ylog": True,
+                "series": {
+                    system: [
+                        [n, data[system][str(n)][phase]["median"]]
+                        for n in sizes
+                        if str(n) in data.get(system, {})
+                    ]
+                    for system in every
+                },
+            }
+        )
+    return {
+        "title": "Per-round preparation overhead",
+        "mode": mode,
+        "workload": workload
+        + " (histories cut from it at each size, ending where a request is due)",
+        "measured": (
+            "ours: from a timing middleware outside the whole default stack to the manifest "
+            "observer (every middleware, compaction's summariser calls answered at once by the "
+            "scripted model, and the manifest; not the model call or tools). LangChain: "
+            "SummarizationMiddleware.before_model (trigger never reached) + "
+            "ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call with a canned "
+            "handler. litellm: trim_messages(max_tokens=our input limit). Cold = first round on "
+            "the history; warm = each next round after one tool call and result were appended."
+        ),
+        "headline": headline,
+        "goals": goals,
+        "tables": [
+            {
+                "title": "Time per round (median, p10–p90)",
+                "columns": [
+                    "messages",
+                    "system",
+                    "cold",
+                    "warm",
+                    "warm/cold",
+                    "sent cold",
+                    "sent warm",
+                ],
+                "rows": time_rows,
+                "note": "'sent' is the number of history messages the prepared request carried (ours "
+                "compacts on the cold round, so warm rounds send the compacted history).",
+            },
+            {
+                "title": "Peer time / our time (paired per repeat; >1 means we are faster)",
+                "columns": ["messages", "system", "cold ratio", "warm ratio"],
+                "rows": ratio_rows,
+            },
+        ],
+        "charts": charts,
+        "notes": notes,
+        "data": data,
+    }
+
+
+def run(
+    quick: bool = False, *, smoke: bool = False, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Run the overhead benchmark and return its result (see `benchmarks._report`)."""
+    mode = "smoke" if smoke else "quick" if quick else "full"
+    say = progress or (lambda message: None)
+    return anyio.run(_run, mode, say)

@@ -1,0 +1,380 @@
+"""Tokens sent: over one replayed session, what each system sends and how often it overflows.
+
+The session is fed round by round into each system with the same window (32,768 tokens;
+8,192 in smoke mode) and the same input limit (window − 4,096 output reserve − 1,024
+margin). A model request happens before every assistant message of the recording; each
+system's request is counted with the **exact** tokenizer
+(``harness.tokens.estimator_for("gpt-4o", exact=True)``) — messages as sent, plus the same
+tool schemas and reply priming for every system — and overflows when that count exceeds
+the window.
+
+- **ours**: a `HarnessAgent` with ``middleware.default_stack()``, replayed through
+  `benchmarks.workloads.replay` on a ``ScriptedModel`` that counts exactly and rejects a
+  request over the window (so ``OverflowRetry`` really handles it: forced compaction and
+  one retry, both counted). Summaries come back as a fixed ~300-token text.
+- **LangChain**: ``SummarizationMiddleware`` (trigger: 50 messages or the input limit,
+  like our compaction; keep: 35 % of the input limit in tokens, like our default keep
+  range; a summariser returning the same fixed text) then
+  ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()])`` (defaults; our tool-output
+  trimming is at its defaults too), driven hook by hook as a LangChain agent would, the
+  summarised state persisting between rounds.
+- **litellm**: ``trim_messages(max_tokens=input limit − tool schemas)`` on the full
+  history every round (stateless). To bound the benchmark's own time it is given the
+  shortest suffix of the history holding at least twice its limit, which leaves its output
+  unchanged.
+
+"Invalid tool pairs" counts requests in which a tool result lacks its call (or a call its
+result): providers reject those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+
+from benchmarks import _report
+from benchmarks.bench_overhead import our_stack
+from benchmarks.workloads import (
+    FIXED_SUMMARY,
+    ReplayClient,
+    Session,
+    from_langchain,
+    make_session,
+    replay,
+    replay_tools,
+    request_points,
+    to_langchain,
+)
+from harness.accounting import REPLY_PRIMING
+from harness.agent import HarnessAgent, RuntimeContext
+from harness.messages import Message
+from harness.tokens import TokenEstimator, estimator_for
+from harness.types import ProvidesTools
+from providers.scripted import ScriptedModel
+
+WINDOW = {"full": 32_768, "quick": 32_768, "smoke": 8_192}
+RESERVE = 4_096 + 1_024
+MIN_MESSAGES = {"full": 600, "quick": 300, "smoke": 70}
+KEEP_FRACTION = 0.35
+
+Progress = Callable[[str], None]
+
+
+class Counter:
+    """Exact token counts of what a system sends, the same function for every system."""
+
+    def __init__(self, tool_tokens: int) -> None:
+        self.estimator: TokenEstimator = estimator_for("gpt-4o", exact=True)
+        self.tool_tokens = tool_tokens
+
+    def request(self, messages: Sequence[Message]) -> int:
+        """Return the input tokens of ``messages`` (System included) + tools + priming."""
+        total = self.tool_tokens + REPLY_PRIMING
+        for message in messages:
+            if message.id.startswith("render/"):
+                digest = hashlib.blake2b(message.text.encode(), digest_size=12).hexdigest()
+                message = message.replace(id=f"render/{digest}")
+            total += self.estimator.count_message(message)
+        return total
+
+
+def pair_problems(messages: Sequence[Message]) -> int:
+    """Return how many tool results lack their call and tool calls their result."""
+    problems = 0
+    open_calls: set[str] = set()
+    for message in messages:
+        if message.role == "tool":
+            if message.tool_call_id in open_calls:
+                open_calls.discard(message.tool_call_id or "")
+            else:
+                problems += 1
+            continue
+        problems += len(open_calls)
+        open_calls = {c.id for c in message.tool_calls} if message.role == "assistant" else set()
+    return problems + len(open_calls)
+
+
+def _tally(name: str, tokens: list[int], window: int, invalid: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "system": name,
+        "requests": len(tokens),
+        "total_tokens": sum(tokens),
+        "mean_tokens": sum(tokens) / len(tokens) if tokens else 0.0,
+        "max_tokens": max(tokens, default=0),
+        "overflows": sum(1 for t in tokens if t > window),
+        "invalid_pairs": invalid,
+        "per_request": tokens,
+        **extra,
+    }
+
+
+# ------------------------------------------------------------------------------ ours
+async def run_ours(session: Session, window: int, progress: Progress) -> tuple[dict[str, Any], int]:
+    """Replay ``session`` through our agent; return its tally and the tool-schema tokens."""
+    exact = estimator_for("gpt-4o", exact=True)
+    inner = ScriptedModel(
+        model="gpt-4o",
+        window=window,
+        overflow_above=window,
+        summary=FIXED_SUMMARY,
+        estimator=exact,
+        default="(unused)",
+    )
+    client = ReplayClient(inner, session.messages)
+    stack = our_stack()
+    taken = {t.name for m in stack if isinstance(m, ProvidesTools) for t in m.tools()}
+    with tempfile.TemporaryDirectory(prefix="bench-tokens-") as workspace:
+        agent = HarnessAgent(
+            model=client,
+            system_prompt=session.system_prompt,
+            tools=replay_tools(session.messages, skip=sorted(taken)),
+            stack=stack,
+            workspace=workspace,
+            max_rounds=100_000,
+        )
+        counter = Counter(exact.count_tools(t.schema for t in agent.tools.values()))
+        ctx = RuntimeContext(user_id="bench", session_id="tokens-sent")
+        last = {"t": time.perf_counter()}
+
+        def report(done: int, total: int) -> None:
+            if time.perf_counter() - last["t"] > 5:
+                last["t"] = time.perf_counter()
+                progress(f"  ours: {done:,}/{total:,} messages replayed")
+
+        outcome = await replay(agent, session, ctx, client, progress=report)
+    tokens: list[int] = []
+    invalid = 0
+    for request in inner.agent_requests:
+        rendered = request.render()
+        tokens.append(counter.request(rendered))
+        invalid += pair_problems(request.history) > 0
+    summaries = sum(1 for r in inner.requests if r.ids.purpose == "summary")
+    tally = _tally(
+        "ours",
+        tokens,
+        window,
+        invalid,
+        rejected_by_provider=inner.overflows,
+        summary_requests=summaries,
+        failures=outcome.failures,
+        transforms=sorted({t.split(":", 1)[0] for r in inner.agent_requests for t in r.transforms}),
+    )
+    return tally, counter.tool_tokens
+
+
+# -------------------------------------------------------------------------- LangChain
+def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, Any]:
+    """Feed ``session`` through LangChain's summarisation and context-editing hooks."""
+    from langchain.agents.middleware import (
+        ClearToolUsesEdit,
+        ContextEditingMiddleware,
+        SummarizationMiddleware,
+    )
+    from langchain.agents.middleware.types import ModelRequest as LCRequest
+    from langchain.agents.middleware.types import ModelResponse as LCResponse
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    limit = window - RESERVE
+    model = GenericFakeChatModel(messages=iter(()))
+    summarization = SummarizationMiddleware(
+        model,
+        trigger=[("messages", 50), ("tokens", limit - counter.tool_tokens)],
+        keep=("tokens", int(KEEP_FRACTION * limit)),
+        summarizer=lambda messages: FIXED_SUMMARY,
+    )
+    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
+    system = SystemMessage(content=session.system_prompt)
+    system_message = Message.system(session.system_prompt)
+    originals = {m.id: m for m in session.messages}
+    canned = LCResponse(result=[AIMessage(content="ok")])
+    state: list[Any] = []
+    cursor = 0
+    tokens: list[int] = []
+    invalid = 0
+    summaries = 0
+    captured: list[list[Any]] = []
+
+    def handler(request: Any) -> Any:
+        captured.append(list(request.messages))
+        return canned
+
+    for point in request_points(session.messages):
+        state.extend(to_langchain(session.messages[cursor:point]))
+        cursor = point
+        update = summarization.before_model({"messages": state}, None)  # type: ignore[arg-type]
+        if update is not None:
+            state = list(update["messages"][1:])
+            summaries += 1
+        captured.clear()
+        editing.wrap_model_call(
+            LCRequest(model=model, messages=state, system_message=system), handler
+        )
+        sent = from_langchain(captured[-1], originals)
+        tokens.append(counter.request([system_message, *sent]))
+        invalid += pair_problems(sent) > 0
+    return _tally("LangChain", tokens, window, invalid, summary_requests=summaries)
+
+
+# ----------------------------------------------------------------------------- litellm
+def run_litellm(session: Session, window: int, counter: Counter) -> dict[str, Any]:
+    """Trim the whole history with ``litellm.utils.trim_messages`` before every request."""
+    from benchmarks.bench_overhead import _trim_messages
+
+    trim = _trim_messages()
+    limit = window - RESERVE - counter.tool_tokens
+    by_key = {_key(m.to_openai()): m for m in session.messages}
+    system = {"role": "system", "content": session.system_prompt}
+    system_message = Message.system(session.system_prompt)
+    dicts = [m.to_openai() for m in session.messages]
+    sizes = [counter.estimator.count_message(m) for m in session.messages]
+    tokens: list[int] = []
+    invalid = 0
+    for point in request_points(session.messages):
+        start, held = point, 0
+        while start > 0 and held < 2 * limit:
+            start -= 1
+            held += sizes[start]
+        kept = trim([system, *dicts[start:point]], model="gpt-4o", max_tokens=limit)
+        sent = [
+            by_key.get(_key(d)) or Message.from_openai(d) for d in kept if d.get("role") != "system"
+        ]
+        tokens.append(counter.request([system_message, *sent]))
+        invalid += pair_problems(sent) > 0
+    return _tally("litellm", tokens, window, invalid)
+
+
+def _key(data: dict[str, Any]) -> tuple[Any, ...]:
+    calls = tuple((c["id"], c["function"]["arguments"]) for c in data.get("tool_calls") or ())
+    return (data.get("role"), str(data.get("content")), data.get("tool_call_id"), calls)
+
+
+# ------------------------------------------------------------------------------ driver
+async def _run(mode: str, progress: Progress) -> dict[str, Any]:
+    window = WINDOW[mode]
+    session = make_session(MIN_MESSAGES[mode])
+    progress(f"session: {session.label}")
+    ours, tool_tokens = await run_ours(session, window, progress)
+    progress(f"ours: {ours['requests']} requests, {ours['total_tokens']:,} tokens")
+    counter = Counter(tool_tokens)
+    systems = [ours]
+    notes: list[str] = []
+    for name, runner in (("LangChain", run_langchain), ("litellm", run_litellm)):
+        try:
+            systems.append(runner(session, window, counter))
+            progress(
+                f"{name}: {systems[-1]['requests']} requests, {systems[-1]['total_tokens']:,} tokens"
+            )
+        except ImportError as exc:
+            notes.append(f"{name} was not run: {exc} (install the bench extra)")
+    return _result(mode, session, window, systems, notes)
+
+
+def _result(
+    mode: str, session: Session, window: int, systems: list[dict[str, Any]], notes: list[str]
+) -> dict[str, Any]:
+    ours = systems[0]
+    peers = systems[1:]
+    rows = []
+    for s in systems:
+        ratio = s["total_tokens"] / ours["total_tokens"] if ours["total_tokens"] else float("nan")
+        rows.append(
+            [
+                s["system"],
+                s["requests"],
+                s["total_tokens"],
+                f"{ratio:.2f}×",
+                round(s["mean_tokens"]),
+                s["max_tokens"],
+                s["overflows"],
+                s["invalid_pairs"],
+                s.get("summary_requests", "–"),
+            ]
+        )
+    fewer = all(ours["total_tokens"] < p["total_tokens"] for p in peers) if peers else None
+    headline = [
+        f"window {window:,} tokens, {session.label}",
+        *(
+            f"{s['system']}: {s['total_tokens']:,} tokens in {s['requests']} requests, "
+            f"{s['overflows']} overflow(s), {s['invalid_pairs']} with invalid tool pairs"
+            for s in systems
+        ),
+    ]
+    goals = [
+        {
+            "goal": "zero overflows (exact count over the window)",
+            "met": ours["overflows"] == 0,
+            "detail": f"ours: {ours['overflows']} of {ours['requests']} requests over {window:,} tokens "
+            f"({ours.get('rejected_by_provider', 0)} rejected by the scripted provider and retried)",
+        },
+        {
+            "goal": "fewer tokens than every peer",
+            "met": fewer,
+            "detail": ", ".join(
+                f"{p['system']}/ours = {p['total_tokens'] / max(1, ours['total_tokens']):.2f}×"
+                for p in peers
+            )
+            or "no peer ran",
+        },
+    ]
+    if ours.get("failures"):
+        notes.append(f"ours: {len(ours['failures'])} agent call(s) failed: {ours['failures'][:3]}")
+    chart = {
+        "file": "tokens_sent.png",
+        "title": f"Input tokens per request over the replayed session (window {window:,})",
+        "x_label": "request",
+        "y_label": "input tokens (exact)",
+        "series": {
+            **{s["system"]: [[i, t] for i, t in enumerate(s["per_request"])] for s in systems},
+            "window": [[0, window], [max(s["requests"] for s in systems), window]],
+        },
+    }
+    return {
+        "title": "Tokens sent over a replayed session",
+        "mode": mode,
+        "workload": session.label,
+        "measured": (
+            "for each model request of the replayed session, the exact o200k token count of what "
+            "the system would send (System + history as prepared + state/reference blocks, the "
+            f"same tool schemas and reply priming for all); input limit {window - RESERVE:,} "
+            f"(window {window:,} − 4,096 output − 1,024 margin)."
+        ),
+        "headline": headline,
+        "goals": goals,
+        "tables": [
+            {
+                "title": "Totals",
+                "columns": [
+                    "system",
+                    "requests",
+                    "input tokens",
+                    "vs ours",
+                    "mean/request",
+                    "max/request",
+                    "overflows",
+                    "invalid pairs",
+                    "summaries",
+                ],
+                "rows": rows,
+                "note": "ours may make more requests than the recording has replies: an overflow "
+                "rejected by the provider is retried once after a forced compaction.",
+            }
+        ],
+        "charts": [chart],
+        "notes": notes,
+        "data": {s["system"]: {k: v for k, v in s.items() if k != "system"} for s in systems},
+    }
+
+
+def run(
+    quick: bool = False, *, smoke: bool = False, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Run the tokens-sent benchmark and return its result (see `benchmarks._report`)."""
+    mode = "smoke" if smoke else "quick" if quick else "full"
+    say = progress or (lambda message: None)
+    return anyio.run(_run, mode, say)

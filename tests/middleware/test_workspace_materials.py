@@ -1,0 +1,304 @@
+"""WorkspaceMaterials through the real agent loop, on a temp folder and on ``memory://``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from harness import (
+    ContextBlock,
+    ContextManifest,
+    ContextPolicy,
+    HarnessAgent,
+    ModelRequest,
+    ToolContext,
+    Workspace,
+)
+from harness.accounting import estimate_request
+from harness.errors import ConfigurationError
+from harness.messages import new_id
+from middleware.budget_fit import BudgetFit
+from middleware.context_sources import ContextRequest, ContextSources, context_source
+from middleware.workspace_materials import WorkspaceMaterials, instruction
+from providers import ScriptedModel
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def agent_on(
+    workspace: Workspace | str | Path | None,
+    materials: WorkspaceMaterials,
+    *,
+    replies: Sequence[object] = ("ok",),
+    tools: Sequence[object] = (),
+    extra: Sequence[object] = (),
+    limit: int | None = None,
+    manifests: list[ContextManifest] | None = None,
+) -> tuple[HarnessAgent, ScriptedModel]:
+    model = ScriptedModel(list(replies))  # type: ignore[arg-type]
+    agent = HarnessAgent(
+        model=model,
+        system_prompt="You are the project assistant.",
+        tools=list(tools),  # type: ignore[arg-type]
+        workspace=str(workspace) if isinstance(workspace, Path) else workspace,
+        stack=[materials, *extra],  # type: ignore[list-item]
+        policy=ContextPolicy(
+            max_input_tokens=limit, observer=manifests.append if manifests is not None else None
+        ),
+    )
+    return agent, model
+
+
+def by_source(request: ModelRequest) -> dict[str, ContextBlock]:
+    return {b.source_id: b for b in request.blocks}
+
+
+async def test_instructions_become_system_parts_in_a_stable_order(tmp_path: Path) -> None:
+    write(tmp_path, {"AGENTS.md": "Follow the coding conventions."})
+    materials = WorkspaceMaterials(
+        instructions=[
+            instruction("test-policy", "Run the related tests after a change."),
+            instruction("style", "Keep functions short."),
+        ]
+    )
+    agent, model = agent_on(tmp_path, materials)
+    await agent.call("fix it")
+    (request,) = model.agent_requests
+    assert [p.name for p in request.system] == [
+        "prompt",
+        "AGENTS.md",
+        "instruction/test-policy",
+        "instruction/style",
+    ]
+    assert request.render()[0].text == (
+        "You are the project assistant.\n\nFollow the coding conventions.\n\n"
+        "Run the related tests after a change.\n\nKeep functions short."
+    )
+
+
+async def test_memory_knowledge_and_context_files_are_reference_blocks(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "MEMORY.md": "The user prefers small commits.",
+            "knowledge/b.md": "Login returns 401 on expiry.",
+            "knowledge/a/deep.md": "Sessions last 30 minutes.",
+            "docs/extra.md": "Release notes.",
+        },
+    )
+    agent, model = agent_on(tmp_path, WorkspaceMaterials(context_files=["docs/extra.md"]))
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert [(b.source_id, b.category) for b in request.blocks] == [
+        ("workspace/MEMORY.md", "memory"),
+        ("workspace/docs/extra.md", "context"),
+        ("workspace/knowledge/a/deep.md", "knowledge"),
+        ("workspace/knowledge/b.md", "knowledge"),
+    ]
+    assert all(b.kind == "reference" and b.where == "HARNESS_CONTEXT" for b in request.blocks)
+    assert all(not b.required and b.priority < 0 for b in request.blocks)
+    system = request.render()[0].text
+    assert "small commits" not in system and "401" not in system
+    assert "[workspace/MEMORY.md]\nThe user prefers small commits." in request.render()[-1].text
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_files_are_loaded_once_per_call_and_reread_on_the_next_call(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    write(tmp_path, {"AGENTS.md": "rules v1", "MEMORY.md": "memory v1"})
+
+    def edit(context: ToolContext) -> str:
+        """Edit the workspace files."""
+        assert context.workspace is not None
+        context.workspace.write_text("AGENTS.md", "rules v2")
+        context.workspace.write_text("MEMORY.md", "memory v2")
+        return "edited"
+
+    agent, model = agent_on(
+        tmp_path,
+        WorkspaceMaterials(),
+        replies=[ScriptedModel.tool_call("edit"), "done", "again"],
+        tools=[edit],
+    )
+    await agent.call("first")
+    first, second = model.agent_requests
+    for request in (first, second):
+        assert request.system[1].text == "rules v1"
+        assert by_source(request)["workspace/MEMORY.md"].text == "memory v1"
+    await agent.call("second")
+    third = model.agent_requests[2]
+    assert third.system[1].text == "rules v2"
+    assert by_source(third)["workspace/MEMORY.md"].text == "memory v2"
+
+
+async def test_a_memory_url_workspace_works() -> None:
+    url = f"memory://ws-{new_id()}"
+    workspace = Workspace(url)
+    workspace.write_text("AGENTS.md", "Remote rules.")
+    workspace.write_text("MEMORY.md", "Remote memory.")
+    workspace.write_text("knowledge/topic.md", "Remote knowledge.")
+    agent, model = agent_on(None, WorkspaceMaterials(workspace=url))
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert [p.name for p in request.system] == ["prompt", "AGENTS.md"]
+    assert request.system[1].text == "Remote rules."
+    assert [b.source_id for b in request.blocks] == [
+        "workspace/MEMORY.md",
+        "workspace/knowledge/topic.md",
+    ]
+
+
+async def test_the_agents_workspace_is_used_when_none_is_given() -> None:
+    workspace = Workspace(f"memory://ws-{new_id()}")
+    workspace.write_text("MEMORY.md", "Agent memory.")
+    agent, model = agent_on(workspace, WorkspaceMaterials())
+    await agent.call("x")
+    assert [b.text for b in model.agent_requests[0].blocks] == ["Agent memory."]
+
+
+async def test_without_a_workspace_only_instructions_are_added() -> None:
+    agent, model = agent_on(None, WorkspaceMaterials(instructions=[instruction("a", "Rule A.")]))
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert [p.name for p in request.system] == ["prompt", "instruction/a"]
+    assert request.blocks == ()
+
+
+async def test_the_load_budget_cuts_reference_files_and_records_it(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "AGENTS.md": "rules " * 200,
+            "MEMORY.md": "memory " * 100,
+            "knowledge/a.md": "alpha " * 100,
+            "knowledge/b.md": "beta " * 100,
+        },
+    )
+    probe, probe_model = agent_on(tmp_path, WorkspaceMaterials(max_context_tokens=None))
+    await probe.call("x")
+    est = probe_model.agent_requests[0].estimator
+    memory = est.count("memory " * 100)
+    budget = memory + est.count("alpha " * 100) // 2
+    manifests: list[ContextManifest] = []
+    agent, model = agent_on(
+        tmp_path, WorkspaceMaterials(max_context_tokens=budget), manifests=manifests
+    )
+    await agent.call("x")
+    (request,) = model.agent_requests
+    blocks = by_source(request)
+    assert list(blocks) == ["workspace/MEMORY.md", "workspace/knowledge/a.md"]
+    assert blocks["workspace/MEMORY.md"].text == "memory " * 100
+    cut = blocks["workspace/knowledge/a.md"].text
+    assert cut.startswith("alpha alpha") and "load budget" in cut
+    assert est.count(cut) <= budget - memory
+    assert request.transforms == (
+        "workspace_truncated:workspace/knowledge/a.md",
+        "workspace_omitted:workspace/knowledge/b.md",
+    )
+    assert manifests[0].transforms == request.transforms
+    # The load budget is not the request budget: instructions are never cut by it.
+    assert request.system[1].text == "rules " * 200
+
+
+async def test_the_cut_is_recorded_on_every_request_of_the_call(tmp_path: Path) -> None:
+    write(tmp_path, {"MEMORY.md": "memory " * 100})
+
+    def noop() -> str:
+        """Do nothing."""
+        return "done"
+
+    agent, model = agent_on(
+        tmp_path,
+        WorkspaceMaterials(max_context_tokens=0),
+        replies=[ScriptedModel.tool_call("noop"), "ok"],
+        tools=[noop],
+    )
+    await agent.call("x")
+    assert [r.transforms for r in model.agent_requests] == [
+        ("workspace_omitted:workspace/MEMORY.md",),
+    ] * 2
+    assert all(r.blocks == () for r in model.agent_requests)
+
+
+async def test_workspace_material_is_dropped_first_under_the_request_budget(tmp_path: Path) -> None:
+    # Same group and priority: the larger file (knowledge, here) goes first.
+    write(tmp_path, {"MEMORY.md": "memory " * 60, "knowledge/a.md": "alpha " * 90})
+
+    async def status(request: ContextRequest) -> list[ContextBlock]:
+        return [ContextBlock.runtime("latest", "build " * 80, priority=-200)]
+
+    stack_extra = [ContextSources(sources=[context_source("build", status)]), BudgetFit()]
+    probe, probe_model = agent_on(tmp_path, WorkspaceMaterials(), extra=stack_extra)
+    await probe.call("x")
+    full = probe_model.agent_requests[0]
+    limit = estimate_request(full) - 5
+    agent, model = agent_on(tmp_path, WorkspaceMaterials(), extra=stack_extra, limit=limit)
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert [b.source_id for b in request.blocks] == ["workspace/MEMORY.md", "source/build/latest"]
+    assert request.transforms == ("omitted_for_budget:workspace/knowledge/a.md",)
+
+
+async def test_a_missing_context_file_is_recorded(tmp_path: Path) -> None:
+    agent, model = agent_on(tmp_path, WorkspaceMaterials(context_files=["docs/gone.md"]))
+    await agent.call("x")
+    assert model.agent_requests[0].transforms == ("workspace_missing:workspace/docs/gone.md",)
+
+
+async def test_files_can_be_switched_off(tmp_path: Path) -> None:
+    write(tmp_path, {"AGENTS.md": "rules", "MEMORY.md": "memory", "knowledge/a.md": "alpha"})
+    materials = WorkspaceMaterials(agents_file=None, memory_file=None, knowledge_dir=None)
+    agent, model = agent_on(tmp_path, materials)
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert [p.name for p in request.system] == ["prompt"]
+    assert request.blocks == ()
+
+
+async def test_a_symlink_out_of_the_workspace_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret")
+    root = tmp_path / "ws"
+    (root / "knowledge").mkdir(parents=True)
+    (root / "knowledge" / "link.md").symlink_to(outside)
+    (root / "knowledge" / "ok.md").write_text("fine")
+    agent, model = agent_on(root, WorkspaceMaterials())
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert [b.text for b in request.blocks] == ["fine"]
+    assert "secret" not in request.render()[-1].text
+    assert request.transforms == ("workspace_refused:workspace/knowledge/link.md",)
+
+
+def test_instruction_names_must_be_unique() -> None:
+    with pytest.raises(ConfigurationError, match="two instructions are named 'a'"):
+        WorkspaceMaterials(instructions=[instruction("a", "x"), instruction("a", "y")])
+
+
+@pytest.mark.parametrize(("name", "text"), [("", "x"), ("a/b", "x"), ("ok", "  ")])
+def test_instruction_arguments_are_validated(name: str, text: str) -> None:
+    with pytest.raises(ConfigurationError):
+        instruction(name, text)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"context_files": ["../secret.md"]},
+        {"context_files": "notes.md"},
+        {"memory_file": "/etc/passwd"},
+        {"max_context_tokens": -1},
+        {"instructions": ["just text"]},
+    ],
+)
+def test_constructor_arguments_are_validated(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        WorkspaceMaterials(**kwargs)  # type: ignore[arg-type]
