@@ -122,6 +122,8 @@ def fmt_ratio(s: dict[str, float] | None) -> str:
 
 
 def _num(x: float) -> str:
+    if x != 0 and abs(x) < 0.1:
+        return f"{x:.2g}"
     if x >= 100:
         return f"{x:,.0f}"
     if x >= 10:
@@ -263,7 +265,9 @@ def draw_charts(result: dict[str, Any], out: Path) -> list[str]:
         else:
             markers = "os^Dv<>p*h"
             for index, (label, points) in enumerate(spec.get("series", {}).items()):
-                pts = [(x, y) for x, y in points if y is not None and y > 0]
+                pts = [
+                    (x, y) for x, y in points if y is not None and (y > 0 or not spec.get("ylog"))
+                ]
                 if not pts:
                     continue
                 ax.plot(*zip(*pts, strict=True), marker=markers[index % len(markers)], label=label)

@@ -254,10 +254,13 @@ def stdlib_workloads(*, seed: int = 0, count: int = 200) -> list[Workload]:
                 tuple(Message.tool("call_0", p) for p in _chunks(code, rng, count, lengths)),
             )
         )
+    topics: dict[str, str] = {}
     try:
-        from pydoc_data.topics import topics
+        from pydoc_data import topics as pydoc_topics
+
+        topics = dict(pydoc_topics.topics)
     except ImportError:  # pragma: no cover - some distributions strip pydoc_data
-        topics = {}
+        pass
     if topics:
         prose = "\n\n".join(topics[k] for k in sorted(topics))
         out.append(
@@ -272,7 +275,11 @@ def stdlib_workloads(*, seed: int = 0, count: int = 200) -> list[Workload]:
 
 
 # -------------------------------------------------------------- synthetic text
-_EN_COMMON = (
+def _split(words: str) -> list[str]:
+    return words.split()
+
+
+_EN_COMMON = _split(
     "the of and to a in is it you that he was for on are with as I his they be at one have "
     "this from or had by not but what some we can out other were all there when up use your "
     "how said an each she which do their time if will way about many then them would write "
@@ -283,8 +290,8 @@ _EN_COMMON = (
     "before turn cause same mean differ move right boy old too does tell set three want air "
     "well also play small end put home read hand large add even here must big high such "
     "follow act why ask men change went light kind off need house try again point"
-).split()
-_EN_TECH = (
+)
+_EN_TECH = _split(
     "function value request response server client message token context budget history "
     "session agent model tool call result error exception timeout retry cache buffer stream "
     "parser config default option setting module package library import export version "
@@ -298,8 +305,8 @@ _EN_TECH = (
     "repository directory filesystem permission ownership symlink checksum compression "
     "tokenizer embedding inference precision gradient tensor vector matrix estimator "
     "regression heuristic invariant idempotent deterministic monotonic"
-).split()
-_EN_RARE = (
+)
+_EN_RARE = _split(
     "marshmallow pydicom kubernetes nginx postgres sqlite msgspec anyio trio httpx pytest "
     "hypothesis numpy pandas matplotlib scikit tensorflow pytorch FastAPI Starlette Django "
     "Flask Celery Redis RabbitMQ Kafka Elasticsearch Prometheus Grafana OpenTelemetry "
@@ -307,24 +314,24 @@ _EN_RARE = (
     "misconfiguration unparseable overcommitted underflowing reentrancy backpressure "
     "canonicalization internationalization disambiguation heterogeneous idiosyncratic "
     "Cholesky Levenshtein Dijkstra Byzantine Mersenne Fibonacci Kolmogorov"
-).split()
-_NAMES = (
+)
+_NAMES = _split(
     "user item data result value config path name count index size limit offset key text "
     "node parent child entry record event state status field schema table row column batch "
     "chunk page cursor token buffer handler client server request response message payload"
-).split()
-_EXCEPTIONS = (
+)
+_EXCEPTIONS = _split(
     "ValueError TypeError KeyError IndexError AttributeError RuntimeError AssertionError "
     "FileNotFoundError PermissionError TimeoutError ConnectionResetError ImportError "
     "ModuleNotFoundError ZeroDivisionError UnicodeDecodeError JSONDecodeError "
     "ValidationError IntegrityError OperationalError NotImplementedError"
-).split()
-_EXTENSIONS = (
+)
+_EXTENSIONS = _split(
     "py txt md json yaml yml toml cfg ini rst html css js ts tsx go rs c h cpp java kt sh "
     "lock log csv sql png jpg svg gz zip whl so"
-).split()
+)
 
-_ZH_WORDS = (
+_ZH_WORDS = _split(
     "我们 你们 他们 这个 那个 什么 怎么 为什么 因为 所以 但是 如果 虽然 然后 已经 可以 "
     "需要 应该 可能 没有 不是 就是 还是 或者 以及 并且 而且 只是 一些 所有 每个 其他 "
     "问题 方法 系统 数据 信息 用户 时间 工作 技术 开发 功能 应用 服务 文件 代码 程序 "
@@ -341,7 +348,7 @@ _ZH_WORDS = (
     "城市 地方 世界 中国 北京 上海 生活 朋友 家庭 孩子 学生 老师 学校 医院 银行 "
     "今天 明天 昨天 现在 以后 以前 早上 晚上 春天 夏天 秋天 冬天 天气 温度 "
     "非常 比较 更加 十分 完全 总是 经常 已经 正在 马上 立刻 终于 突然 逐渐"
-).split()
+)
 _ZH_CHARS = "的了是在和有也就都而及与对把被让给从向到为以于之其这那个些中上下里外"
 
 
@@ -358,7 +365,7 @@ def _gb2312_level1() -> str:
 
 
 _ZH_COMMON = _gb2312_level1()
-_OTHER_SCRIPTS = (
+_OTHER_SCRIPTS = _split(
     "Привет мир это пример текста на русском языке с ошибкой в файле конфигурации "
     "Größe Straße übermäßig Äpfel Öffnung für müssen Bücher schön "
     "café déjà naïve élève français garçon hôpital où été "
@@ -367,13 +374,13 @@ _OTHER_SCRIPTS = (
     "こんにちは 世界 ファイル を 開く テスト 失敗 しました "
     "안녕하세요 파일 을 열 수 없습니다 "
     "✅ ❌ ⚠️ 🚀 🔥 📦 🐍 ✨ 👍 → ← ↑ ↓ … — – • · « » ° ± × ÷ ≤ ≥ ≠ ∞ √ € £ ¥ © ®"
-).split()
+)
 _ZH_PUNCT_MID = "，，，，、；："
 _ZH_PUNCT_END = "。。。。！？"
-_ZH_TERMS = (
+_ZH_TERMS = _split(
     "Agent token API JSON Harness ReAct LLM prompt DeepSeek SQLite Python TypeScript "
     "HTTP GPU system user assistant tool_call"
-).split()
+)
 
 
 def _length_sampler(rng: random.Random) -> Callable[[], int]:
@@ -597,7 +604,7 @@ def gen_paths(rng: random.Random, target: int) -> str:
     def line() -> str:
         if kind < 0.3:
             mode = rng.choice(["-rw-r--r--", "drwxr-xr-x", "-rwxr-xr-x", "lrwxrwxrwx"])
-            month = rng.choice("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
+            month = rng.choice(_split("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec"))
             name = f"{_ident(rng)}.{rng.choice(_EXTENSIONS)}"
             return (
                 f"{mode} {rng.randint(1, 9):>2} {rng.choice(['root', 'user', 'dev'])} staff "
@@ -677,9 +684,9 @@ def _zh_sentence(rng: random.Random) -> str:
     out: list[str] = []
     for _ in range(rng.randint(4, 22)):
         r = rng.random()
-        if r < 0.58:
+        if r < 0.62:
             out.append(rng.choice(_ZH_WORDS))
-        elif r < 0.74:
+        elif r < 0.79:
             out.append(rng.choice(_ZH_CHARS))
         elif r < 0.85:
             # Characters outside the word list, so that not every pair is a common word.

@@ -46,19 +46,34 @@ from harness.tokens import (
 
 FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
 MAX_WEIGHT = 63
-MARGIN = 0.01
-"""Summed over each guarded workload, the estimate must exceed the exact count by this."""
+MARGIN = 0.025
+"""Summed over each primary workload (the real data), the estimate must exceed the exact
+count by at least this: unseen transcripts and documents differ from ours."""
+OTHER_MARGIN = -0.01
+"""… and over every other guarded workload by at least this (a pure corpus of one kind of
+text may come out slightly under; a real mix of them does not)."""
+PRIMARY = frozenset({"swe-agent-trajectories", "zh-seeds"})
 RIDGE = 5.0
+ERROR_EXPONENT = 1.5
+"""Samples are weighted by 1/(tokens + framing)^this: 2 fits relative error per message,
+lower values give long messages (which dominate a corpus's sum) more say."""
+CEIL_OFFSET = 0.0
+"""The estimator rounds up; the fit may aim this much below the exact count to make up
+(0: keep the round-up as extra safety, it measured better on per-message error)."""
 """Penalty on a byte's deviation from its class weight (in units of weighted squared error)."""
 
 WORKLOAD_WEIGHT = {
-    "swe-agent-trajectories": 4.0,
-    "zh-seeds": 3.0,
+    "swe-agent-trajectories": 5.0,
+    "zh-seeds": 5.0,
     "agent-session": 2.0,
     "stdlib-code": 1.5,
     "stdlib-prose": 1.5,
+    "zh-prose": 0.5,
+    "zh-code": 0.5,
 }
-"""Share of the fit each workload gets (1 when not listed)."""
+"""Share of the fit each workload gets (1 when not listed). Real Chinese outweighs the
+generated kind: how many tokens a Chinese character costs depends on how common its words
+are, which a generator from a word list only approximates."""
 UNGUARDED = frozenset({"other-scripts", "hexdump", "logs", "paths"})
 """Workloads reported but not used to set the conservative scale: single-format stress
 tests (a whole corpus of hex dumps) that a per-byte model cannot get right without
@@ -135,9 +150,7 @@ class Sample:
     exact: dict[str, int]
 
 
-def build_samples(
-    workloads: Sequence[Workload], exact: dict[str, ExactEstimator]
-) -> list[Sample]:
+def build_samples(workloads: Sequence[Workload], exact: dict[str, ExactEstimator]) -> list[Sample]:
     """Return a `Sample` per text of every message of ``workloads``."""
     out = []
     for workload in workloads:
@@ -153,7 +166,7 @@ def build_samples(
 def solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
     """Solve ``matrix · x = vector`` by Gaussian elimination with partial pivoting."""
     n = len(vector)
-    rows = [row[:] + [vector[i]] for i, row in enumerate(matrix)]
+    rows = [[*row, vector[i]] for i, row in enumerate(matrix)]
     for col in range(n):
         pivot = max(range(col, n), key=lambda r: abs(rows[r][col]))
         rows[col], rows[pivot] = rows[pivot], rows[col]
@@ -183,7 +196,7 @@ def sample_weights(samples: Sequence[Sample], family: str) -> list[float]:
         WORKLOAD_WEIGHT.get(s.workload, 1.0)
         / total_share
         / per_workload[s.workload]
-        / (s.exact[family] + MESSAGE_OVERHEAD) ** 2
+        / (s.exact[family] + MESSAGE_OVERHEAD) ** ERROR_EXPONENT
         for s in samples
     ]
 
@@ -257,7 +270,7 @@ def quantize(weights: Sequence[float], samples: Sequence[Sample], family: str) -
     )
     normal, rhs = normal_equations(rows, 3)
     unit, base, fixed = solve(normal, rhs)
-    return Coefficients(table=table.hex(), unit=unit, base=base, fixed=fixed)
+    return Coefficients(table=table.hex(), unit=unit, base=base, fixed=fixed - CEIL_OFFSET)
 
 
 def scaled(coefficients: Coefficients, factor: float) -> Coefficients:
@@ -313,14 +326,15 @@ def fit_family(
 ) -> tuple[Coefficients, float]:
     """Fit, quantize and scale one family; return the coefficients and the scale factor."""
     raw = quantize(fit_weights(samples, family), samples, family)
-    guarded = [w for w in train if w.name not in UNGUARDED]
-    ratios = []
-    for workload in guarded:
+    factor = 0.0
+    for workload in train:
+        if workload.name in UNGUARDED:
+            continue
         approx = ApproximateEstimator(family, raw)
         est = sum(approx.count_message(m) for m in workload.messages)
         ex = sum(exact.count_message(m) for m in workload.messages)
-        ratios.append(est / ex)
-    factor = (1 + MARGIN) / min(ratios)
+        margin = MARGIN if workload.name in PRIMARY else OTHER_MARGIN
+        factor = max(factor, (1 + margin) * ex / est)
     return scaled(raw, factor), factor
 
 

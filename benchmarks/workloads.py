@@ -30,6 +30,7 @@ import hashlib
 import inspect
 import json
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -582,6 +583,8 @@ class ReplayClient:
     """``len(state.full_history)`` when the replay started."""
     responses: list[ModelResponse] = field(default_factory=list)
     """Every response ``inner`` gave to an agent request, in order."""
+    log: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per agent request sent to ``inner``: call id, latency, usage or error."""
 
     @property
     def model(self) -> str:
@@ -594,10 +597,32 @@ class ReplayClient:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` to ``inner``; answer agent requests with the recorded reply."""
-        response = await self.inner.complete(request)
-        if request.ids.purpose != "agent" or request.state is None:
+        agent = request.ids.purpose == "agent" and request.state is not None
+        started = time.perf_counter()
+        try:
+            response = await self.inner.complete(request)
+        except Exception as exc:  # logged and passed on unchanged (OverflowRetry handles some)
+            if agent:
+                self.log.append(
+                    {
+                        "call_id": request.ids.call_id,
+                        "error": type(exc).__name__,
+                        "latency_s": time.perf_counter() - started,
+                    }
+                )
+            raise
+        if not agent or request.state is None:
             return response
         self.responses.append(response)
+        usage = response.usage
+        self.log.append(
+            {
+                "call_id": request.ids.call_id,
+                "error": None,
+                "latency_s": response.latency_s or time.perf_counter() - started,
+                "prompt_tokens": usage.prompt_tokens if usage is not None else None,
+            }
+        )
         position = len(request.state.full_history) - self.base
         reply = self.messages[position] if position < len(self.messages) else None
         if reply is None or reply.role != "assistant":

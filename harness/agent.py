@@ -148,6 +148,9 @@ class HarnessAgent:
         state = self.state(ctx)
         pending: list[AgentEvent] = []
         run = RunScope(emit=pending.append, client=self.client, workspace=self.workspace)
+        interrupted = _interrupted_results(state.working_history)
+        if interrupted:
+            state.append(*interrupted)
         state.append(input if isinstance(input, Message) else Message.user(input))
         for round_no in range(self.max_rounds):
             request = self._prepare(state, run, ctx)
@@ -264,6 +267,31 @@ class HarnessAgent:
             )
             text = await tool.run(call.arguments, context)
         return Message.tool(call.id, text, name=call.name)
+
+
+INTERRUPTED_RESULT = "no result: interrupted"
+"""The result given to a tool call whose execution was cancelled before it answered."""
+
+
+def _interrupted_results(history: Sequence[Message]) -> list[Message]:
+    """Return results for calls a cancelled call left unanswered at the end of the history.
+
+    A call cancelled while its tools ran leaves an assistant message whose calls have no
+    results; providers reject such a history, so the next call answers them first.
+    """
+    answered: set[str] = set()
+    for message in reversed(history):
+        if message.role == "tool" and message.tool_call_id is not None:
+            answered.add(message.tool_call_id)
+            continue
+        if message.role == "assistant" and message.tool_calls:
+            return [
+                Message.tool(call.id, INTERRUPTED_RESULT, name=call.name, metadata={"interrupted": True})
+                for call in message.tool_calls
+                if call.id not in answered
+            ]
+        return []
+    return []
 
 
 def _drain(pending: list[AgentEvent]) -> list[AgentEvent]:

@@ -184,14 +184,79 @@ FULL_ASCII = 1024
 FULL_WIDE = 340
 """Texts with non-ASCII characters are read whole up to this many characters."""
 
-# Fitted by benchmarks/fit_estimator.py (see its output for the data it was fitted on).
-FAMILY_COEFFICIENTS: dict[str, Coefficients] = {}
+# Fitted by benchmarks/fit_estimator.py (python -m benchmarks.fit_estimator); the
+# data and the per-workload errors are in its output.
+FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
+    "o200k": Coefficients(
+        table=(
+            "2020202020202020203f2f202004202020202020202020202020202020202020"
+            "0e1e1d0c221a1d231a1b161f240d2a1c3f1920382331383c2b2a111a240d251c"
+            "1f16131816101a1216121a1716160f1314170d191813161b1819171823192211"
+            "1c0e170e1b0b21101b0b1109130d0e0e120f0e1410060c221e16101c331b1d20"
+            "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e"
+            "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e"
+            "1717171711111111111111111111111111111111111111111111111111111111"
+            "0d0d2c151c1c1c1c1c1c0d0d0d0d0d0018181818181818181818181818181818"
+        ),
+        unit=0.025380,
+        base=-0.221320,
+        fixed=0.2409,
+    ),
+    "cl100k": Coefficients(
+        table=(
+            "1b1b1b1b1b1b1b1b1b3f321b1b001b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b"
+            "0a1b1a071f171a221315111c210929173f161e382130383d2a290c1421092119"
+            "1c130f13130b150e140c181313120b0f10140816160f1219151614132114220c"
+            "1809140918081f0b1a080d050e070b080f0a09100d0207201a150b193217191b"
+            "1111111111111111111111111111111111111111111111111111111111111111"
+            "1111111111111111111111111111111111111111111111111111111111111111"
+            "1e1e1e1e1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a"
+            "0808160e1b1b1b1b1b1b08080808080115151515151515151515151515151515"
+        ),
+        unit=0.023028,
+        base=-0.095263,
+        fixed=0.2119,
+    ),
+    "deepseek": Coefficients(
+        table=(
+            "1f1f1f1f1f1f1f1f1f3f321f1f3f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
+            "081e190923191d221a1a141e22082f213e141a35203037392827101a240c231b"
+            "1e16131a170f171217111a1716160f1414180e191813161a1919181725192215"
+            "1c0b130b19071b0b17050e06110c090a0f0a090f0b00051e160e0c1c341a1d1f"
+            "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
+            "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
+            "1a1a1a1a0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c"
+            "0c0c1e0f0a0a0a0a0a0a0c0c0c0c0c110f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f"
+        ),
+        unit=0.022842,
+        base=-0.073531,
+        fixed=0.1352,
+    ),
+    "anthropic": Coefficients(
+        table=(
+            "1e1e1e1e1e1e1e1e1e3f381e1e3b1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e"
+            "09211c08231e1f26141911201f0a2d352d201c31232d30322928211e2513231d"
+            "20151214160e1311151017151614111413150c18161214181618151c281c1d22"
+            "200b110c1c0c200e13070f0e120a0c0a140d0c1311090e1b1b100f202b1f1f1e"
+            "1717171717171717171717171717171717171717171717171717171717171717"
+            "1717171717171717171717171717171717171717171717171717171717171717"
+            "2828282820202020202020202020202020202020202020202020202020202020"
+            "0a0a25090c0c0c0c0c0c0a0a0a0a0a001a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a"
+        ),
+        unit=0.024013,
+        base=-0.140408,
+        fixed=0.1820,
+    ),
+}
 
 
 @cache
 def _stride(least: int) -> int:
-    """Return the smallest prime ≥ ``least``: a prime stride rarely lines up with a
-    periodic layout (table columns, hex-dump lines), so the sample stays representative."""
+    """Return the smallest prime ≥ ``least``.
+
+    A prime stride rarely lines up with a periodic layout (table columns, hex-dump lines),
+    so the sample stays representative.
+    """
     candidate = max(2, least)
     while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
         candidate += 1
@@ -306,7 +371,9 @@ def _hf_len(filename: str) -> Callable[[str], int]:
 
     path = litellm_tokenizer_dir() / filename
     if not path.exists():
-        raise ConfigurationError(f"litellm does not ship {filename} in {path.parent}; upgrade litellm")
+        raise ConfigurationError(
+            f"litellm does not ship {filename} in {path.parent}; upgrade litellm"
+        )
     tok = Tokenizer.from_file(str(path))
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
@@ -320,7 +387,9 @@ def exact_for_family(family: str) -> ExactEstimator:
         return ExactEstimator("tokenizers:deepseek", _hf_len("deepseek_tokenizer.json"))
     if family == "anthropic":
         return ExactEstimator("tokenizers:anthropic", _hf_len("anthropic_tokenizer.json"))
-    raise ConfigurationError(f"unknown tokenizer family {family!r}; use o200k, cl100k, deepseek or anthropic")
+    raise ConfigurationError(
+        f"unknown tokenizer family {family!r}; use o200k, cl100k, deepseek or anthropic"
+    )
 
 
 def family_for(model: str) -> str:

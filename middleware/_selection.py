@@ -51,13 +51,9 @@ class DefaultSelection:
     def drop_order(self, blocks: Sequence[ContextBlock]) -> list[ContextBlock]:
         """Return ``blocks`` in the order they are dropped."""
         first = self.drop_first
-        keyed = sorted(
-            range(len(blocks)),
-            key=lambda i: (
-                0 if blocks[i].category in first else 1,
-                blocks[i].priority,
-                -len(blocks[i].text),
-                -i,
-            ),
-        )
-        return [blocks[i] for i in keyed]
+        keys = [
+            (0 if b.category in first else 1, b.priority, -len(b.text), -i)
+            for i, b in enumerate(blocks)
+        ]
+        keys.sort()
+        return [blocks[-key[3]] for key in keys]

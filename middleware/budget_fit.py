@@ -124,14 +124,15 @@ class BudgetFit:
         limit = request.input_limit
         count_block = est.count_block
         fixed_blocks = 0
+        total = 0
         optional: list[ContextBlock] = []
-        optional_tokens: list[int] = []
         for block in request.blocks:
-            if is_fixed(block):
+            # is_fixed(block), inlined: this loop runs once per block and request.
+            if block.required or block.category == "task" or block.placement == "TASK_STATE":
                 fixed_blocks += count_block(block)
             else:
                 optional.append(block)
-                optional_tokens.append(count_block(block))
+                total += count_block(block)
         fixed = fixed_tokens(request, est)
         if fixed_blocks:
             fixed += BLOCKS_MESSAGE_OVERHEAD + fixed_blocks
@@ -157,13 +158,12 @@ class BudgetFit:
             )
         reserve = self._history_reserve(request.history, minimum, est)
         room = max(0, limit - fixed - reserve)
-        total = sum(optional_tokens)
         overhead = 0 if fixed_blocks else BLOCKS_MESSAGE_OVERHEAD
         if not optional or total + overhead <= room:
             used = total + overhead if optional else 0
             return request.replace(history_budget=limit - fixed - used)
 
-        dropped, kept_tokens = self._drop(optional, optional_tokens, total, overhead, room)
+        dropped, kept_tokens = self._drop(optional, est, total, overhead, room)
         gone = {id(b) for b in dropped}
         used = kept_tokens + overhead if len(dropped) < len(optional) else 0
         return request.replace(
@@ -176,28 +176,30 @@ class BudgetFit:
     def _drop(
         self,
         optional: list[ContextBlock],
-        tokens: list[int],
+        est: TokenEstimator,
         total: int,
         overhead: int,
         room: int,
     ) -> tuple[list[ContextBlock], int]:
         """Return the prefix of the policy's order that must go, and the tokens of the rest."""
-        cost = {id(b): t for b, t in zip(optional, tokens, strict=True)}
         order = self.selection.drop_order(optional)
-        if len(order) != len(optional) or set(map(id, order)) != cost.keys():
+        if type(self.selection) is not DefaultSelection and (
+            len(order) != len(optional) or {id(b) for b in order} != {id(b) for b in optional}
+        ):
             raise ConfigurationError(
                 f"the selection policy {self.selection!r} must return each optional block "
                 f"exactly once; it returned {len(order)} for {len(optional)} blocks"
             )
+        count_block = est.count_block  # cached: a dictionary lookup per dropped block
         dropped: list[ContextBlock] = []
         remaining = total
-        left = len(optional)
         for block in order:
-            if left == 0 or remaining + overhead <= room:
+            if remaining + overhead <= room:
                 break
             dropped.append(block)
-            remaining -= cost[id(block)]
-            left -= 1
+            remaining -= count_block(block)
+        if len(dropped) == len(order):
+            remaining = 0  # nothing is left: no blocks message either
         return dropped, remaining
 
     def _history_reserve(

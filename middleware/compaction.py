@@ -22,16 +22,18 @@ model sees next (the agent commits it, so nothing is redone next round), never t
    The long-term-memory hook first records lasting facts of the part to be summarised;
    then the summariser (``model``, default the agent's own client, called directly — not
    through the stack) summarises the early part, in chunks that fit its window when
-   needed, and the history becomes: the pinned first user message, one summary message,
+   needed (halved, up to three times, if it still reports an overflow), and the history
+   becomes: the first user message (the task, pinned), one summary message, the newest
+   user message (what the agent is doing now, kept even when it lies in the early part),
    the kept recent messages. An existing summary is *updated* with the new early
    messages. Transform ``history_compaction:<messages summarised>``.
 
 The cut never separates a tool call from its results (`middleware._history.safe_cut`).
 The kept part is bounded by tokens (``keep_tokens``; ``None`` is 35 % of the history
-budget) or, with ``keep_tokens=0``, by ``keep_messages`` — and always by half of
-``trigger_messages`` — so after a compaction the history is well below every trigger and
-the next rounds append to a byte-stable prefix (pinned task, summary, kept messages)
-instead of compacting again. A forced compaction keeps only the last unit; when there is
+budget) or, with ``keep_tokens=0``, by ``keep_messages`` — and, by tokens, always by
+half of ``trigger_messages`` — so after a compaction the history is well below every
+trigger and the next rounds append to a byte-stable prefix (task, summary, kept
+messages) instead of compacting again. A forced compaction keeps only the last unit; when there is
 nothing left to summarise the history is returned unchanged, which OverflowRetry
 recognises.
 
@@ -50,10 +52,11 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from harness.accounting import blocks_tokens, fixed_tokens, manifest_items
+from harness.accounting import blocks_tokens, estimate_request, fixed_tokens, manifest_items
 from harness.errors import (
     ConfigurationError,
     ContextBuildError,
+    ContextOverflowError,
     ProviderError,
     WorkspaceError,
 )
@@ -119,11 +122,13 @@ REQUEST_KEY: Final = "compaction.requested"
 KEEP_FRACTION: Final = 0.35
 """The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
 KEEP_CAP_FRACTION: Final = 0.8
-"""The kept part (plus the pinned message) never takes more of the history budget."""
+"""The kept part plus the pinned task and newest user message never take more of the budget."""
 CHUNK_FRACTION: Final = 0.6
 """The share of the summariser's input limit one summary request uses by default."""
 SUMMARY_CAP_FRACTION: Final = 0.25
 """A summary longer than this share of the history budget is cut (head and tail kept)."""
+SUMMARY_OVERFLOW_RETRIES: Final = 3
+"""Times the chunks are halved when the summariser rejects a summary request as too long."""
 SUMMARY_CONCURRENCY: Final = 4
 """Partial summaries requested at once when the early part is summarised in chunks."""
 TRUNCATE_KEEP_CHARS: Final = 20
@@ -257,7 +262,7 @@ class Compaction:
         memory: MemoryStore | None = DEFAULT_MEMORY,
         compact_tool: bool = False,
     ) -> None:
-        _check_int("trigger_messages", trigger_messages, minimum=3)
+        _check_int("trigger_messages", trigger_messages, minimum=4)
         if trigger is not None:
             if isinstance(trigger, bool) or not isinstance(trigger, int | float):
                 raise ConfigurationError(
@@ -273,11 +278,12 @@ class Compaction:
         if keep_tokens is not None:
             _check_int("keep_tokens", keep_tokens, minimum=0)
         _check_int("keep_messages", keep_messages, minimum=1)
-        if keep_tokens == 0 and keep_messages > trigger_messages - 3:
+        if keep_tokens == 0 and keep_messages > trigger_messages - 4:
             raise ConfigurationError(
-                f"keep_messages ({keep_messages}) must be at most trigger_messages - 3 "
-                f"({trigger_messages - 3}) so that a compacted history (task, summary, kept "
-                "messages) is below the trigger; lower keep_messages or raise trigger_messages"
+                f"keep_messages ({keep_messages}) must be at most trigger_messages - 4 "
+                f"({trigger_messages - 4}) so that a compacted history (task, summary, current "
+                "request, kept messages) is below the trigger; lower keep_messages or raise "
+                "trigger_messages"
             )
         if model is not None and not (
             callable(getattr(model, "complete", None))
@@ -519,6 +525,9 @@ class Compaction:
     ) -> int:
         """Return the keep boundary in ``body`` under the configured keep range."""
         pinned = est.count_message(layout.pinned) if layout.pinned is not None else 0
+        current = _current_user(body)
+        if current is not None:
+            pinned += est.count_message(body[current])
         cap = max(0, int(max(budget, 0) * KEEP_CAP_FRACTION) - pinned)
         if self.keep_tokens == 0:
             return select_cut(
@@ -533,7 +542,7 @@ class Compaction:
             body,
             est.count_message,
             keep_tokens=min(wanted, cap),
-            max_messages=max(1, self.trigger_messages // 2 - 2),
+            max_messages=max(1, self.trigger_messages // 2 - 3),
         )
 
     # -------------------------------------------------------------- compacting
@@ -554,9 +563,16 @@ class Compaction:
             cut = self._normal_cut(body, est, budget, layout)
             if cut == 0 and reason == "requested":
                 cut = last_unit_start(body)
-        if cut == 0:
+        # The newest user message says what the agent is doing now: it is kept word for
+        # word, right after the summary, even when it lies in the early part.
+        current = _current_user(body)
+        if current is not None and current < cut:
+            early = (*body[:current], *body[current + 1 : cut])
+            kept = (body[current], *body[cut:])
+        else:
+            early, kept = body[:cut], body[cut:]
+        if not early:
             return history, []  # nothing early enough to summarise: leave it unchanged
-        early = body[:cut]
         done: list[str] = []
         if self.memory is not None:
             try:
@@ -587,7 +603,7 @@ class Compaction:
         )
         head = (layout.pinned,) if layout.pinned is not None else ()
         done.append(f"history_compaction:{len(early)}")
-        return (*head, summary, *body[cut:]), done
+        return (*head, summary, *kept), done
 
     async def _summarise(
         self, early: Sequence[Message], previous: str | None, request: ModelRequest, budget: int
@@ -603,6 +619,29 @@ class Compaction:
         est = request.estimator if client.model == request.model else estimator_for(client.model)
         limit = request.policy.input_limit(client.context_window(client.model))
         chunk = min(self.summary_chunk_tokens or int(limit * CHUNK_FRACTION), limit)
+        ask = _Asker(client, request, limit, est)
+        for attempt in range(SUMMARY_OVERFLOW_RETRIES + 1):
+            try:
+                text = await self._summarise_chunked(early, previous, request, ask, chunk)
+                break
+            except ContextOverflowError:
+                # The summariser's real window is smaller than it said: halve the chunks.
+                failed = ask.overflowed_at
+                if attempt == SUMMARY_OVERFLOW_RETRIES or failed is None or failed // 2 < 256:
+                    raise
+                chunk = min(chunk, failed) // 2
+        cap = max(_MIN_ROOM, int(max(budget, 0) * SUMMARY_CAP_FRACTION))
+        return _fit(text.strip(), est, cap)
+
+    async def _summarise_chunked(
+        self,
+        early: Sequence[Message],
+        previous: str | None,
+        request: ModelRequest,
+        ask: _Asker,
+        chunk: int,
+    ) -> str:
+        est = ask.est
         frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
         if previous is not None:
             previous = _fit(previous, est, chunk // 3)
@@ -614,16 +653,12 @@ class Compaction:
                 transforms=request.transforms,
             )
         chunks = _pack([_render(m) for m in early], est, room)
-        ask = _Asker(client, request, limit, est)
         if len(chunks) == 1:
-            text = await ask(self._prompt(chunks[0], previous))
-        else:
-            partials = await ask.many([self._prompt(c, None) for c in chunks])
-            text = await self._merge(
-                ([previous] if previous else []) + partials, ask, est, chunk - frame
-            )
-        cap = max(_MIN_ROOM, int(max(budget, 0) * SUMMARY_CAP_FRACTION))
-        return _fit(text.strip(), est, cap)
+            return await ask(self._prompt(chunks[0], previous))
+        partials = await ask.many([self._prompt(c, None) for c in chunks])
+        return await self._merge(
+            ([previous] if previous else []) + partials, ask, est, chunk - frame
+        )
 
     async def _merge(self, parts: list[str], ask: _Asker, est: TokenEstimator, chunk: int) -> str:
         """Merge partial summaries, in as many rounds of chunked requests as needed."""
@@ -662,6 +697,8 @@ class _Asker:
         self.request = request
         self.limit = limit
         self.est = est
+        self.overflowed_at: int | None = None
+        """The estimated size of the last summary request the summariser rejected as too long."""
 
     async def __call__(self, prompt: str) -> str:
         source = self.request
@@ -673,7 +710,11 @@ class _Asker:
             input_limit=self.limit,
         )
         self._report(request)
-        response = await self.client.complete(request)
+        try:
+            response = await self.client.complete(request)
+        except ContextOverflowError:
+            self.overflowed_at = estimate_request(request, self.est)
+            raise
         return response.message.text.strip()
 
     async def many(self, prompts: list[str]) -> list[str]:
@@ -683,7 +724,7 @@ class _Asker:
             ProviderError: the first provider failure, as it was raised (not in a group).
         """
         results = [""] * len(prompts)
-        failures: list[ProviderError] = []
+        failures: list[ProviderError] = []  # raised as they are, not wrapped in a group
         limiter = anyio.CapacityLimiter(SUMMARY_CONCURRENCY)
 
         async with anyio.create_task_group() as tg:
@@ -732,6 +773,14 @@ class _Asker:
 def _check_int(name: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be an int ≥ {minimum}, got {value!r}")
+
+
+def _current_user(body: Sequence[Message]) -> int | None:
+    """Return the index of the newest user message of ``body`` (not a summary), if any."""
+    for i in range(len(body) - 1, -1, -1):
+        if body[i].role == "user" and not body[i].meta("summary"):
+            return i
+    return None
 
 
 def _summary_text(message: Message) -> str:

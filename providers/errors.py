@@ -80,7 +80,7 @@ _OVERFLOW = re.compile("|".join(f"(?:{p})" for p in _OVERFLOW_PATTERNS), re.IGNO
 
 _QUOTA_PATTERNS: tuple[str, ...] = (
     r"per (min(ute)?|second|hour|day)\b",  # "tokens per min (TPM)", "requests per day"
-    r"\b[TRI]P[MSD]\b",  # TPM, RPM, IPM, TPD …
+    r"\b[TR]P[MD]\b",  # TPM, RPM, TPD, RPD
     r"rate[ _-]?limit",  # rate limit / rate_limit_exceeded / rate_limit_error
     r"insufficient_quota|exceeded your (current )?quota",
     r"too many requests",

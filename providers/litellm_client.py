@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from functools import cache
 from typing import Any
 
@@ -85,7 +85,7 @@ class LiteLLMClient:
             ``openai/<name>`` for any OpenAI-compatible server (with ``api_base``).
         api_base: the provider's base URL, for self-hosted or compatible servers.
         api_key: the API key; by default litellm reads the provider's usual variable.
-        timeout: seconds to wait for one request (and for a stream to finish).
+        timeout: seconds the HTTP client waits for the provider (passed to litellm).
         **settings: provider settings sent with every request (``temperature``,
             ``max_tokens``, ``num_retries`` …); a request's own settings override them.
 
@@ -159,7 +159,7 @@ class LiteLLMClient:
             latency_s=latency,
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Send ``request`` with streaming and yield chunks; the last one carries the response.
 
         Text and reasoning arrive as they come; each tool call is yielded once complete;
@@ -176,21 +176,27 @@ class LiteLLMClient:
         started = time.perf_counter()
         assembly = _Assembly()
         with provider_errors(provider=provider, model=model):
-            stream = await litellm.acompletion(**kwargs)
-        chunks = aiter(stream)
-        while True:
-            with provider_errors(provider=provider, model=model):
-                try:
-                    raw = await anext(chunks)
-                except StopAsyncIteration:
-                    break
-            for piece in assembly.add(raw):
-                yield piece
+            raw_stream = await litellm.acompletion(**kwargs)
+        try:
+            chunks = aiter(raw_stream)
+            while True:
+                with provider_errors(provider=provider, model=model):
+                    try:
+                        raw = await anext(chunks)
+                    except StopAsyncIteration:
+                        break
+                for piece in assembly.add(raw):
+                    yield piece
+        finally:
+            # Release the HTTP connection even when the consumer stops early.
+            close = getattr(raw_stream, "aclose", None)
+            if close is not None:
+                await close()
         for call in assembly.flush_calls():
             yield StreamChunk(tool_call=call)
         # litellm maps stop reasons to OpenAI's words in stream chunks too, and keeps the
         # provider's own (e.g. Anthropic's model_context_window_exceeded) only here.
-        native = _str_or_none(getattr(stream, "received_finish_reason", None))
+        native = _str_or_none(getattr(raw_stream, "received_finish_reason", None))
         if native and native != assembly.finish:
             assembly.native_finish = assembly.native_finish or native
         latency = time.perf_counter() - started
@@ -368,7 +374,8 @@ class _Assembly:
         self.reasoning: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.emitted: dict[int, ToolCall] = {}
-        self.thinking_blocks: list[Any] = []
+        self.thinking_blocks: list[dict[str, Any]] = []
+        self.thinking_text: list[str] = []
         self.finish: str | None = None
         self.native_finish: str | None = None
         self.usage: Usage | None = None
@@ -391,9 +398,8 @@ class _Assembly:
                 self.text.append(text or "")
                 self.reasoning.append(reasoning or "")
                 out.append(StreamChunk(text=text or "", reasoning=reasoning or ""))
-            blocks = _get(delta, "thinking_blocks")
-            if blocks:
-                self.thinking_blocks.extend(blocks)
+            for block in _get(delta, "thinking_blocks") or ():
+                self._add_thinking(block)
             for call_delta in _get(delta, "tool_calls") or ():
                 index = _int(_get(call_delta, "index"))
                 for finished in self._finish_before(index):
@@ -404,6 +410,32 @@ class _Assembly:
                 self.finish = finish
                 self.native_finish = _native_finish(choice) or self.native_finish
         return out
+
+    def _add_thinking(self, fragment: Any) -> None:
+        """Join streamed thinking fragments into whole blocks, as litellm's own builder does.
+
+        Text fragments accumulate until the fragment carrying the signature closes the
+        block; a redacted block arrives whole. Only signed blocks are kept: the provider
+        rejects a thinking block it did not sign.
+        """
+        kind = _get(fragment, "type")
+        if kind == "redacted_thinking":
+            self.thinking_text.clear()
+            if _get(fragment, "data"):
+                self.thinking_blocks.append(
+                    {"type": "redacted_thinking", "data": _get(fragment, "data")}
+                )
+            return
+        text = _get(fragment, "thinking")
+        if isinstance(text, str) and text:
+            self.thinking_text.append(text)
+        signature = _get(fragment, "signature")
+        if isinstance(signature, str) and signature:
+            thinking = "".join(self.thinking_text)
+            self.thinking_blocks.append(
+                {"type": "thinking", "thinking": thinking, "signature": signature}
+            )
+            self.thinking_text.clear()
 
     def _merge(self, index: int, delta: Any) -> None:
         call = self.calls.setdefault(index, _PartialCall())

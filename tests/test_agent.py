@@ -187,3 +187,26 @@ async def test_the_loop_runs_on_trio(anyio_backend: str) -> None:
     model = ScriptedModel([ScriptedModel.tool_call("add", {"a": 1, "b": 2}), "3"])
     agent = HarnessAgent(model=model, tools=[add], stack=[])
     assert (await agent.call("1+2")).text == "3"
+
+
+async def test_a_call_cancelled_during_a_tool_leaves_a_history_the_next_call_can_send() -> None:
+    import anyio
+
+    started = anyio.Event()
+
+    async def slow() -> str:
+        """Take forever."""
+        started.set()
+        await anyio.sleep(60)
+        return "never"
+
+    model = ScriptedModel([ScriptedModel.tool_call("slow", id="c-slow"), "after"])
+    agent = HarnessAgent(model=model, tools=[slow], stack=[])
+    async with anyio.create_task_group() as group:
+        group.start_soon(agent.call, "start")
+        await started.wait()
+        group.cancel_scope.cancel()
+    assert (await agent.call("again")).text == "after"
+    history = model.requests[-1].history
+    assert [m.role for m in history] == ["user", "assistant", "tool", "user"]
+    assert history[2].tool_call_id == "c-slow" and history[2].text == "no result: interrupted"

@@ -85,21 +85,24 @@ def litellm_exception(status: int, body: Any) -> Exception:
     )
     message = f"OpenAIException - {provider_message(body)}"
     common: dict[str, Any] = {"message": message, "model": "gpt-4o", "llm_provider": "openai"}
-    if status in (400, 413):
-        return litellm.BadRequestError(response=response, **common)  # type: ignore[no-any-return]
-    if status == 401:
-        return litellm.AuthenticationError(response=response, **common)  # type: ignore[no-any-return]
-    if status == 403:
-        return litellm.PermissionDeniedError(response=response, **common)  # type: ignore[no-any-return]
-    if status == 429:
-        return litellm.RateLimitError(response=response, **common)  # type: ignore[no-any-return]
-    if status == 503:
-        return litellm.ServiceUnavailableError(response=response, **common)  # type: ignore[no-any-return]
-    if status >= 500:
-        return litellm.InternalServerError(  # type: ignore[no-any-return]
+    by_status = {
+        400: litellm.BadRequestError,
+        413: litellm.BadRequestError,
+        401: litellm.AuthenticationError,
+        403: litellm.PermissionDeniedError,
+        429: litellm.RateLimitError,
+        503: litellm.ServiceUnavailableError,
+    }
+    raised: Exception
+    if status in by_status:
+        raised = by_status[status](response=response, **common)
+    elif status >= 500:  # litellm reports these as 500 and keeps the real status aside
+        raised = litellm.InternalServerError(
             response=response, provider_status_code=status, **common
         )
-    return litellm.APIError(status_code=status, response=response, **common)  # type: ignore[no-any-return]
+    else:
+        raised = litellm.APIError(status_code=status, response=response, **common)
+    return raised
 
 
 # ---------------------------------------------------------------------- the body table

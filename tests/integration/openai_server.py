@@ -107,6 +107,8 @@ class Reply:
     """Override the counted completion tokens (``0`` with ``length`` fakes an overflow)."""
     cached_tokens: int | None = None
     """Report ``prompt_tokens_details.cached_tokens``."""
+    thinking_blocks: tuple[Mapping[str, Any], ...] = ()
+    """Anthropic-style signed thinking blocks, as litellm-compatible proxies send them."""
     delay_s: float = 0.0
     """Wait this long before answering (to test client timeouts)."""
 
@@ -359,6 +361,8 @@ class OpenAIServer:
         calls = self._calls(behaviour)
         if calls:
             message["tool_calls"] = calls
+        if behaviour.thinking_blocks:
+            message["thinking_blocks"] = [dict(b) for b in behaviour.thinking_blocks]
         return {
             "id": self._new_id("chatcmpl-"),
             "object": "chat.completion",
@@ -396,6 +400,14 @@ class OpenAIServer:
         reasoning = self._reasoning(behaviour)
         for piece in _pieces(reasoning or ""):
             yield chunk({"reasoning_content": piece})
+        for block in behaviour.thinking_blocks:
+            if block.get("type") != "thinking":
+                yield chunk({"thinking_blocks": [dict(block)]})
+                continue
+            for piece in _pieces(str(block.get("thinking", ""))):
+                yield chunk({"thinking_blocks": [{"type": "thinking", "thinking": piece}]})
+            signed = {"type": "thinking", "thinking": "", "signature": block.get("signature")}
+            yield chunk({"thinking_blocks": [signed]})
         for piece in _pieces(behaviour.text or ""):
             yield chunk({"content": piece})
         for index, call in enumerate(self._calls(behaviour)):

@@ -336,7 +336,10 @@ async def test_a_selection_policy_that_loses_blocks_is_a_configuration_error() -
             return list(blocks[1:])
 
     blocks = [ContextBlock.reference(f"b{i}", words(40)) for i in range(3)]
-    agent, model = agent_for(blocks, 200, budget=BudgetFit(selection=Lossy()))
+    probe, probe_model = agent_for(blocks, 100_000)
+    await probe.call("x")
+    full = cost(probe_model.agent_requests[0])
+    agent, model = agent_for(blocks, full - 5, budget=BudgetFit(selection=Lossy()))
     with pytest.raises(ConfigurationError, match="exactly once"):
         await agent.call("x")
     assert model.requests == []

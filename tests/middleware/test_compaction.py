@@ -135,7 +135,7 @@ def test_custom_summary_prompt_without_messages_is_rejected() -> None:
         {"trigger": "0.8"},
         {"keep_tokens": -1},
         {"keep_messages": 0},
-        {"keep_tokens": 0, "keep_messages": 48},
+        {"keep_tokens": 0, "keep_messages": 47},
         {"model": object()},
         {"trim_protect_tokens": -5},
         {"trim_min_tokens": -1},
@@ -369,6 +369,26 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     assert f"history_compaction:{n}" in model.agent_requests[at].transforms
 
 
+async def test_the_newest_user_message_is_kept_after_the_summary() -> None:
+    model = ScriptedModel(["ok", *calls(8), "done"])
+    compaction = Compaction(
+        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+    )
+    a = agent(model, compaction)
+    await a.call("first task", CTX)
+    await a.call("second request: run the commands", CTX)
+    requests = [r for r in model.agent_requests if compacted(r)]
+    assert len(requests) >= 2
+    current = a.state(CTX).full_history[2]
+    assert current.text == "second request: run the commands"
+    for request in requests:
+        h = request.history
+        assert h[0].text == "first task" and h[1].meta("summary") and h[2] is current
+        assert h[3].role == "assistant" and check_pairs(h).ok
+    assert all("second request" not in prompt_of(r) for r in summaries(model))
+    assert "ok" in prompt_of(summaries(model)[0])
+
+
 async def test_full_history_is_kept_while_the_working_history_shrinks() -> None:
     model = ScriptedModel([*calls(8), "done"])
     a = agent(
@@ -592,6 +612,28 @@ async def test_summaries_go_straight_to_the_summariser_not_through_the_stack() -
     assert request.input_limit == 32_000 - 4096 - 1024
     assert "summary" in events and events.count("agent") == len(model.agent_requests)
     assert model.agent_requests[-1].history[1].text.endswith("FROM-THE-SUMMARISER")
+
+
+async def test_chunks_are_halved_when_the_summariser_says_they_are_too_long() -> None:
+    summariser = ScriptedModel(model="small-summariser", overflow_above=1500)
+    model = ScriptedModel([*calls(8), "done"])
+    a = agent(
+        model,
+        Compaction(
+            trigger_messages=14,
+            keep_tokens=0,
+            keep_messages=4,
+            model=summariser,
+            trim_min_tokens=None,
+            memory=None,
+        ),
+    )
+    await a.call("go", CTX)
+    assert summariser.overflows >= 1
+    sizes = [estimate_request(r, summariser.estimator) for r in summariser.requests]
+    assert sizes[0] > 1500 and len(sizes) > 2
+    assert all(size <= 1500 for size in sizes[summariser.overflows :])
+    assert any(compacted(r) for r in model.agent_requests)
 
 
 async def test_a_failing_summariser_raises_its_own_error() -> None:

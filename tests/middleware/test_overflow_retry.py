@@ -114,8 +114,8 @@ async def test_compaction_on_retry_lets_the_round_succeed() -> None:
     history = long_history()
     runs, count = counting_tool()
     probe = ScriptedModel(["x"])
-    await make_agent([], probe, history).call("go", CTX)
-    too_big = estimate_request(probe.requests[0], probe.estimator)
+    await make_agent([], probe, history, tools=[count]).call("go", CTX)
+    too_big = estimate_request(probe.requests[0], probe.estimator) - 1  # the first round
     model = ScriptedModel([ScriptedModel.tool_call("count"), "done"], overflow_above=too_big)
     keep = KeepLast(keep=3)
     agent = make_agent([OverflowRetry(), keep, PairValidation()], model, history, tools=[count])
