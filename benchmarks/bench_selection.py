@@ -31,6 +31,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from harness.blocks import ContextBlock
@@ -185,7 +186,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             cold = time.perf_counter() - started
             fitted = budget.fit(limited)
             dropped = len(fitted.transforms)
-            ours = _stats(_time(lambda r=limited: budget.fit(r), repeat=repeat, budget_s=budget_s))
+            ours = _stats(_time(partial(budget.fit, limited), repeat=repeat, budget_s=budget_s))
             base = _stats(_time(_bare_sort(limited), repeat=repeat, budget_s=budget_s))
             rows.append(
                 [

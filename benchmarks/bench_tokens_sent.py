@@ -1,7 +1,7 @@
 """Tokens sent: over one replayed session, what each system sends and how often it overflows.
 
 The session is fed round by round into each system with the same window (32,768 tokens;
-8,192 in smoke mode) and the same input limit (window − 4,096 output reserve − 1,024
+16,384 with ``--quick``, 12,288 in smoke mode) and the same input limit (window − 4,096 output reserve − 1,024
 margin). A model request happens before every assistant message of the recording; each
 system's request is counted with the **exact** tokenizer
 (``harness.tokens.estimator_for("gpt-4o", exact=True)``) — messages as sent, plus the same
@@ -48,6 +48,7 @@ from benchmarks.workloads import (
     replay,
     replay_tools,
     request_points,
+    request_ready,
     to_langchain,
 )
 from harness.accounting import REPLY_PRIMING
@@ -57,9 +58,12 @@ from harness.tokens import TokenEstimator, estimator_for
 from harness.types import ProvidesTools
 from providers.scripted import ScriptedModel
 
-WINDOW = {"full": 32_768, "quick": 32_768, "smoke": 8_192}
+WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
+"""The window every system gets (smaller in the short modes: litellm's trimming costs the
+square of the messages it keeps, per request)."""
 RESERVE = 4_096 + 1_024
-MIN_MESSAGES = {"full": 600, "quick": 300, "smoke": 70}
+MESSAGES = {"full": 600, "quick": 300, "smoke": 40}
+"""Recorded messages replayed (cut where a request is due)."""
 KEEP_FRACTION = 0.35
 
 Progress = Callable[[str], None]
@@ -257,7 +261,14 @@ def _key(data: dict[str, Any]) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------ driver
 async def _run(mode: str, progress: Progress) -> dict[str, Any]:
     window = WINDOW[mode]
-    session = make_session(MIN_MESSAGES[mode])
+    whole = make_session(MESSAGES[mode])
+    cut = request_ready(whole.messages, MESSAGES[mode])
+    what = (
+        whole.description
+        if len(cut) == len(whole.messages)
+        else f"the first {len(cut)} messages of {whole.description}"
+    )
+    session = Session(whole.name, whole.source, what, whole.system_prompt, cut, whole.copies)
     progress(f"session: {session.label}")
     ours, tool_tokens = await run_ours(session, window, progress)
     progress(f"ours: {ours['requests']} requests, {ours['total_tokens']:,} tokens")

@@ -10,6 +10,8 @@ Two sources; every benchmark names the one it used (`Session.label`):
   To reach long sessions the runs are replayed **back to back**, every copy with **fresh
   message ids and fresh tool-call ids**, so caches keyed by id and pair checks see new
   messages, as in a real long session.
+  Where a recording continues with a user message right after tool results, a one-line
+  assistant reply is inserted (the agent loop always asks the model after tool results).
 - ``synthetic``: generated here from a fixed seed when ``../shared`` is absent (a user's
   clone): a task, then rounds of an assistant thought with a tool call and a realistic tool
   output — Python code, tracebacks, file listings, JSON, logs, Chinese prose — and now and
@@ -158,6 +160,24 @@ def paired(messages: Sequence[Message]) -> list[Message]:
         if message.role == "assistant":
             open_calls.update((c.id, c) for c in message.tool_calls)
     close()
+    return out
+
+
+BRIDGE = "Noted; continuing."
+"""The assistant reply inserted where a recording has a user message right after tool results."""
+
+
+def loop_ready(messages: Sequence[Message]) -> list[Message]:
+    """Return ``messages`` in a shape the agent loop produces.
+
+    After tool results the loop always asks the model, so where a recording goes on with a
+    user message instead, a short assistant reply (`BRIDGE`) is inserted before it.
+    """
+    out: list[Message] = []
+    for message in messages:
+        if message.role == "user" and out and out[-1].role == "tool":
+            out.append(Message.assistant(BRIDGE, id=f"{message.id}-bridge"))
+        out.append(message)
     return out
 
 
@@ -413,7 +433,7 @@ def make_session(
     Every copy gets fresh message ids and fresh tool-call ids.
     """
     kind, runs = base_trajectories(source, seed=seed, shared=shared)
-    one_pass = [m for run in runs for m in run.messages]
+    one_pass = loop_ready([m for run in runs for m in run.messages])
     if not one_pass:
         raise ValueError("the trajectories hold no messages")
     messages: list[Message] = []
@@ -421,6 +441,7 @@ def make_session(
     while len(messages) < max(1, min_messages):
         messages.extend(fresh_copy(one_pass, copies))
         copies += 1
+    messages = loop_ready(messages)  # the seams between copies
     name = "swe-agent-trajectories" if kind == "real" else "synthetic"
     what = (
         f"{len(runs)} SWE-agent runs"
@@ -481,8 +502,12 @@ def tool_results(session: Session) -> list[Message]:
 
 
 def request_points(messages: Sequence[Message]) -> list[int]:
-    """Return the indices of the assistant messages: a model request precedes each."""
-    return [i for i, m in enumerate(messages) if m.role == "assistant"]
+    """Return where the model is asked: before each assistant message, and at the end
+    when the session ends with a user message or tool results (a request is due there)."""
+    points = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if messages and messages[-1].role in ("user", "tool"):
+        points.append(len(messages))
+    return points
 
 
 # ----------------------------------------------------------------------- conversions
@@ -691,9 +716,9 @@ async def replay(
 ) -> ReplayOutcome:
     """Feed ``session`` into ``agent`` call by call; the agent's client must be ``client``.
 
-    A user message followed by an assistant message starts an ``agent.call``; other
-    messages (a user message followed by another, a leading assistant message) are appended
-    to the state directly. After a failed call the rest of that call's recorded messages are
+    A user message followed by an assistant message (or ending the session) starts an
+    ``agent.call``; other messages (a user message followed by another, a leading assistant
+    message) are appended to the state directly. After a failed call the rest of that call's recorded messages are
     appended directly, so the next call starts where the recording does.
     """
     from harness.errors import HarnessError
@@ -706,7 +731,7 @@ async def replay(
     while position < len(messages):
         message = messages[position]
         follows = messages[position + 1] if position + 1 < len(messages) else None
-        if message.role != "user" or follows is None or follows.role != "assistant":
+        if message.role != "user" or (follows is not None and follows.role != "assistant"):
             state.append(message)
             position += 1
             continue

@@ -148,7 +148,7 @@ class HarnessAgent:
         state = self.state(ctx)
         pending: list[AgentEvent] = []
         run = RunScope(emit=pending.append, client=self.client, workspace=self.workspace)
-        interrupted = _interrupted_results(state.working_history)
+        interrupted = interrupted_results(state.working_history)
         if interrupted:
             state.append(*interrupted)
         state.append(input if isinstance(input, Message) else Message.user(input))
@@ -273,7 +273,7 @@ INTERRUPTED_RESULT = "no result: interrupted"
 """The result given to a tool call whose execution was cancelled before it answered."""
 
 
-def _interrupted_results(history: Sequence[Message]) -> list[Message]:
+def interrupted_results(history: Sequence[Message]) -> list[Message]:
     """Return results for calls a cancelled call left unanswered at the end of the history.
 
     A call cancelled while its tools ran leaves an assistant message whose calls have no

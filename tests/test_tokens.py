@@ -206,3 +206,8 @@ def test_message_cache_returns_cached_count_and_recounts_on_new_length(
     # Same id, different length: recounted.
     longer = message.replace(content=text * 50)
     assert est.count_message(longer) == make().count_message(longer) > first
+
+
+def test_lone_surrogates_and_control_bytes_are_counted() -> None:
+    for family in FAMILIES:
+        assert approximate(family).count("\ud800 lone surrogate \x00\x07") >= 1

@@ -920,7 +920,7 @@ def histories(draw: st.DrawFn) -> list[Message]:
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(histories(), st.integers(0, 3000), st.integers(1, 30))
 def test_select_cut_never_splits_a_call_from_its_result(
     history: list[Message], keep: int, max_messages: int
