@@ -30,7 +30,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from benchmarks import _report  # noqa: E402
+from benchmarks import _report
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "estimation": (

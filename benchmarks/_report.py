@@ -159,8 +159,7 @@ def machine() -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {platform.python_version()}",
     }
     try:
-        import psutil
-
+        psutil = importlib.import_module("psutil")
         info["memory"] = f"{psutil.virtual_memory().total / 2**30:.1f} GiB"
     except ImportError:
         pass
@@ -454,7 +453,8 @@ def render_report(results: Sequence[dict[str, Any]], *, unavailable: Sequence[st
             lines.append(f"- `{name}`: {head}")
         for goal in result.get("goals") or []:
             lines.append(
-                f"- `{name}` goal — {goal.get('goal')}: {_goal_mark(goal.get('met'))} ({goal.get('detail', '')})"
+                f"- `{name}` goal — {goal.get('goal')}: {_goal_mark(goal.get('met'))} "
+                f"({goal.get('detail', '')})"
             )
     for name in unavailable:
         lines.append(f"- `{name}`: not available (its module is not in this checkout)")
@@ -475,6 +475,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     out += [f"  {h}" for h in result.get("headline") or []]
     for goal in result.get("goals") or []:
         out.append(
-            f"  goal: {goal.get('goal')} -> {_goal_mark(goal.get('met')).strip('*')} ({goal.get('detail', '')})"
+            f"  goal: {goal.get('goal')} -> {_goal_mark(goal.get('met')).strip('*')} "
+            f"({goal.get('detail', '')})"
         )
     return out

@@ -24,6 +24,7 @@ time**.
 from __future__ import annotations
 
 import gc
+import importlib
 import random
 import re
 import tempfile
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from benchmarks import _report
 from benchmarks.bench_overhead import PrepClock, our_stack
@@ -58,8 +60,7 @@ Progress = Callable[[str], None]
 def rss_bytes() -> tuple[int, str]:
     """Return the process's resident set size and how it was measured."""
     try:
-        import psutil
-
+        psutil = importlib.import_module("psutil")
         return int(psutil.Process().memory_info().rss), "psutil RSS"
     except ImportError:
         import resource
@@ -88,14 +89,14 @@ async def run_sessions(
     clock = PrepClock()
 
     async def account(request: Any) -> list[ContextBlock]:
-        await anyio.sleep(0)  # a lookup in the application's store
+        await anyio.lowlevel.checkpoint()  # a lookup in the application's store
         marker = markers.get(request.session_id)
         if marker is None:
             return []
         return [ContextBlock.runtime("account", f"Customer record for this session: {marker}")]
 
     async def reply(request: ModelRequest) -> Message:
-        await anyio.sleep(0)  # the provider's latency: other sessions run meanwhile
+        await anyio.lowlevel.checkpoint()  # the provider's latency: other sessions run meanwhile
         session = request.ids.session_id
         served[session] = served.get(session, 0) + 1
         if served[session] < rounds:
@@ -186,7 +187,8 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
     )
     progress(
         f"baseline: {baseline['sessions']} sessions one at a time, "
-        f"{baseline['rounds_per_s']:.0f} rounds/s, p50 prep {_report.fmt_time(_report.percentile(baseline['prep'], 50))}"
+        f"{baseline['rounds_per_s']:.0f} rounds/s, "
+        f"p50 prep {_report.fmt_time(_report.percentile(baseline['prep'], 50))}"
     )
     runs = []
     for repeat in range(REPEATS[mode]):
@@ -195,7 +197,8 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
         )
         runs.append(result)
         progress(
-            f"repeat {repeat + 1}/{REPEATS[mode]}: {count} sessions × {rounds} rounds in {result['wall_s']:.1f} s, "
+            f"repeat {repeat + 1}/{REPEATS[mode]}: {count} sessions × {rounds} rounds "
+            f"in {result['wall_s']:.1f} s, "
             f"{result['rounds_per_s']:.0f} rounds/s, leaks {result['leaks']}, lost {result['lost']}"
         )
         gc.collect()
@@ -248,10 +251,13 @@ def _result(
             f"{baseline['rss_per_session'] / 1024:,.1f} KiB",
         ],
     ]
+    rps_med = _report.stats(rps)["median"]
+    p50_med = _report.fmt_time(_report.stats(p50)["median"])
+    p99_med = _report.fmt_time(_report.stats(p99)["median"])
     headline = [
-        f"{count:,} concurrent sessions × {rounds} rounds: {_report.stats(rps)['median']:,.0f} rounds/s "
-        f"({_report.fmt_ratio(rps_ratio)} of one-at-a-time), prep p50 {_report.fmt_time(_report.stats(p50)['median'])} "
-        f"({_report.fmt_ratio(p50_ratio)} of one-at-a-time), p99 {_report.fmt_time(_report.stats(p99)['median'])}",
+        f"{count:,} concurrent sessions × {rounds} rounds: {rps_med:,.0f} rounds/s "
+        f"({_report.fmt_ratio(rps_ratio)} of one-at-a-time), prep p50 {p50_med} "
+        f"({_report.fmt_ratio(p50_ratio)} of one-at-a-time), p99 {p99_med}",
         f"RSS growth per session {rss / 1024:,.1f} KiB ({runs[0]['rss_method']})",
         f"isolation: {checked:,} requests checked, {leaks} with another session's marker, "
         f"{lost} missing their own, {len(failures)} failed sessions",

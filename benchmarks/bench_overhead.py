@@ -266,7 +266,7 @@ def _trim_messages() -> Callable[..., Any]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from litellm.utils import trim_messages
 
-    return trim_messages  # type: ignore[no-any-return]
+    return trim_messages
 
 
 def measure_litellm(
@@ -473,13 +473,17 @@ def _result(
                 [_median(r["warm"]) for r in raw[system][sizes[-1]]],
                 [_median(r["warm"]) for r in raw[system][sizes[0]]],
             )
-            detail = f"{system}: warm at {sizes[-1]:,} / warm at {sizes[0]:,} messages = {_report.fmt_ratio(flat)}"
+            detail = (
+                f"{system}: warm at {sizes[-1]:,} / warm at {sizes[0]:,} messages = "
+                f"{_report.fmt_ratio(flat)}"
+            )
             headline.append(detail)
             data[system]["flatness"] = flat
             if system == "ours":
                 goals.append(
                     {
-                        "goal": f"flat as history grows (warm at largest ≤ {FLAT_LIMIT:.0f}× warm at smallest)",
+                        "goal": "flat as history grows (warm at largest ≤ "
+                        f"{FLAT_LIMIT:.0f}× warm at smallest)",
                         "met": flat["median"] <= FLAT_LIMIT,
                         "detail": detail,
                     }
@@ -495,7 +499,8 @@ def _result(
     ]
     if "ours, no compaction" not in systems:
         notes.append(
-            "the default stack has no Compaction layer in this checkout, so the no-compaction variant was not run"
+            "the default stack has no Compaction layer in this checkout, so the "
+            "no-compaction variant was not run"
         )
     charts = []
     for phase in ("warm", "cold"):
@@ -546,8 +551,9 @@ def _result(
                     "sent warm",
                 ],
                 "rows": time_rows,
-                "note": "'sent' is the number of history messages the prepared request carried (ours "
-                "compacts on the cold round, so warm rounds send the compacted history).",
+                "note": "'sent' is the number of history messages the prepared request "
+                "carried (ours compacts on the cold round, so warm rounds send the compacted "
+                "history).",
             },
             {
                 "title": "Peer time / our time (paired per repeat; >1 means we are faster)",

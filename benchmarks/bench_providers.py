@@ -25,6 +25,7 @@ estimate, overflows happen and their handling is exercised too.
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import tempfile
@@ -159,7 +160,7 @@ async def run_session(
                 "transforms": [t for t in manifest.transforms if not t.startswith("memory_record")],
             }
         )
-    for row, following in zip(rows, rows[1:], strict=False):
+    for row, following in itertools.pairwise(rows):
         if row["overflow"]:
             row["handled"] = (
                 "retried after forced compaction: ok"
@@ -194,14 +195,18 @@ async def _run(
         except ImportError as exc:
             return {
                 "status": "not available",
-                "error": f"the local test server (tests/integration/openai_server.py) cannot be imported: {exc}",
+                "error": "the local test server (tests/integration/openai_server.py) "
+                f"cannot be imported: {exc}",
             }
         client = LiteLLMClient(
             LOCAL_MODEL, api_base=server.base_url, api_key="sk-local-test", timeout=30
         )
         max_input = round(window * LOCAL_BUDGET_MARGIN)
         settings: dict[str, Any] = {}
-        target = f"the local OpenAI-compatible test server at {server.base_url} (window {window:,} tokens, counted with o200k_base)"
+        target = (
+            f"the local OpenAI-compatible test server at {server.base_url} "
+            f"(window {window:,} tokens, counted with o200k_base)"
+        )
         model_name = LOCAL_MODEL
     else:
         assert model is not None
@@ -258,7 +263,8 @@ def _result(
         if measured
         else "no request reported usage",
         f"stack time / provider latency: {_report.fmt_ratio(ratio)} "
-        f"(stack p50 {_report.fmt_time(_report.percentile(stack, 50))}, latency p50 {_report.fmt_time(_report.percentile(latency, 50))})",
+        f"(stack p50 {_report.fmt_time(_report.percentile(stack, 50))}, "
+        f"latency p50 {_report.fmt_time(_report.percentile(latency, 50))})",
         f"overflows reported by the provider: {len(overflows)}, handled by retry: {len(handled)}",
     ]
     table_rows = [
@@ -309,7 +315,8 @@ def _result(
                     "transforms",
                 ],
                 "rows": table_rows,
-                "note": "error = (estimate − provider) / provider; positive means we over-count (safe).",
+                "note": "error = (estimate − provider) / provider; positive means we "
+                "over-count (safe).",
             }
         ],
         "charts": [

@@ -167,10 +167,15 @@ def _bare_sort(request: ModelRequest) -> Callable[[], Any]:
     return sort
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    """Time `BudgetFit.fit` with 10, 1,000 and 10,000 optional blocks; print a table."""
-    repeat = 7 if quick else 25
-    budget_s = 0.1 if quick else 0.6
+def run(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Time `BudgetFit.fit` with 10, 1,000 and 10,000 optional blocks; print a table.
+
+    Args:
+        quick: fewer, shorter repeats (a few seconds in all).
+        smoke: the fewest repeats, only to check that the benchmark runs.
+    """
+    repeat = 3 if smoke else 7 if quick else 25
+    budget_s = 0.01 if smoke else 0.1 if quick else 0.6
     budget = BudgetFit()
     rows: list[list[Any]] = []
     series: dict[str, list[list[float]]] = {}
@@ -229,7 +234,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     result = {
         "name": "selection",
         "title": "BudgetFit: selecting optional blocks under a budget",
-        "mode": "quick" if quick else "full",
+        "mode": "smoke" if smoke else "quick" if quick else "full",
         "workload": "synthetic request (seed 0): System prompt, 3 tool schemas, 3-message "
         "history, 2 required + 1 task-state block, and N optional blocks of mixed categories, "
         "priorities −100…100 and 40–4,000 characters; budgets where about half of the optional "

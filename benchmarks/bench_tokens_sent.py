@@ -1,9 +1,10 @@
 """Tokens sent: over one replayed session, what each system sends and how often it overflows.
 
 The session is fed round by round into each system with the same window (32,768 tokens;
-16,384 with ``--quick``, 12,288 in smoke mode) and the same input limit (window − 4,096 output reserve − 1,024
-margin). A model request happens before every assistant message of the recording; each
-system's request is counted with the **exact** tokenizer
+16,384 with ``--quick``, 12,288 in smoke mode) and the same input limit (window − 4,096
+output reserve − 1,024 margin). A model request happens before every assistant message of
+the recording (and at its end when a request is due there); each system's request is
+counted with the **exact** tokenizer
 (``harness.tokens.estimator_for("gpt-4o", exact=True)``) — messages as sent, plus the same
 tool schemas and reply priming for every system — and overflows when that count exceeds
 the window.
@@ -37,7 +38,6 @@ from typing import Any
 
 import anyio
 
-from benchmarks import _report
 from benchmarks.bench_overhead import our_stack
 from benchmarks.workloads import (
     FIXED_SUMMARY,
@@ -279,7 +279,8 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
         try:
             systems.append(runner(session, window, counter))
             progress(
-                f"{name}: {systems[-1]['requests']} requests, {systems[-1]['total_tokens']:,} tokens"
+                f"{name}: {systems[-1]['requests']} requests, "
+                f"{systems[-1]['total_tokens']:,} tokens"
             )
         except ImportError as exc:
             notes.append(f"{name} was not run: {exc} (install the bench extra)")
@@ -320,8 +321,9 @@ def _result(
         {
             "goal": "zero overflows (exact count over the window)",
             "met": ours["overflows"] == 0,
-            "detail": f"ours: {ours['overflows']} of {ours['requests']} requests over {window:,} tokens "
-            f"({ours.get('rejected_by_provider', 0)} rejected by the scripted provider and retried)",
+            "detail": f"ours: {ours['overflows']} of {ours['requests']} requests over "
+            f"{window:,} tokens ({ours.get('rejected_by_provider', 0)} rejected by the "
+            "scripted provider and retried)",
         },
         {
             "goal": "fewer tokens than every peer",

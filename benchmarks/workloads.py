@@ -112,7 +112,8 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any] | None:
         for i, call in enumerate(parse_listish(raw.get("tool_calls"))):
             if not isinstance(call, dict):
                 continue
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            raw_function = call.get("function")
+            function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
             name = str(function.get("name") or call.get("name") or "tool")
             arguments = function.get("arguments", "{}")
             if not isinstance(arguments, str):
@@ -610,11 +611,11 @@ class ReplayClient:
     """Every response ``inner`` gave to an agent request, in order."""
     log: list[dict[str, Any]] = field(default_factory=list)
     """One entry per agent request sent to ``inner``: call id, latency, usage or error."""
+    model: str = field(init=False)
+    """The inner client's model name."""
 
-    @property
-    def model(self) -> str:
-        """The inner client's model name."""
-        return self.inner.model
+    def __post_init__(self) -> None:
+        self.model = self.inner.model
 
     def context_window(self, model: str | None = None) -> int | None:
         """Return the inner client's window."""
@@ -718,8 +719,9 @@ async def replay(
 
     A user message followed by an assistant message (or ending the session) starts an
     ``agent.call``; other messages (a user message followed by another, a leading assistant
-    message) are appended to the state directly. After a failed call the rest of that call's recorded messages are
-    appended directly, so the next call starts where the recording does.
+    message) are appended to the state directly. After a failed call the rest of that
+    call's recorded messages are appended directly, so the next call starts where the
+    recording does.
     """
     from harness.errors import HarnessError
 

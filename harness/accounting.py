@@ -49,13 +49,21 @@ def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = N
     )
 
 
-def manifest_items(request: ModelRequest, estimator: TokenEstimator | None = None) -> tuple[int, tuple[ManifestItem, ...]]:
+def manifest_items(
+    request: ModelRequest, estimator: TokenEstimator | None = None
+) -> tuple[int, tuple[ManifestItem, ...]]:
     """Return the estimated total and one manifest item per system part, message, tool and block."""
     est = estimator or request.estimator
     items: list[ManifestItem] = []
     for part in request.system:
-        tokens = est.count_message(Message(role="system", content=part.text, id=f"system/{part.name}"))
-        items.append(ManifestItem(kind="system", source_id=f"system/{part.name}", tokens=tokens, placement="system"))
+        tokens = est.count_message(
+            Message(role="system", content=part.text, id=f"system/{part.name}")
+        )
+        items.append(
+            ManifestItem(
+                kind="system", source_id=f"system/{part.name}", tokens=tokens, placement="system"
+            )
+        )
     for message in request.history:
         items.append(
             ManifestItem(
@@ -79,6 +87,11 @@ def manifest_items(request: ModelRequest, estimator: TokenEstimator | None = Non
         )
     for tool in request.tools:
         items.append(
-            ManifestItem(kind="tool_schema", source_id=f"tool/{tool.name}", tokens=est.count_tools((tool,)), placement="tools")
+            ManifestItem(
+                kind="tool_schema",
+                source_id=f"tool/{tool.name}",
+                tokens=est.count_tools((tool,)),
+                placement="tools",
+            )
         )
     return estimate_request(request, est), tuple(items)

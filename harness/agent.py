@@ -10,7 +10,7 @@ are done once, not every round.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, MutableMapping, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -29,7 +29,14 @@ from harness.events import AgentEvent
 from harness.manifest import ContextManifest
 from harness.messages import Message, new_id
 from harness.policy import ContextPolicy
-from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
+from harness.request import (
+    ModelClientLike,
+    ModelRequest,
+    ModelResponse,
+    RequestIds,
+    RunScope,
+    SystemPart,
+)
 from harness.state import AgentState
 from harness.tools import Tool, ToolContext, as_tool
 from harness.types import Middleware, ProvidesTools
@@ -98,7 +105,9 @@ class HarnessAgent:
         for item in [*tools, *self._middleware_tools()]:
             t = as_tool(item)
             if t.name in self.tools:
-                raise ConfigurationError(f"two tools are named {t.name!r}; tool names must be unique")
+                raise ConfigurationError(
+                    f"two tools are named {t.name!r}; tool names must be unique"
+                )
             self.tools[t.name] = t
         self.policy = (policy or ContextPolicy()).resolve(self.model)
         self.input_limit = self.policy.input_limit(model.context_window(self.model))
@@ -142,7 +151,7 @@ class HarnessAgent:
 
     async def stream_events(
         self, input: str | Message, ctx: RuntimeContext | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop and yield text, tool-call, tool-result, ``context_build`` and final events."""
         ctx = ctx or RuntimeContext()
         state = self.state(ctx)
@@ -242,9 +251,13 @@ class HarnessAgent:
                 self._calibrate(state, request, manifest, response.usage.prompt_tokens)
             if state.version == request.state_version:
                 state.commit_working(request.history)
-        return response.replace(manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started)
+        return response.replace(
+            manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
+        )
 
-    def _calibrate(self, state: AgentState, request: ModelRequest, manifest: ContextManifest, reported: int) -> None:
+    def _calibrate(
+        self, state: AgentState, request: ModelRequest, manifest: ContextManifest, reported: int
+    ) -> None:
         factor = manifest.calibration
         raw = round(manifest.estimated_input_tokens / factor)
         state.calibration[request.model] = updated_factor(factor, estimated=raw, reported=reported)
@@ -255,15 +268,21 @@ class HarnessAgent:
         if run is not None and run.emit is not None:
             run.emit(AgentEvent(kind="context_build", manifest=manifest))
 
-    async def _run_tool(self, call: Any, state: AgentState, run: RunScope, ctx: RuntimeContext) -> Message:
+    async def _run_tool(
+        self, call: Any, state: AgentState, run: RunScope, ctx: RuntimeContext
+    ) -> Message:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
             text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
         else:
             context = ToolContext(
-                state=state, call=call, workspace=self.workspace, run=run,
-                user_id=ctx.user_id, session_id=ctx.session_id,
+                state=state,
+                call=call,
+                workspace=self.workspace,
+                run=run,
+                user_id=ctx.user_id,
+                session_id=ctx.session_id,
             )
             text = await tool.run(call.arguments, context)
         return Message.tool(call.id, text, name=call.name)
@@ -286,7 +305,9 @@ def interrupted_results(history: Sequence[Message]) -> list[Message]:
             continue
         if message.role == "assistant" and message.tool_calls:
             return [
-                Message.tool(call.id, INTERRUPTED_RESULT, name=call.name, metadata={"interrupted": True})
+                Message.tool(
+                    call.id, INTERRUPTED_RESULT, name=call.name, metadata={"interrupted": True}
+                )
                 for call in message.tool_calls
                 if call.id not in answered
             ]

@@ -25,7 +25,9 @@ SMOOTHING = 0.5
 """How far one observation moves the factor toward the observed ratio."""
 
 
-def updated_factor(factor: float, *, estimated: int, reported: int, smoothing: float = SMOOTHING) -> float:
+def updated_factor(
+    factor: float, *, estimated: int, reported: int, smoothing: float = SMOOTHING
+) -> float:
     """Return the correction factor after one observation.
 
     Args:

@@ -1,8 +1,8 @@
 """The ``harness`` command: run the demo session, print manifests, run provider benchmarks.
 
-    harness run                      the demo agent session (offline, ScriptedModel)
-    HARNESS_MODEL=gpt-4o harness run the same session on a real model through litellm
-    harness bench providers --model M [--api-base URL]
+harness run                      the demo agent session (offline, ScriptedModel)
+HARNESS_MODEL=gpt-4o harness run the same session on a real model through litellm
+harness bench providers --model M [--api-base URL]
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from harness.errors import HarnessError
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="harness", description="context-harness: per-request context preparation for LLM agents."
+        prog="harness",
+        description="context-harness: per-request context preparation for LLM agents.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the demo agent session and print every round's manifest")
@@ -29,15 +30,32 @@ def _parser() -> argparse.ArgumentParser:
         help="a litellm model name (default: $HARNESS_MODEL; unset = the offline ScriptedModel)",
     )
     run.add_argument(
-        "--api-base", default=os.environ.get("HARNESS_API_BASE"), help="provider base URL (default: $HARNESS_API_BASE)"
+        "--api-base",
+        default=os.environ.get("HARNESS_API_BASE"),
+        help="provider base URL (default: $HARNESS_API_BASE)",
     )
-    run.add_argument("--workspace", default=None, help="workspace folder (default: a fresh temporary folder)")
-    run.add_argument("--max-input-tokens", type=int, default=None, help="input budget (default: the demo's small budget offline)")
-    run.add_argument("--json", action="store_true", help="print manifests as JSON lines instead of tables")
+    run.add_argument(
+        "--workspace", default=None, help="workspace folder (default: a fresh temporary folder)"
+    )
+    run.add_argument(
+        "--max-input-tokens",
+        type=int,
+        default=None,
+        help="input budget (default: the demo's small budget offline)",
+    )
+    run.add_argument(
+        "--json", action="store_true", help="print manifests as JSON lines instead of tables"
+    )
     bench = sub.add_parser("bench", help="benchmarks; see also `make bench`")
-    bench.add_argument("name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)")
-    bench.add_argument("--model", default=os.environ.get("HARNESS_MODEL"), help="model for `providers`")
-    bench.add_argument("--api-base", default=os.environ.get("HARNESS_API_BASE"), help="provider base URL")
+    bench.add_argument(
+        "name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)"
+    )
+    bench.add_argument(
+        "--model", default=os.environ.get("HARNESS_MODEL"), help="model for `providers`"
+    )
+    bench.add_argument(
+        "--api-base", default=os.environ.get("HARNESS_API_BASE"), help="provider base URL"
+    )
     bench.add_argument("--quick", action="store_true", help="a short run")
     return parser
 

@@ -87,9 +87,14 @@ def run_tests(context: ToolContext) -> str:
     source = context.workspace.read_text("src/login.py") if context.workspace else ""
     passed = "now - issued_at < ttl" in source
     context.state.set_extension("demo/build", "passing" if passed else "failing: test_login")
-    lines = [f"tests/test_module_{i:03}.py::test_case_{j} PASSED" for i in range(120) for j in range(12)]
+    lines = [
+        f"tests/test_module_{i:03}.py::test_case_{j} PASSED" for i in range(120) for j in range(12)
+    ]
     if passed:
-        return "\n".join(lines[:40]) + f"\n... {len(lines) - 40} more PASSED\n==== {len(lines) + 1} passed in 3.2s ===="
+        return (
+            "\n".join(lines[:40])
+            + f"\n... {len(lines) - 40} more PASSED\n==== {len(lines) + 1} passed in 3.2s ===="
+        )
     failure = (
         "\n________________________ test_fresh_session_is_valid ________________________\n"
         "    def test_fresh_session_is_valid():\n>       assert is_session_valid(issued_at=0, now=10)\n"
@@ -97,7 +102,12 @@ def run_tests(context: ToolContext) -> str:
         "src/login.py:6: in is_session_valid\n    return now - issued_at > ttl\n"
         f"==== 1 failed, {len(lines)} passed in 3.4s ===="
     )
-    return "\n".join(lines) + "\n" * 2 + "\n".join(f"DEBUG cache warmup step {k}" for k in range(800)) + failure
+    return (
+        "\n".join(lines)
+        + "\n" * 2
+        + "\n".join(f"DEBUG cache warmup step {k}" for k in range(800))
+        + failure
+    )
 
 
 def assert_workspace(context: ToolContext) -> None:
@@ -135,7 +145,11 @@ def _script() -> list[Any]:
             text="The output was offloaded; reading its end.",
         ),
         call("read_file", {"path": "src/login.py"}),
-        call("write_file", {"path": "src/login.py", "content": _FIXED}, text="The comparison is inverted."),
+        call(
+            "write_file",
+            {"path": "src/login.py", "content": _FIXED},
+            text="The comparison is inverted.",
+        ),
         call("run_tests", {}),
         call("todo_write", {"todos": done}),
         "Fixed: `is_session_valid` compared the session age the wrong way round "
@@ -150,7 +164,13 @@ def _seed_workspace(workspace: Workspace) -> None:
             workspace.write_text(path, text)
 
 
-def _build_agent(model: str | None, api_base: str | None, workspace: Workspace, max_input_tokens: int | None, observer: Any) -> HarnessAgent:
+def _build_agent(
+    model: str | None,
+    api_base: str | None,
+    workspace: Workspace,
+    max_input_tokens: int | None,
+    observer: Any,
+) -> HarnessAgent:
     from middleware import default_stack
     from middleware.budget_fit import BudgetFit
     from middleware.compaction import Compaction
@@ -176,7 +196,11 @@ def _build_agent(model: str | None, api_base: str | None, workspace: Workspace, 
         client = ScriptedModel(_script(), window=32_000)
         budget = max_input_tokens or 5_000
     stack = default_stack(
-        instructions=[instruction("test-policy", "After changing code, run the tests; if you cannot, say why.")],
+        instructions=[
+            instruction(
+                "test-policy", "After changing code, run the tests; if you cannot, say why."
+            )
+        ],
         sources=[context_source("build-status", status_source)],
         task=enable_task_list(),
         budget=BudgetFit(),
@@ -214,12 +238,20 @@ async def run_demo(
         if as_json:
             print(msgspec.json.encode(manifest).decode())
         else:
-            print(format_manifest(manifest, round_no=rounds if manifest.purpose == "agent" else None))
+            print(
+                format_manifest(manifest, round_no=rounds if manifest.purpose == "agent" else None)
+            )
         rounds += manifest.purpose == "agent"
 
     agent = _build_agent(model, api_base, ws, max_input_tokens, observer)
-    where = f"model {model} via litellm" if model else "the offline ScriptedModel (set HARNESS_MODEL for a real one)"
-    print(f"context-harness demo · {where}\nworkspace {Path(folder)}\nstack: {' → '.join(type(m).__name__ for m in agent.stack)}\n")
+    where = (
+        f"model {model} via litellm"
+        if model
+        else "the offline ScriptedModel (set HARNESS_MODEL for a real one)"
+    )
+    print(
+        f"context-harness demo · {where}\nworkspace {Path(folder)}\nstack: {' → '.join(type(m).__name__ for m in agent.stack)}\n"
+    )
     print(f"user: {TASK}\n")
     started = time.perf_counter()
     ctx = RuntimeContext(user_id="demo-user", session_id="fix-login-001")

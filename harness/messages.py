@@ -163,7 +163,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         """Return a copy with ``changes`` applied (same id: use `revise` for new content)."""
         return msgspec.structs.replace(self, **changes)
 
-    def revise(self, tag: str, *, metadata: Mapping[str, Any] | None = None, **changes: Any) -> Message:
+    def revise(
+        self, tag: str, *, metadata: Mapping[str, Any] | None = None, **changes: Any
+    ) -> Message:
         """Return a rewritten copy with a derived id and merged metadata.
 
         Args:

@@ -70,7 +70,11 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
                     f"({self.reserve_output}) + safety_margin ({self.safety_margin}); lower them"
                 )
         if self.max_input_tokens is not None:
-            return min(self.max_input_tokens, derived) if derived is not None else self.max_input_tokens
+            return (
+                min(self.max_input_tokens, derived)
+                if derived is not None
+                else self.max_input_tokens
+            )
         return derived if derived is not None else DEFAULT_INPUT_TOKENS
 
     def resolve(self, model: str) -> ContextPolicy:

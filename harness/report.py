@@ -36,11 +36,17 @@ def format_manifest(manifest: ContextManifest, *, round_no: int | None = None) -
     if counts:
         lines.append(
             "│ items      "
-            + "  ".join(f"{label} {counts[label]} ({sizes[label]:,} tok)" for label in _KIND_LABEL.values() if counts[label])
+            + "  ".join(
+                f"{label} {counts[label]} ({sizes[label]:,} tok)"
+                for label in _KIND_LABEL.values()
+                if counts[label]
+            )
         )
     blocks = [item for item in manifest.items if item.kind == "block"]
     for item in blocks:
-        lines.append(f"│   {item.placement:<15} {item.source_id}  rev {item.revision}  {item.tokens:,} tok")
+        lines.append(
+            f"│   {item.placement:<15} {item.source_id}  rev {item.revision}  {item.tokens:,} tok"
+        )
     if manifest.transforms:
         lines.append("│ transforms " + manifest.transforms[0])
         lines.extend("│            " + t for t in manifest.transforms[1:])

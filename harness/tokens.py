@@ -181,8 +181,8 @@ class Coefficients(msgspec.Struct, frozen=True):
 
 
 _MAX_WEIGHT = 63
-_CHUNK = 1040
-"""Bytes one ``adler32`` call may sum: ``_CHUNK · _MAX_WEIGHT`` stays under its modulus 65521."""
+_CHUNK = 1024
+"""Bytes one ``adler32`` call sums: ``1 + _CHUNK · _MAX_WEIGHT`` stays under its modulus 65521."""
 FULL_ASCII = 1024
 """ASCII texts up to this many characters are read whole; longer ones are sampled."""
 FULL_WIDE = 340

@@ -51,7 +51,9 @@ class Tool:
         description: the description (default: the docstring's summary paragraph).
     """
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"a tool must be a function, got {fn!r}")
         self.fn = fn
@@ -64,7 +66,9 @@ class Tool:
         self.description = description if description is not None else summary
         self._context_param: str | None = None
         self._args_type = self._build_args_type(arg_docs)
-        self.schema = ToolSchema(name=self.name, description=self.description, parameters=_json_schema(self._args_type))
+        self.schema = ToolSchema(
+            name=self.name, description=self.description, parameters=_json_schema(self._args_type)
+        )
         self._is_async = inspect.iscoroutinefunction(fn)
 
     def __repr__(self) -> str:
@@ -74,7 +78,9 @@ class Tool:
         try:
             hints = get_type_hints(self.fn, include_extras=True)
         except Exception as exc:  # a NameError in an annotation is a configuration error
-            raise ConfigurationError(f"cannot read the type hints of tool {self.name!r}: {exc}") from exc
+            raise ConfigurationError(
+                f"cannot read the type hints of tool {self.name!r}: {exc}"
+            ) from exc
         fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
         for param in inspect.signature(self.fn).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -89,7 +95,9 @@ class Tool:
                 fields.append((param.name, annotation))
             else:
                 fields.append((param.name, annotation, param.default))
-        return msgspec.defstruct(f"{self.name}_args", fields, kw_only=True, forbid_unknown_fields=True)
+        return msgspec.defstruct(
+            f"{self.name}_args", fields, kw_only=True, forbid_unknown_fields=True
+        )
 
     async def run(self, arguments: str, context: ToolContext) -> str:
         """Run the tool with JSON ``arguments`` and return its result as text.

@@ -28,7 +28,9 @@ class Workspace:
         **storage_options: passed to fsspec for the URL's protocol.
     """
 
-    def __init__(self, location: str | os.PathLike[str], *, create: bool = True, **storage_options: Any) -> None:
+    def __init__(
+        self, location: str | os.PathLike[str], *, create: bool = True, **storage_options: Any
+    ) -> None:
         fs, root = fsspec.core.url_to_fs(os.fspath(location), **storage_options)
         self.fs: fsspec.AbstractFileSystem = fs
         self.local = isinstance(fs, LocalFileSystem)
@@ -49,20 +51,30 @@ class Workspace:
                 local filesystem) resolves through a symlink to outside the workspace.
         """
         if not isinstance(path, str) or not path or "\x00" in path:
-            raise PathEscapeError(f"invalid workspace path {path!r}: give a relative path such as 'notes/a.md'")
+            raise PathEscapeError(
+                f"invalid workspace path {path!r}: give a relative path such as 'notes/a.md'"
+            )
         cleaned = path.replace("\\", "/")
-        if cleaned.startswith("/") or posixpath.isabs(cleaned) or (len(cleaned) > 1 and cleaned[1] == ":"):
+        if (
+            cleaned.startswith("/")
+            or posixpath.isabs(cleaned)
+            or (len(cleaned) > 1 and cleaned[1] == ":")
+        ):
             raise PathEscapeError(
                 f"absolute path {path!r} is not allowed: paths are relative to the workspace root"
             )
         parts = [p for p in cleaned.split("/") if p not in ("", ".")]
         if any(p == ".." for p in parts) or not parts:
             raise PathEscapeError(f"path {path!r} leaves the workspace: '..' is not allowed")
-        full = posixpath.join(self.root, *parts) if not self.local else os.path.join(self.root, *parts)
+        full = (
+            posixpath.join(self.root, *parts) if not self.local else os.path.join(self.root, *parts)
+        )
         if self.local:
             real = os.path.realpath(full)
             if real != self.root and not real.startswith(self.root + os.sep):
-                raise PathEscapeError(f"path {path!r} resolves outside the workspace (through a symlink)")
+                raise PathEscapeError(
+                    f"path {path!r} resolves outside the workspace (through a symlink)"
+                )
         return full
 
     def relative(self, full: str) -> str:
@@ -85,7 +97,9 @@ class Workspace:
         try:
             data: bytes = self.fs.cat_file(full)
         except FileNotFoundError:
-            raise WorkspaceError(f"{path!r} does not exist in the workspace {self.location!r}") from None
+            raise WorkspaceError(
+                f"{path!r} does not exist in the workspace {self.location!r}"
+            ) from None
         except IsADirectoryError:
             raise WorkspaceError(f"{path!r} is a folder; give a file path") from None
         except OSError as exc:
@@ -126,9 +140,13 @@ class Workspace:
         full = self.resolve(folder) if folder else self.root
         if not self.fs.exists(full):
             return []
-        found = self.fs.find(full) if recursive else [
-            entry["name"] for entry in self.fs.ls(full, detail=True) if entry["type"] == "file"
-        ]
+        found = (
+            self.fs.find(full)
+            if recursive
+            else [
+                entry["name"] for entry in self.fs.ls(full, detail=True) if entry["type"] == "file"
+            ]
+        )
         return sorted(self.relative(str(name)) for name in found)
 
     def remove(self, path: str, *, recursive: bool = False) -> None:

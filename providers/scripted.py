@@ -66,9 +66,17 @@ class ScriptedModel:
 
     # ---------------------------------------------------------------- script
     @staticmethod
-    def tool_call(name: str, arguments: dict[str, Any] | None = None, *, text: str | None = None, id: str | None = None) -> Message:
+    def tool_call(
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        text: str | None = None,
+        id: str | None = None,
+    ) -> Message:
         """Return an assistant message that calls ``name`` with ``arguments``."""
-        call = ToolCall(id=id or f"call_{new_id()}", name=name, arguments=json.dumps(arguments or {}))
+        call = ToolCall(
+            id=id or f"call_{new_id()}", name=name, arguments=json.dumps(arguments or {})
+        )
         return Message.assistant(text, tool_calls=[call])
 
     def add(self, *replies: Reply) -> None:
@@ -113,7 +121,9 @@ class ScriptedModel:
         )
         return ModelResponse(
             message=message,
-            usage=Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion),
+            usage=Usage(
+                prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+            ),
             finish_reason="tool_calls" if message.tool_calls else "stop",
             model=self.model,
         )

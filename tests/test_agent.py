@@ -128,7 +128,9 @@ async def test_runtime_context_is_never_sent_to_the_model() -> None:
     ctx = RuntimeContext(user_id="alice-4711", session_id="fix-login-001", attributes={"k": "v-99"})
     await agent.call("hello", ctx)
     rendered = repr([m.to_openai() for m in model.requests[0].render()])
-    assert "alice-4711" not in rendered and "fix-login-001" not in rendered and "v-99" not in rendered
+    assert (
+        "alice-4711" not in rendered and "fix-login-001" not in rendered and "v-99" not in rendered
+    )
 
 
 async def test_a_failed_preparation_emits_a_failure_manifest_and_skips_the_model() -> None:

@@ -20,7 +20,10 @@ async def test_factor_converges_within_five_rounds_to_a_provider_counting_20_per
     script = [ScriptedModel.tool_call("echo", {"text": f"round {i} " * 40}) for i in range(6)]
     model = ScriptedModel([*script, "done"], usage_factor=1.2)
     agent = HarnessAgent(
-        model=model, tools=[echo], stack=[], policy=ContextPolicy(calibrate=True, observer=seen.append)
+        model=model,
+        tools=[echo],
+        stack=[],
+        policy=ContextPolicy(calibrate=True, observer=seen.append),
     )
     await agent.call("go")
     factors = [m.calibration for m in seen]
@@ -35,8 +38,12 @@ async def test_factor_converges_within_five_rounds_to_a_provider_counting_20_per
 
 async def test_without_calibrate_the_factor_stays_one() -> None:
     seen: list[ContextManifest] = []
-    model = ScriptedModel([ScriptedModel.tool_call("echo", {"text": "x"}), "done"], usage_factor=1.5)
-    agent = HarnessAgent(model=model, tools=[echo], stack=[], policy=ContextPolicy(observer=seen.append))
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("echo", {"text": "x"}), "done"], usage_factor=1.5
+    )
+    agent = HarnessAgent(
+        model=model, tools=[echo], stack=[], policy=ContextPolicy(observer=seen.append)
+    )
     await agent.call("go")
     assert [m.calibration for m in seen] == [1.0, 1.0]
 
@@ -47,4 +54,6 @@ async def test_without_calibrate_the_factor_stays_one() -> None:
     st.integers(min_value=0, max_value=10**7),
 )
 def test_factor_never_leaves_its_bounds(factor: float, estimated: int, reported: int) -> None:
-    assert MIN_FACTOR <= updated_factor(factor, estimated=estimated, reported=reported) <= MAX_FACTOR
+    assert (
+        MIN_FACTOR <= updated_factor(factor, estimated=estimated, reported=reported) <= MAX_FACTOR
+    )

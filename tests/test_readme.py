@@ -17,7 +17,12 @@ def test_the_readme_example_runs(tmp_path: Path) -> None:
     assert len(example.strip().splitlines()) <= 22
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", example],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("Looking at the failing tests.")

@@ -13,7 +13,6 @@ import tempfile
 from collections.abc import Sequence
 
 import anyio
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +37,15 @@ from middleware import context_source, default_stack
 from middleware.context_sources import ContextRequest
 from providers import ScriptedModel
 
-WORDS = ["alpha", "def f(x):", "Traceback (most recent call last):", "0xdeadbeef", "日志错误", "路径/a/b.py", "{}"]
+WORDS = [
+    "alpha",
+    "def f(x):",
+    "Traceback (most recent call last):",
+    "0xdeadbeef",
+    "日志错误",
+    "路径/a/b.py",
+    "{}",
+]
 
 
 Spec = tuple[str, tuple[str, ...]]
@@ -80,12 +87,18 @@ def build(steps: list[tuple[str, Spec, int]]) -> list[Message]:
             out.append(Message.assistant(text(spec)))
         else:
             made = [
-                ToolCall(id=f"c{turn}_{k}", name=("shell", "read_file", "grep")[(turn + k) % 3],
-                         arguments=json.dumps({"cmd": text(spec)[:5000]}))
+                ToolCall(
+                    id=f"c{turn}_{k}",
+                    name=("shell", "read_file", "grep")[(turn + k) % 3],
+                    arguments=json.dumps({"cmd": text(spec)[:5000]}),
+                )
                 for k in range(calls)
             ]
             out.append(Message.assistant(None, tool_calls=made))
-            out.extend(Message.tool(c.id, text(spec) if k % 2 == 0 else "ok", name=c.name) for k, c in enumerate(made))
+            out.extend(
+                Message.tool(c.id, text(spec) if k % 2 == 0 else "ok", name=c.name)
+                for k, c in enumerate(made)
+            )
     return out
 
 
@@ -110,7 +123,9 @@ async def _required_source(request: ContextRequest) -> list[ContextBlock]:
     ]
 
 
-def _run(history: list[Message], limit: int, workspace: Workspace) -> tuple[ModelRequest | None, Exception | None, ModelRequest | None]:
+def _run(
+    history: list[Message], limit: int, workspace: Workspace
+) -> tuple[ModelRequest | None, Exception | None, ModelRequest | None]:
     seen: list[ModelRequest] = []
 
     async def terminal(request: ModelRequest) -> ModelResponse:
@@ -148,9 +163,15 @@ def _run(history: list[Message], limit: int, workspace: Workspace) -> tuple[Mode
     return anyio.run(main)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(histories(), st.sampled_from([2_500, 6_000, 20_000, 60_000]))
-def test_default_stack_invariants_and_idempotence(steps: list[tuple[str, Spec, int]], limit: int) -> None:
+def test_default_stack_invariants_and_idempotence(
+    steps: list[tuple[str, Spec, int]], limit: int
+) -> None:
     history = build(steps)
     with tempfile.TemporaryDirectory() as folder:
         first, error, second = _run(history, limit, Workspace(folder))
@@ -162,9 +183,16 @@ def test_default_stack_invariants_and_idempotence(steps: list[tuple[str, Spec, i
     assert first.system[0].text == "SYSTEM-RULES"
     assert any(b.text == "REQUIRED-FACT" for b in first.blocks)
     newest_user = next(m for m in reversed(history) if m.role == "user")
-    assert any(m.id == newest_user.id or m.meta("origin_id") == newest_user.id for m in first.history)
+    assert any(
+        m.id == newest_user.id or m.meta("origin_id") == newest_user.id for m in first.history
+    )
     assert estimate_request(first) <= limit
     # Idempotence: the committed output goes through the stack unchanged.
     assert [m.id for m in second.history] == [m.id for m in first.history]
-    changing = ("tool_result_offload", "tool_output_trim", "history_compaction", "tool_args_truncate")
+    changing = (
+        "tool_result_offload",
+        "tool_output_trim",
+        "history_compaction",
+        "tool_args_truncate",
+    )
     assert not [t for t in second.transforms if t.startswith(changing)]

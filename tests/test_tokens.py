@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -211,3 +212,16 @@ def test_message_cache_returns_cached_count_and_recounts_on_new_length(
 def test_lone_surrogates_and_control_bytes_are_counted() -> None:
     for family in FAMILIES:
         assert approximate(family).count("\ud800 lone surrogate \x00\x07") >= 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["def f(x):\n    return x + 1\n", "上下文" * 100, "🚀" * 300, "déjà vu " * 400, "x" * 5000],
+)
+def test_count_is_the_per_byte_sum_of_the_coefficients(text: str) -> None:
+    coefficients = FAMILY_COEFFICIENTS["o200k"]
+    sample, scale = sample_text(text)
+    expected = coefficients.fixed + scale * sum(
+        coefficients.tokens_per_byte(b) for b in sample.encode("utf-8", "surrogatepass")
+    )
+    assert approximate("o200k").count(text) == max(1, math.ceil(expected - 1e-9))
