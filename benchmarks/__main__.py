@@ -125,7 +125,7 @@ def run_one(name: str, *, mode: str, out: Path, options: dict[str, Any]) -> dict
     result["date"] = _report.now()
     result["elapsed_s"] = round(time.perf_counter() - started, 2)
     drawn = _report.draw_charts(result, out)
-    for chart in result.get("charts") or []:
+    for chart in _report.charts(result):
         chart["drawn"] = chart.get("file") in drawn
     _report.save_json(result, out)
     say(f"done in {result['elapsed_s']:.1f} s")

@@ -237,7 +237,7 @@ def draw_charts(result: dict[str, Any], out: Path) -> list[str]:
 
     Returns an empty list (and the report says so) when matplotlib is not installed.
     """
-    specs = result.get("charts") or []
+    specs = charts(result)
     if not specs:
         return []
     try:
@@ -246,7 +246,8 @@ def draw_charts(result: dict[str, Any], out: Path) -> list[str]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        result.setdefault("notes", []).append("charts skipped: matplotlib is not installed")
+        if isinstance(result.setdefault("notes", []), list):
+            result["notes"].append("charts skipped: matplotlib is not installed")
         return []
     written: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
@@ -309,6 +310,55 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
+def headlines(result: dict[str, Any]) -> list[str]:
+    """Return the result's headline lines (a string or a list of strings)."""
+    value = result.get("headline")
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []
+
+
+def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the result's goals in the suite's shape (other shapes: ``[]``)."""
+    value = result.get("goals")
+    if isinstance(value, list) and all(isinstance(g, dict) and "goal" in g for g in value):
+        return value
+    return []
+
+
+def tables(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the result's tables in the suite's shape (other shapes: ``[]``)."""
+    value = result.get("tables")
+    if isinstance(value, list) and all(
+        isinstance(t, dict)
+        and isinstance(t.get("columns"), list)
+        and isinstance(t.get("rows"), list)
+        for t in value
+    ):
+        return value
+    return []
+
+
+def charts(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return the result's chart specs in the suite's shape (other shapes: ``[]``)."""
+    value = result.get("charts")
+    if isinstance(value, list) and all(
+        isinstance(c, dict) and isinstance(c.get("file"), str) and isinstance(c.get("series"), dict)
+        for c in value
+    ):
+        return value
+    return []
+
+
+def _conforms(result: dict[str, Any], key: str) -> bool:
+    readers = {"headline": headlines, "goals": goals, "tables": tables, "charts": charts}
+    if key not in readers:
+        return True
+    return bool(readers[key](result)) or not result.get(key)
+
+
 def _goal_mark(met: Any) -> str:
     if met is True:
         return "met"
@@ -336,26 +386,26 @@ def render_section(result: dict[str, Any]) -> str:
         lines += [f"**Workload:** {result['workload']}", ""]
     if result.get("measured"):
         lines += [f"**What was measured:** {result['measured']}", ""]
-    if result.get("headline"):
-        lines += [*(f"- {h}" for h in result["headline"]), ""]
-    if result.get("goals"):
+    if headlines(result):
+        lines += [*(f"- {h}" for h in headlines(result)), ""]
+    if goals(result):
         lines.append(
             markdown_table(
                 ["goal", "result", "detail"],
                 [
                     [g.get("goal", ""), _goal_mark(g.get("met")), g.get("detail", "")]
-                    for g in result["goals"]
+                    for g in goals(result)
                 ],
             )
         )
         lines.append("")
-    for table in result.get("tables") or []:
+    for table in tables(result):
         if table.get("title"):
             lines += [f"### {table['title']}", ""]
         lines += [markdown_table(table["columns"], table["rows"]), ""]
         if table.get("note"):
             lines += [f"_{table['note']}_", ""]
-    for chart in result.get("charts") or []:
+    for chart in charts(result):
         if chart.get("drawn", True):
             lines += [f"![{chart.get('title', '')}]({chart['file']})", ""]
     known = {
@@ -375,11 +425,14 @@ def render_section(result: dict[str, Any]) -> str:
         "notes",
         "data",
     }
-    generic = {k: v for k, v in result.items() if k not in known}
+    generic = {k: v for k, v in result.items() if k not in known or not _conforms(result, k)}
     if generic:
         lines += [render_generic(generic), ""]
-    if result.get("notes"):
-        lines += ["Notes:", "", *(f"- {n}" for n in result["notes"]), ""]
+    notes = result.get("notes")
+    if isinstance(notes, list) and notes:
+        lines += ["Notes:", "", *(f"- {n}" for n in notes), ""]
+    elif isinstance(notes, str) and notes:
+        lines += [f"Notes: {notes}", ""]
     return "\n".join(lines)
 
 
@@ -445,13 +498,13 @@ def render_report(results: Sequence[dict[str, Any]], *, unavailable: Sequence[st
     ]
     for result in results:
         name = result.get("name", "?")
-        heads = result.get("headline") or []
+        heads = headlines(result)
         status = result.get("status", "ok")
         if status != "ok":
             lines.append(f"- `{name}`: {status} — {result.get('error', '')}")
         for head in heads:
             lines.append(f"- `{name}`: {head}")
-        for goal in result.get("goals") or []:
+        for goal in goals(result):
             lines.append(
                 f"- `{name}` goal — {goal.get('goal')}: {_goal_mark(goal.get('met'))} "
                 f"({goal.get('detail', '')})"
@@ -472,8 +525,8 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         out.append(f"  {result['status']}: {result.get('error', '')}")
     if result.get("workload"):
         out.append(f"  workload: {result['workload']}")
-    out += [f"  {h}" for h in result.get("headline") or []]
-    for goal in result.get("goals") or []:
+    out += [f"  {h}" for h in headlines(result)]
+    for goal in goals(result):
         out.append(
             f"  goal: {goal.get('goal')} -> {_goal_mark(goal.get('met')).strip('*')} "
             f"({goal.get('detail', '')})"

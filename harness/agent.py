@@ -225,6 +225,7 @@ class HarnessAgent:
 
     async def _send(self, request: ModelRequest) -> ModelResponse:
         """The innermost handler: manifest, send, then commit the prepared history."""
+        request = request.without_superseded_blocks()
         total, items = manifest_items(request)
         estimator = request.estimator
         manifest = ContextManifest(

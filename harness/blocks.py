@@ -44,6 +44,9 @@ class ContextBlock(msgspec.Struct, frozen=True, kw_only=True):
     """The id the manifest shows, e.g. ``source/build-status/latest`` (set by whoever adds it)."""
     category: str = "source"
     """Selection group: ``memory``, ``knowledge``, ``source``, ``task``, ``fragment`` …"""
+    superseded_by: str | None = None
+    """The id of a history message that already shows this content (a tool receipt): while
+    that message is still in the history that is sent, the block is not rendered."""
     placement: Placement | None = None
     """Where it is rendered; by default runtime → ``RUNTIME_STATE``, reference → ``HARNESS_CONTEXT``."""
 

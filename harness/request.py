@@ -140,6 +140,26 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
         """Return a copy with ``transforms`` appended to the record."""
         return msgspec.structs.replace(self, transforms=self.transforms + transforms)
 
+    def without_superseded_blocks(self) -> ModelRequest:
+        """Return this request without the blocks whose content the history still shows.
+
+        Applied once, to the final request: a block may be superseded by a message that a
+        later middleware (offload, compaction) removes, so only the last word counts.
+        """
+        wanted = {b.superseded_by for b in self.blocks if b.superseded_by is not None}
+        if not wanted:
+            return self
+        present: set[str] = set()
+        for message in reversed(self.history):
+            if message.id in wanted:
+                present.add(message.id)
+                if present == wanted:
+                    break
+        if not present:
+            return self
+        kept = tuple(b for b in self.blocks if b.superseded_by not in present)
+        return msgspec.structs.replace(self, blocks=kept)
+
     @property
     def estimator(self) -> TokenEstimator:
         """The token estimator in force (the policy's, resolved for the model)."""

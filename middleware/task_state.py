@@ -453,12 +453,16 @@ class TaskState:
         system: tuple[SystemPart, ...] = ()
         if self.task_list:
             listed = state.extension(TODOS_KEY)
-            if (
-                isinstance(listed, TodoList)
-                and listed.items
-                and not _receipt_shown(request.history, listed.receipt_call_id)
-            ):
-                blocks.append(_state_block("todos", render_todos(listed.items), "TASK_STATE"))
+            if isinstance(listed, TodoList) and listed.items:
+                # While the receipt is in the history the block is only a stand-in: the
+                # agent drops it if the receipt survives offload and compaction, so the
+                # list is never shown twice and never missing.
+                receipt = _receipt_shown(request.history, listed.receipt_call_id)
+                blocks.append(
+                    _state_block("todos", render_todos(listed.items), "TASK_STATE").replace(
+                        superseded_by=receipt
+                    )
+                )
         if self.include_requirements or self.include_verification_results:
             text = render_task(
                 task_context(state),
@@ -514,14 +518,14 @@ def _state_block(
     )
 
 
-def _receipt_shown(history: tuple[Message, ...], call_id: str | None) -> bool:
-    """Return whether the tool result of ``call_id`` is in ``history`` in full."""
+def _receipt_shown(history: tuple[Message, ...], call_id: str | None) -> str | None:
+    """Return the id of the tool result of ``call_id`` when ``history`` shows it in full."""
     if call_id is None:
-        return False
+        return None
     for message in reversed(history):  # the receipt is usually recent
         if message.role == "tool" and message.tool_call_id == call_id:
-            return not any(message.meta(key) for key in GONE_MARKERS)
-    return False
+            return None if any(message.meta(key) for key in GONE_MARKERS) else message.id
+    return None
 
 
 # ---------------------------------------------------------------------- tools

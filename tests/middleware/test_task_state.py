@@ -386,3 +386,30 @@ async def test_a_tool_result_recorded_during_a_call_shows_in_the_next_round() ->
     first, second = model.agent_requests
     assert "unit-tests" not in state_blocks(first)["state/task"].text
     assert "PASSED unit-tests on auth.py @ v1" in state_blocks(second)["state/task"].text
+
+
+async def test_the_todo_list_is_never_missing_nor_shown_twice_when_compaction_removes_the_receipt() -> None:
+    from middleware.compaction import Compaction
+
+    def note(text: str) -> str:
+        """Take a note."""
+        return text
+
+    todos = [{"content": "step one", "status": "in_progress"}]
+    script = [ScriptedModel.tool_call("todo_write", {"todos": todos})]
+    script += [ScriptedModel.tool_call("note", {"text": f"n{i}"}) for i in range(8)]
+    model = ScriptedModel([*script, "done"])
+    agent = HarnessAgent(
+        model=model,
+        tools=[note],
+        stack=[enable_task_list(), Compaction(trigger_messages=6, keep_tokens=0, keep_messages=2)],
+    )
+    await agent.call("work")
+    after_write = model.agent_requests[1:]
+    assert any(r.transforms for r in after_write)  # compaction did happen
+    for request in after_write:
+        receipt_shown = any(
+            m.role == "tool" and m.name == "todo_write" and not m.meta("trimmed") for m in request.history
+        )
+        block_shown = any(b.source_id == "state/todos" for b in request.blocks)
+        assert receipt_shown != block_shown, request.transforms
