@@ -656,45 +656,52 @@ class ReplayClient:
         return response.replace(message=reply)
 
 
-def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> list[Tool]:
-    """Return one tool per tool name in ``messages`` that returns the recorded result.
+class RecordedTool(Tool):
+    """A tool that answers every call with the recorded result of the call with its id.
 
-    Each tool accepts the argument names the recording used (all optional) and answers a
-    call with the recorded result of the call with the same id.
+    Its schema lists the argument names the recording used (all optional); the arguments
+    themselves are not validated, since recorded calls may use names a Python function
+    cannot declare (``replace-all``) or arguments the recorded tool rejected.
     """
+
+    def __init__(self, name: str, keys: Sequence[str], results: dict[str | None, str]) -> None:
+        super().__init__(_signature(name, keys), name=name, description=f"Replayed tool {name}.")
+        self.results = results
+
+    async def run(self, arguments: str, context: ToolContext) -> str:
+        """Return the recorded result of ``context.call``."""
+        return self.results.get(context.call.id, NO_OUTPUT)
+
+
+def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> list[Tool]:
+    """Return one `RecordedTool` per tool name called in ``messages`` (except ``skip``)."""
     results = {m.tool_call_id: m.text for m in messages if m.role == "tool"}
     fields: dict[str, set[str]] = {}
     for m in messages:
         for call in m.tool_calls:
             keys = fields.setdefault(call.name, set())
             keys.update(k for k in _args(call.arguments) if k.isidentifier() and k != "context")
-    tools = []
-    for name, keys in sorted(fields.items()):
-        if name in skip:
-            continue
-        tools.append(
-            Tool(
-                _recorded(name, sorted(keys), results),
-                name=name,
-                description=f"Replayed tool {name}.",
-            )
-        )
-    return tools
+    return [
+        RecordedTool(name, sorted(keys), results)
+        for name, keys in sorted(fields.items())
+        if name not in skip
+    ]
 
 
-def _recorded(name: str, keys: list[str], results: dict[str | None, str]) -> Callable[..., Any]:
-    async def run(context: ToolContext, **_: Any) -> str:
-        return results.get(context.call.id, NO_OUTPUT)
+def _signature(name: str, keys: Sequence[str]) -> Callable[..., Any]:
+    """Return a function whose signature declares ``keys`` (for the tool's schema only)."""
 
-    params = [inspect.Parameter("context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext)]
-    params += [
+    async def recorded(**_: Any) -> str:
+        return NO_OUTPUT
+
+    params = [
         inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Any)
         for k in keys
     ]
-    run.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
-    run.__annotations__ = {"context": ToolContext, **dict.fromkeys(keys, Any), "return": str}
-    run.__name__ = name
-    return run
+    recorded.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    recorded.__annotations__ = {**dict.fromkeys(keys, Any), "return": str}
+    recorded.__name__ = name
+    return recorded
 
 
 @dataclass

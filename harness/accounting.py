@@ -6,6 +6,7 @@ by one message costs one new count plus one cache lookup per message.
 
 from __future__ import annotations
 
+from harness.blocks import content_hash
 from harness.manifest import ManifestItem
 from harness.messages import Message
 from harness.request import ModelRequest
@@ -82,7 +83,7 @@ def manifest_items(
                 tokens=est.count_block(block),
                 placement=block.where,
                 revision=block.revision,
-                content_hash=block.revision if block.revision else None,
+                content_hash=content_hash(block.text),
             )
         )
     for tool in request.tools:

@@ -362,10 +362,20 @@ def litellm_tokenizer_dir() -> Path:
 
 @cache
 def _tiktoken_len(encoding: str) -> Callable[[str], int]:
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(litellm_tokenizer_dir()))
     import tiktoken
 
-    enc = tiktoken.get_encoding(encoding)
+    # tiktoken reads its cache folder from the environment when it loads an encoding;
+    # point it at litellm's files for that moment only, so a user's own setting can never
+    # make it download and is left as it was.
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(litellm_tokenizer_dir())
+    try:
+        enc = tiktoken.get_encoding(encoding)
+    finally:
+        if previous is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
     return lambda text: len(enc.encode(text, disallowed_special=()))
 
 

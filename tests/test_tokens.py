@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -225,3 +226,15 @@ def test_count_is_the_per_byte_sum_of_the_coefficients(text: str) -> None:
         coefficients.tokens_per_byte(b) for b in sample.encode("utf-8", "surrogatepass")
     )
     assert approximate("o200k").count(text) == max(1, math.ceil(expected - 1e-9))
+
+
+def test_exact_o200k_loads_from_litellms_files_even_with_another_cache_dir_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from harness.tokens import _tiktoken_len
+
+    _tiktoken_len.cache_clear()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty: would force a download
+    assert _tiktoken_len("o200k_base")("hello world") == 2
+    assert os.environ["TIKTOKEN_CACHE_DIR"] == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []
