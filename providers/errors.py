@@ -120,6 +120,11 @@ _UNAVAILABLE_CLASSES = (
     )
 )
 _DETAIL_LIMIT = 600
+_MISSING_KEY = re.compile(
+    r"missing credentials|api[_ ]key (?:must be set|is (?:missing|required|not set))"
+    r"|no api key|set the `?\w*API_KEY`? environment variable",
+    re.IGNORECASE,
+)
 
 
 def is_overflow_text(text: str) -> bool:
@@ -163,7 +168,7 @@ def classify(
         or (litellm_says_overflow and not _NOT_OVERFLOW.search(text))
     ):
         return ContextOverflowError
-    if classes & _AUTH_CLASSES or status in (401, 403):
+    if classes & _AUTH_CLASSES or status in (401, 403) or _MISSING_KEY.search(text):
         return ProviderAuthError
     if classes & _RATE_CLASSES or status in (402, 429):
         return ProviderRateLimited

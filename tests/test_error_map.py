@@ -287,3 +287,11 @@ def test_overflow_from_finish(
         assert error.status == 200
         assert error.provider == "anthropic"
         assert "compact" in str(error)
+
+
+def test_a_missing_key_is_an_auth_error_even_when_litellm_reports_it_as_a_500() -> None:
+    text = (
+        "Missing credentials. Please pass an `api_key`, `workload_identity`, or set the "
+        "`OPENAI_API_KEY` environment variable."
+    )
+    assert classify(500, text, classes=frozenset({"InternalServerError"})) is ProviderAuthError
