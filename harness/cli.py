@@ -71,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lambda: run_demo(
                     model=args.model,
                     api_base=args.api_base,
+                    api_key=args.api_key,
                     workspace=args.workspace,
                     max_input_tokens=args.max_input_tokens,
                     as_json=args.json,

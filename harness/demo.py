@@ -167,6 +167,7 @@ def _seed_workspace(workspace: Workspace) -> None:
 def _build_agent(
     model: str | None,
     api_base: str | None,
+    api_key: str | None,
     workspace: Workspace,
     max_input_tokens: int | None,
     observer: Any,
@@ -188,7 +189,7 @@ def _build_agent(
     if model:
         from providers.litellm_client import LiteLLMClient
 
-        client: Any = LiteLLMClient(model, api_base=api_base)
+        client: Any = LiteLLMClient(model, api_base=api_base, api_key=api_key)
         budget = max_input_tokens
     else:
         from providers.scripted import ScriptedModel
@@ -223,6 +224,7 @@ async def run_demo(
     *,
     model: str | None = None,
     api_base: str | None = None,
+    api_key: str | None = None,
     workspace: str | None = None,
     max_input_tokens: int | None = None,
     as_json: bool = False,
@@ -243,7 +245,7 @@ async def run_demo(
             )
         rounds += manifest.purpose == "agent"
 
-    agent = _build_agent(model, api_base, ws, max_input_tokens, observer)
+    agent = _build_agent(model, api_base, api_key, ws, max_input_tokens, observer)
     where = (
         f"model {model} via litellm"
         if model

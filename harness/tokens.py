@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from zlib import adler32
 
 import msgspec
@@ -361,21 +361,29 @@ def litellm_tokenizer_dir() -> Path:
 
 
 @cache
-def _tiktoken_len(encoding: str) -> Callable[[str], int]:
+def tiktoken_encoding(name: str) -> Any:
+    """Return the tiktoken encoding ``name`` loaded from litellm's shipped files.
+
+    tiktoken reads its cache folder from the environment when it loads an encoding; it is
+    pointed at litellm's files for that moment only, so a user's own setting can never
+    make it download and is left as it was.
+    """
     import tiktoken
 
-    # tiktoken reads its cache folder from the environment when it loads an encoding;
-    # point it at litellm's files for that moment only, so a user's own setting can never
-    # make it download and is left as it was.
     previous = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = str(litellm_tokenizer_dir())
     try:
-        enc = tiktoken.get_encoding(encoding)
+        return tiktoken.get_encoding(name)
     finally:
         if previous is None:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
         else:
             os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+@cache
+def _tiktoken_len(encoding: str) -> Callable[[str], int]:
+    enc = tiktoken_encoding(encoding)
     return lambda text: len(enc.encode(text, disallowed_special=()))
 
 

@@ -231,9 +231,10 @@ def test_count_is_the_per_byte_sum_of_the_coefficients(text: str) -> None:
 def test_exact_o200k_loads_from_litellms_files_even_with_another_cache_dir_set(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from harness.tokens import _tiktoken_len
+    from harness.tokens import _tiktoken_len, tiktoken_encoding
 
     _tiktoken_len.cache_clear()
+    tiktoken_encoding.cache_clear()
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty: would force a download
     assert _tiktoken_len("o200k_base")("hello world") == 2
     assert os.environ["TIKTOKEN_CACHE_DIR"] == str(tmp_path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 from collections import deque
@@ -30,7 +29,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from harness.tokens import litellm_tokenizer_dir
+from harness.tokens import tiktoken_encoding
 
 CONTEXT_LENGTH_EXCEEDED: dict[str, Any] = {
     "error": {
@@ -152,10 +151,8 @@ def context_length_exceeded() -> Raw:
 # ------------------------------------------------------------------------ token counting
 @cache
 def _encoder() -> Any:
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(litellm_tokenizer_dir()))
-    import tiktoken
-
-    return tiktoken.get_encoding("o200k_base")
+    # The exact o200k tokenizer, loaded from litellm's shipped files (never downloaded).
+    return tiktoken_encoding("o200k_base")
 
 
 def count_tokens(text: str) -> int:
