@@ -51,10 +51,10 @@ from benchmarks.workloads import (
     request_ready,
     to_langchain,
 )
-from harness.accounting import REPLY_PRIMING
+from harness.accounting import REPLY_PRIMING, estimate_request
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
-from harness.tokens import TokenEstimator, estimator_for
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from harness.types import ProvidesTools
 from providers.scripted import ScriptedModel
 
@@ -62,7 +62,7 @@ WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
 """The window every system gets (smaller in the short modes: litellm's trimming costs the
 square of the messages it keeps, per request)."""
 RESERVE = 4_096 + 1_024
-MESSAGES = {"full": 600, "quick": 300, "smoke": 40}
+MESSAGES = {"full": 600, "quick": 300, "smoke": 70}
 """Recorded messages replayed (cut where a request is due)."""
 KEEP_FRACTION = 0.35
 
@@ -103,11 +103,16 @@ def pair_problems(messages: Sequence[Message]) -> int:
     return problems + len(open_calls)
 
 
-def _tally(name: str, tokens: list[int], window: int, invalid: int, **extra: Any) -> dict[str, Any]:
+def _tally(
+    name: str, tokens: list[int], window: int, invalid: int, summary: list[int], **extra: Any
+) -> dict[str, Any]:
     return {
         "system": name,
         "requests": len(tokens),
-        "total_tokens": sum(tokens),
+        "agent_tokens": sum(tokens),
+        "summary_requests": len(summary),
+        "summary_tokens": sum(summary),
+        "total_tokens": sum(tokens) + sum(summary),
         "mean_tokens": sum(tokens) / len(tokens) if tokens else 0.0,
         "max_tokens": max(tokens, default=0),
         "overflows": sum(1 for t in tokens if t > window),
@@ -157,14 +162,16 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
         rendered = request.render()
         tokens.append(counter.request(rendered))
         invalid += pair_problems(request.history) > 0
-    summaries = sum(1 for r in inner.requests if r.ids.purpose == "summary")
+    summaries = [
+        estimate_request(r, counter.estimator) for r in inner.requests if r.ids.purpose == "summary"
+    ]
     tally = _tally(
         "ours",
         tokens,
         window,
         invalid,
+        summaries,
         rejected_by_provider=inner.overflows,
-        summary_requests=summaries,
         failures=outcome.failures,
         transforms=sorted({t.split(":", 1)[0] for r in inner.agent_requests for t in r.transforms}),
     )
@@ -186,11 +193,20 @@ def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, 
 
     limit = window - RESERVE
     model = GenericFakeChatModel(messages=iter(()))
+    summary_tokens: list[int] = []
+
+    def summarize(messages: list[Any]) -> str:
+        # What a chat-model summariser would receive: LangChain's own summary prompt around
+        # the messages it selected (already trimmed to its summary-input limit).
+        prompt = summarization._format_summary_prompt(messages)
+        summary_tokens.append(counter.estimator.count(prompt) + MESSAGE_OVERHEAD + REPLY_PRIMING)
+        return FIXED_SUMMARY
+
     summarization = SummarizationMiddleware(
         model,
         trigger=[("messages", 50), ("tokens", limit - counter.tool_tokens)],
         keep=("tokens", int(KEEP_FRACTION * limit)),
-        summarizer=lambda messages: FIXED_SUMMARY,
+        summarizer=summarize,
     )
     editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
     system = SystemMessage(content=session.system_prompt)
@@ -201,7 +217,6 @@ def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, 
     cursor = 0
     tokens: list[int] = []
     invalid = 0
-    summaries = 0
     captured: list[list[Any]] = []
 
     def handler(request: Any) -> Any:
@@ -214,7 +229,6 @@ def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, 
         update = summarization.before_model({"messages": state}, None)  # type: ignore[arg-type]
         if update is not None:
             state = list(update["messages"][1:])
-            summaries += 1
         captured.clear()
         editing.wrap_model_call(
             LCRequest(model=model, messages=state, system_message=system), handler
@@ -222,7 +236,7 @@ def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, 
         sent = from_langchain(captured[-1], originals)
         tokens.append(counter.request([system_message, *sent]))
         invalid += pair_problems(sent) > 0
-    return _tally("LangChain", tokens, window, invalid, summary_requests=summaries)
+    return _tally("LangChain", tokens, window, invalid, summary_tokens)
 
 
 # ----------------------------------------------------------------------------- litellm
@@ -250,7 +264,7 @@ def run_litellm(session: Session, window: int, counter: Counter) -> dict[str, An
         ]
         tokens.append(counter.request([system_message, *sent]))
         invalid += pair_problems(sent) > 0
-    return _tally("litellm", tokens, window, invalid)
+    return _tally("litellm", tokens, window, invalid, [])
 
 
 def _key(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -299,20 +313,24 @@ def _result(
             [
                 s["system"],
                 s["requests"],
+                s["agent_tokens"],
+                s["summary_requests"],
+                s["summary_tokens"],
                 s["total_tokens"],
                 f"{ratio:.2f}×",
                 round(s["mean_tokens"]),
                 s["max_tokens"],
                 s["overflows"],
                 s["invalid_pairs"],
-                s.get("summary_requests", "–"),
             ]
         )
     fewer = all(ours["total_tokens"] < p["total_tokens"] for p in peers) if peers else None
     headline = [
         f"window {window:,} tokens, {session.label}",
         *(
-            f"{s['system']}: {s['total_tokens']:,} tokens in {s['requests']} requests, "
+            f"{s['system']}: {s['total_tokens']:,} input tokens ({s['agent_tokens']:,} in "
+            f"{s['requests']} requests + {s['summary_tokens']:,} in {s['summary_requests']} "
+            "summary requests), "
             f"{s['overflows']} overflow(s), {s['invalid_pairs']} with invalid tool pairs"
             for s in systems
         ),
@@ -366,16 +384,22 @@ def _result(
                     "system",
                     "requests",
                     "input tokens",
+                    "summary requests",
+                    "summary input",
+                    "total input",
                     "vs ours",
                     "mean/request",
                     "max/request",
                     "overflows",
                     "invalid pairs",
-                    "summaries",
                 ],
                 "rows": rows,
-                "note": "ours may make more requests than the recording has replies: an overflow "
-                "rejected by the provider is retried once after a forced compaction.",
+                "note": "requests, input tokens, mean and max are the agent's model requests; "
+                "summary input is what the summariser reads (ours: the requests compaction sends; "
+                "LangChain: its summary prompt around the messages it selected, which it trims to "
+                "4,000 tokens by default); total = both. Ours may make more requests than the "
+                "recording has replies: an overflow rejected by the provider is retried once "
+                "after a forced compaction.",
             }
         ],
         "charts": [chart],

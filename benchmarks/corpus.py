@@ -756,6 +756,288 @@ def gen_other_scripts(rng: random.Random, target: int) -> str:
     return _fill(rng, target, line)
 
 
+# ------------------------------------------------- structured and adversarial text
+# Text whose tokens are split by character-class alternations (letter/digit, digit/punct),
+# which a per-byte model under-counts unless it sees the alternations: hashes, ids,
+# numbers, tables, base64 and short repeated patterns. Common in agent transcripts.
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_B64URL = _B64[:62] + "-_"
+_ALNUM = _B64[:62]
+
+
+def _uuid(rng: random.Random) -> str:
+    return f"{_hex(rng, 8)}-{_hex(rng, 4)}-4{_hex(rng, 3)}-{_hex(rng, 4)}-{_hex(rng, 12)}"
+
+
+def _b64(rng: random.Random, n: int, alphabet: str = _B64) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def _timestamp(rng: random.Random) -> str:
+    date = f"20{rng.randint(19, 26)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    clock = f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+    r = rng.random()
+    if r < 0.3:
+        return f"{date}T{clock}Z"
+    if r < 0.5:
+        return f"{date}T{clock}.{rng.randint(0, 999999):06d}+00:00"
+    if r < 0.7:
+        return f"{date} {clock},{rng.randint(0, 999):03d}"
+    if r < 0.85:
+        return str(rng.randint(1_500_000_000, 1_800_000_000) * (1000 if rng.random() < 0.4 else 1))
+    return f"{clock}.{rng.randint(0, 999):03d}"
+
+
+def _separated_number(rng: random.Random) -> str:
+    value = rng.randint(1000, 10 ** rng.randint(4, 12))
+    r = rng.random()
+    if r < 0.4:
+        return f"{value:,}"
+    if r < 0.6:
+        return f"{value:_}"
+    if r < 0.75:
+        return f"{value:,}".replace(",", ".")
+    if r < 0.9:
+        return f"{value / 10 ** rng.randint(1, 6):,.{rng.randint(1, 4)}f}"
+    return (
+        f"{rng.uniform(0.1, 9.9):.{rng.randint(1, 3)}f}e{rng.choice('+-')}{rng.randint(1, 30):02d}"
+    )
+
+
+def _short_id(rng: random.Random) -> str:
+    prefix = rng.choice(["req_", "call_", "msg_", "run_", "cus_", "evt_", "tok_", ""])
+    return prefix + _b64(rng, rng.choice([12, 16, 24, 27]), _ALNUM)
+
+
+def gen_ids(rng: random.Random, target: int) -> str:
+    """Hex ids and hashes: git log, sha lists, sha256sum, UUID lists, docker ps, id maps."""
+    kind = rng.randrange(7)
+
+    def line() -> str:
+        if kind == 0:
+            return f"{_hex(rng, rng.choice([7, 8, 9, 10, 12]))} {_sentence(rng)}"
+        if kind == 1:
+            return _hex(rng, 40)
+        if kind == 2:
+            return f"{_hex(rng, rng.choice([32, 40, 64]))}  {_path(rng, absolute=False)}"
+        if kind == 3:
+            return _uuid(rng) if rng.random() < 0.7 else f'  "{_uuid(rng)}",'
+        if kind == 4:
+            image = f"{_ident(rng).replace('_', '-')}:{rng.randint(1, 9)}.{rng.randint(0, 20)}"
+            return (
+                f'{_hex(rng, 12)}   {image:<28} "{_ident(rng)}"   {rng.randint(2, 59)} minutes ago'
+                f"   Up {rng.randint(2, 59)} minutes   0.0.0.0:{rng.randint(1024, 65535)}->80/tcp"
+            )
+        if kind == 5:
+            key = rng.choice(["id", "commit", "sha", "request_id", "trace_id", "object", "parent"])
+            value = rng.choice([_uuid(rng), _hex(rng, 40), _hex(rng, 16), _short_id(rng)])
+            return f"{key}: {value}" if rng.random() < 0.5 else f'"{key}": "{value}",'
+        return f"commit {_hex(rng, 40)}\nMerge: {_hex(rng, 7)} {_hex(rng, 7)}\n    {_sentence(rng)}"
+
+    return _fill(rng, target, line)
+
+
+def gen_numeric(rng: random.Random, target: int) -> str:
+    """Numbers: key=value metrics, separated thousands, timestamps, versions, addresses."""
+
+    def value() -> str:
+        r = rng.random()
+        if r < 0.25:
+            return str(rng.randint(0, 10 ** rng.randint(1, 6)))
+        if r < 0.45:
+            return f"{rng.uniform(0, 10 ** rng.randint(0, 4)):.{rng.randint(1, 6)}f}"
+        if r < 0.6:
+            return _separated_number(rng)
+        if r < 0.7:
+            return f"{rng.uniform(0.1, 999):.1f}{rng.choice(['ms', 's', 'MB', 'GiB', '%', 'x'])}"
+        if r < 0.8:
+            return f"{rng.randint(0, 9)}.{rng.randint(0, 40)}.{rng.randint(0, 200)}"
+        if r < 0.9:
+            return (
+                ".".join(str(rng.randint(0, 255)) for _ in range(4)) + f":{rng.randint(1, 65535)}"
+            )
+        return _timestamp(rng)
+
+    def line() -> str:
+        r = rng.random()
+        if r < 0.45:
+            keys = rng.sample(
+                [
+                    "step",
+                    "epoch",
+                    "loss",
+                    "lr",
+                    "grad_norm",
+                    "tokens",
+                    "elapsed",
+                    "mem",
+                    "rss",
+                    "batch",
+                    "acc",
+                    "p50",
+                    "p99",
+                    "qps",
+                    "errors",
+                    "retries",
+                    "bytes",
+                    "count",
+                ],
+                rng.randint(2, 7),
+            )
+            pairs = (f"{k}={value()}" for k in keys)
+            return f"{_timestamp(rng)} " * (rng.random() < 0.6) + " ".join(pairs)
+        if r < 0.65:
+            return ", ".join(value() for _ in range(rng.randint(3, 12)))
+        if r < 0.85:
+            return f"{_sentence(rng)[:-1]} {value()} {rng.choice(_EN_TECH)} ({value()})."
+        return f"{_timestamp(rng)} {rng.choice(['INFO', 'WARN', 'DEBUG'])} {_sentence(rng)}"
+
+    return _fill(rng, target, line)
+
+
+def gen_tables(rng: random.Random, target: int) -> str:
+    """Tables: markdown and CSV with numbers, ps aux, df -h, pytest --durations."""
+    kind = rng.randrange(5)
+    columns = [_ident(rng) for _ in range(rng.randint(3, 7))]
+    if kind == 0:
+        head = "| " + " | ".join(columns) + " |\n|" + "|".join("---" for _ in columns) + "|"
+    elif kind == 1:
+        head = ",".join(columns)
+    elif kind == 2:
+        head = "USER       PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND"
+    elif kind == 3:
+        head = "Filesystem      Size  Used Avail Use% Mounted on"
+    else:
+        head = "============================= slowest 20 durations ============================="
+
+    def cell() -> str:
+        r = rng.random()
+        if r < 0.5:
+            return str(rng.randint(0, 10 ** rng.randint(1, 7)))
+        if r < 0.75:
+            return f"{rng.uniform(0, 100):.{rng.randint(1, 4)}f}"
+        return rng.choice([_word(rng), _ident(rng), _hex(rng, 8)])
+
+    def row() -> str:
+        if kind == 0:
+            return "| " + " | ".join(cell() for _ in columns) + " |"
+        if kind == 1:
+            return ",".join(cell() for _ in columns)
+        if kind == 2:
+            return (
+                f"{rng.choice(['root', 'dev', 'www-data']):<10}{rng.randint(1, 99999):>6} "
+                f"{rng.uniform(0, 99):4.1f} {rng.uniform(0, 30):4.1f} {rng.randint(0, 9**7):>6} "
+                f"{rng.randint(0, 9**6):>5} pts/{rng.randint(0, 9)}    S    "
+                f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}   {rng.randint(0, 9)}:"
+                f"{rng.randint(0, 59):02d} {_path(rng)}"
+            )
+        if kind == 3:
+            size = rng.randint(1, 999)
+            return (
+                f"/dev/{rng.choice(['sda', 'nvme0n1p', 'vdb'])}{rng.randint(1, 9):<8}"
+                f"{size:>4}G {rng.randint(0, size):>4}G {rng.randint(0, size):>4}G "
+                f"{rng.randint(0, 100):>3}% /{_ident(rng)}"
+            )
+        return (
+            f"{rng.uniform(0, 30):.2f}s {rng.choice(['call', 'setup', 'teardown']):<8} "
+            f"tests/test_{_ident(rng)}.py::test_{_ident(rng)}"
+        )
+
+    return head + "\n" + _fill(rng, target, row)
+
+
+def gen_numbered(rng: random.Random, target: int) -> str:
+    """Numbered lines: lists, steps, cat -n listings, grep -n matches, diff hunks."""
+    kind = rng.randrange(5)
+    state = {"n": rng.randint(1, 500)}
+
+    def line() -> str:
+        state["n"] += 1 if rng.random() < 0.9 else rng.randint(2, 40)
+        n = state["n"]
+        if kind == 0:
+            return f"{n}. {_sentence(rng)}"
+        if kind == 1:
+            return f"{rng.choice(['Step', 'step', 'Task', 'Round'])} {n}: {_sentence(rng)}"
+        if kind == 2:
+            code = rng.choice(gen_code(rng, 40).splitlines() or [""])
+            return f"{n:>6}\t{code}"
+        if kind == 3:
+            return f"{_path(rng, absolute=False)}:{n}:{rng.randint(1, 80)}: {_expr(rng)}"
+        a, b = rng.randint(1, 900), rng.randint(1, 30)
+        return (
+            f"@@ -{a},{b} +{a + rng.randint(-3, 3)},{b + rng.randint(-2, 2)} @@ def {_ident(rng)}"
+        )
+
+    return _fill(rng, target, line)
+
+
+def gen_base64(rng: random.Random, target: int) -> str:
+    """Base64: wrapped blobs, data URIs, JWTs, PEM blocks, integrity hashes."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        body = _b64(rng, target)
+        return "\n".join(body[i : i + 76] for i in range(0, len(body), 76))
+    if kind == 1:
+        mime = rng.choice(["image/png", "image/jpeg", "application/pdf", "font/woff2"])
+        return f'<img src="data:{mime};base64,{_b64(rng, target)}=">'
+    if kind == 2:
+
+        def jwt() -> str:
+            parts = (_b64(rng, rng.randint(20, 60), _B64URL) for _ in range(3))
+            return "Authorization: Bearer eyJ" + ".".join(parts)
+
+        return _fill(rng, target, jwt)
+    if kind == 3:
+        body = _b64(rng, target)
+        lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+        return "-----BEGIN CERTIFICATE-----\n" + "\n".join(lines) + "\n-----END CERTIFICATE-----"
+
+    def entry() -> str:
+        return f'"integrity": "sha512-{_b64(rng, 86)}==",'
+
+    return _fill(rng, target, entry)
+
+
+_REPEAT_UNITS = (
+    "ab ",
+    "step 1 ",
+    "0 ",
+    "1, ",
+    "a1 ",
+    "x ",
+    "ok\n",
+    "null, ",
+    "0x00, ",
+    "-1 ",
+    "..",
+    "| ",
+    "=-",
+    "ha",
+    "a1b2",
+    "1.0 ",
+    "[0] ",
+    "{}, ",
+    "aa ",
+    "AB ",
+    "Ab ",
+    "id ",
+    "10 ",
+)
+
+
+def gen_repeats(rng: random.Random, target: int) -> str:
+    """Short units repeated many times, fixed or random (a stress test of split-heavy text)."""
+    r = rng.random()
+    if r < 0.5:
+        unit = rng.choice(_REPEAT_UNITS)
+    else:
+        pool = rng.choice([_ALNUM, "abcdef0123456789", "0123456789", "abcdefghij", _B64 + " .,"])
+        unit = _b64(rng, rng.randint(1, 5), pool) + rng.choice([" ", "", ", ", "\n"])
+    if rng.random() < 0.3:
+        unit = unit.replace("1", str(rng.randint(0, 9)))
+    return unit * max(1, target // len(unit))
+
+
 GENERATORS: dict[str, tuple[Callable[[random.Random, int], str], str]] = {
     "prose-en": (gen_prose, "English prose from a frequency-mixed vocabulary"),
     "code-py": (gen_code, "generated Python functions and classes"),
@@ -767,6 +1049,12 @@ GENERATORS: dict[str, tuple[Callable[[random.Random, int], str], str]] = {
     "zh-prose": (gen_zh, "Chinese prose from a built-in list of common words"),
     "zh-code": (gen_zh_code, "Chinese explanations mixed with code and JSON blocks"),
     "other-scripts": (gen_other_scripts, "Cyrillic, accented Latin, Greek, kana, Hangul, emoji"),
+    "ids-hashes": (gen_ids, "git shas, sha256 sums, UUID lists, docker ids, id fields"),
+    "numeric": (gen_numeric, "key=value metrics, separated numbers, timestamps, versions"),
+    "tables": (gen_tables, "markdown and CSV tables, ps aux, df -h, test durations"),
+    "numbered": (gen_numbered, "numbered lists and steps, cat -n, grep -n, diff hunks"),
+    "base64": (gen_base64, "base64 blobs, data URIs, JWTs, PEM blocks, integrity hashes"),
+    "repeats": (gen_repeats, "short units repeated ('ab ', 'step 1 ', random 1-5 chars)"),
 }
 
 _TOOL_OUTPUTS = ("code-py", "tracebacks", "json", "paths", "hexdump", "logs", "prose-en")

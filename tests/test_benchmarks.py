@@ -1,0 +1,343 @@
+"""The benchmark suite runs and its output is right: structure, numbers, workload, checks.
+
+Every benchmark runs here in ``--smoke`` mode (a few seconds each); what is checked is the
+correctness of what it reports, never its speed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import _report, workloads
+from benchmarks.__main__ import BENCHMARKS, main
+from harness.agent import HarnessAgent, RuntimeContext
+from harness.messages import Message
+from providers.scripted import ScriptedModel
+
+SYSTEMS_OVERHEAD = {"ours", "LangChain", "litellm"}
+
+
+def _numbers(value: Any) -> list[float]:
+    """Every number inside ``value`` (nested dicts and lists)."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [float(value)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _numbers(v)]
+    return []
+
+
+def _run(name: str, out: Path, *extra: str) -> dict[str, Any]:
+    status = main([name, "--smoke", "--out", str(out), *extra])
+    assert status == 0
+    result: dict[str, Any] = json.loads((out / f"{name}.json").read_text("utf-8"))
+    assert result["status"] == "ok"
+    assert result["mode"] == "smoke"
+    assert result["workload"], "every benchmark names its workload"
+    report = (out / "report.md").read_text("utf-8")
+    assert "## Machine" in report and "## Versions" in report
+    assert result["workload"] in report
+    return result
+
+
+# ---------------------------------------------------------------------------- workloads
+def _traj(path: Path, history: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"history": history}), "utf-8")
+    return path
+
+
+def test_trajectory_parsing_reads_string_tool_calls_and_splits_off_system(tmp_path: Path) -> None:
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent.", "agent": "main"},
+        {"role": "user", "content": [{"type": "text", "text": "Fix the bug."}]},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": "[{'function': {'arguments': '{\"command\": \"ls\"}', 'name': 'bash'}, 'id': 'call_a', 'type': 'function'}]",
+            "thought": "Looking.",
+        },
+        {"role": "tool", "content": "a.py", "tool_call_ids": "['call_a']"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": json.dumps(
+                [{"function": {"arguments": "{}", "name": "submit"}, "id": "call_b"}]
+            ),
+        },
+    ]
+    run = workloads.load_trajectory(_traj(tmp_path / "one.traj", history))
+    assert run.system == "You are an agent."
+    assert [m.role for m in run.messages] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert run.messages[0].text == "Fix the bug."
+    assert run.messages[1].tool_calls[0].name == "bash"
+    assert run.messages[1].tool_calls[0].arguments == '{"command": "ls"}'
+    assert run.messages[2].tool_call_id == "call_a" and run.messages[2].name == "bash"
+    # the unanswered call gets a placeholder result, so pairs stay valid
+    assert run.messages[4].tool_call_id == "call_b"
+    assert run.messages[4].text == workloads.NO_OUTPUT
+
+
+def test_sessions_replay_back_to_back_with_fresh_ids(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    folder = shared / "data" / "swe-agent-trajectories"
+    folder.mkdir(parents=True)
+    _traj(
+        folder / "a.traj",
+        [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "task"},
+            {
+                "role": "assistant",
+                "content": "go",
+                "tool_calls": [{"id": "c1", "function": {"name": "bash", "arguments": "{}"}}],
+            },
+            {"role": "tool", "content": "out", "tool_call_ids": ["c1"]},
+        ],
+    )
+    session = workloads.make_session(9, shared=shared)
+    assert session.source == "real" and session.copies == 3
+    assert "fresh message and tool-call ids" in session.description
+    ids = [m.id for m in session.messages]
+    assert len(ids) == len(set(ids))
+    call_ids = [c.id for m in session.messages for c in m.tool_calls]
+    assert len(call_ids) == len(set(call_ids)) == 3
+    # each copy's tool result answers that copy's call, and the seams get a bridge reply
+    for index, message in enumerate(session.messages):
+        if message.role == "tool":
+            assert message.tool_call_id in {c.id for c in session.messages[index - 1].tool_calls}
+    assert [m.text for m in session.messages[:6]] == [
+        "task",
+        "go",
+        "out",
+        workloads.BRIDGE,
+        "task",
+        "go",
+    ]
+    assert session.system_prompt == "sys"
+
+
+def test_synthetic_sessions_are_used_without_shared_data_and_are_deterministic(
+    tmp_path: Path,
+) -> None:
+    first = workloads.make_session(120, shared=tmp_path / "absent")
+    second = workloads.make_session(120, shared=tmp_path / "absent")
+    assert first.source == "synthetic" and first.name == "synthetic"
+    assert [m.text for m in first.messages] == [m.text for m in second.messages]
+    kinds = {m.role for m in first.messages}
+    assert kinds == {"user", "assistant", "tool"}
+    assert any(ord(ch) > 0x4E00 for m in first.messages for ch in m.text[:400]), "some CJK text"
+
+
+def test_request_ready_never_ends_inside_a_tool_group() -> None:
+    session = workloads.make_session(300)
+    for n in range(2, 80):
+        cut = workloads.request_ready(session.messages, n)
+        assert len(cut) <= n
+        last = cut[-1]
+        assert not (last.role == "assistant" and last.tool_calls)
+        if last.role == "tool":
+            start = len(cut) - 1
+            while cut[start - 1].role == "tool":
+                start -= 1
+            asked = {c.id for c in cut[start - 1].tool_calls}
+            assert asked == {m.tool_call_id for m in cut[start:]}
+
+
+async def test_replay_feeds_the_recording_through_the_agent(tmp_path: Path) -> None:
+    session = workloads.history(60)
+    inner = ScriptedModel(model="gpt-4o", default="unused")
+    client = workloads.ReplayClient(inner, session.messages)
+    agent = HarnessAgent(
+        model=client,
+        system_prompt=session.system_prompt,
+        tools=workloads.replay_tools(session.messages, skip=["read_file"]),
+        workspace=str(tmp_path),
+        max_rounds=1000,
+    )
+    ctx = RuntimeContext(session_id="replay")
+    outcome = await workloads.replay(agent, session, ctx, client)
+    assert outcome.failures == []
+    full = agent.state(ctx).full_history
+    assert [m.text for m in full[: len(session.messages)]] == [m.text for m in session.messages]
+    points = workloads.request_points(session.messages)
+    assert len(inner.agent_requests) == len(points)
+    # what the model received at each point is the recording up to there
+    for request, point in zip(inner.agent_requests, points, strict=True):
+        assert request.state is not None
+        assert request.history[-1].text == session.messages[point - 1].text
+
+
+def test_langchain_conversion_round_trips_unchanged_messages() -> None:
+    session = workloads.history(40)
+    originals = {m.id: m for m in session.messages}
+    back = workloads.from_langchain(workloads.to_langchain(session.messages), originals)
+    assert back == list(session.messages)
+
+
+# ------------------------------------------------------------------------------ report
+def test_stats_and_ratios() -> None:
+    s = _report.stats([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert s["median"] == 3.0 and s["n"] == 5
+    assert s["p10"] == pytest.approx(1.4) and s["p90"] == pytest.approx(4.6)
+    paired = _report.ratio_stats([10.0, 20.0], [1.0, 2.0])
+    assert paired["median"] == 10.0 and paired["p10"] == paired["p90"] == 10.0
+    assert _report.ratio_stats([], [1.0])["n"] == 0
+    assert _report.fmt_ratio(paired) == "10.0× (10.0–10.0)"
+    assert _report.fmt_time(0.0015) == "1.50 ms"
+
+
+def test_report_renders_results_of_any_shape() -> None:
+    ours = {
+        "name": "x",
+        "workload": "w",
+        "headline": ["h"],
+        "goals": [{"goal": "g", "met": False, "detail": "d"}],
+        "tables": [{"title": "t", "columns": ["a", "b"], "rows": [[1, 2.5]]}],
+    }
+    foreign = {
+        "name": "y",
+        "goals": {"ratio": 25.0},
+        "results": [{"k": 1}, {"k": 2}],
+        "headline": 3,
+    }
+    text = _report.render_report([ours, foreign], unavailable=["z"])
+    assert "| 1 | 2.50 |" in text and "**missed**" in text
+    assert "`z`: not available" in text
+    assert '"ratio": 25.0' in text and "| k |" in text
+
+
+# ------------------------------------------------------------------------------ runner
+def test_list_and_unknown_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in BENCHMARKS:
+        assert name in listed
+    assert main(["no-such-benchmark"]) == 2
+    assert "unknown benchmark" in capsys.readouterr().err
+
+
+def test_a_missing_module_is_reported_not_available(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(
+        BENCHMARKS, "ghost", ("bench_ghost_not_written_yet", "a benchmark still to come")
+    )
+    assert main(["ghost", "--smoke", "--out", str(tmp_path)]) == 0
+    assert "ghost: not available" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- benchmarks
+def test_overhead_smoke(tmp_path: Path) -> None:
+    result = _run("overhead", tmp_path)
+    data = result["data"]
+    assert set(data) >= SYSTEMS_OVERHEAD
+    for system in SYSTEMS_OVERHEAD:
+        for n, entry in data[system].items():
+            if n == "flatness":
+                continue
+            for phase in ("cold", "warm"):
+                assert entry[phase]["n"] >= 1
+                assert entry[phase]["median"] > 0
+                assert entry[phase]["p10"] <= entry[phase]["median"] <= entry[phase]["p90"]
+            if system != "ours":
+                assert entry["warm_ratio_vs_ours"]["median"] > 0
+    assert all(x >= 0 or math.isnan(x) for x in _numbers(data))
+    assert {g["goal"].split(" (")[0] for g in result["goals"]} >= {"flat as history grows"}
+    for chart in result["charts"]:
+        assert chart["drawn"] and (tmp_path / chart["file"]).stat().st_size > 1000
+        assert set(chart["series"]) >= SYSTEMS_OVERHEAD
+    rows = result["tables"][0]["rows"]
+    assert {row[1] for row in rows} >= SYSTEMS_OVERHEAD
+    assert "![" in (tmp_path / "report.md").read_text("utf-8")
+
+
+def test_tokens_sent_smoke(tmp_path: Path) -> None:
+    result = _run("tokens_sent", tmp_path)
+    data = result["data"]
+    assert set(data) == {"ours", "LangChain", "litellm"}
+    points = len(data["LangChain"]["per_request"])
+    assert points == len(data["litellm"]["per_request"]) > 0
+    assert data["ours"]["requests"] >= points  # an overflow adds a retried request
+    for system, tally in data.items():
+        assert tally["requests"] == len(tally["per_request"])
+        assert tally["agent_tokens"] == sum(tally["per_request"])
+        assert tally["total_tokens"] == tally["agent_tokens"] + tally["summary_tokens"]
+        assert (tally["summary_tokens"] > 0) == (tally["summary_requests"] > 0)
+        assert all(t > 0 for t in tally["per_request"]), system
+        assert tally["overflows"] == sum(t > 12_288 for t in tally["per_request"])
+    assert data["ours"]["failures"] == []
+    assert data["ours"]["summary_requests"] > 0, "the smoke session is long enough to compact"
+    assert data["litellm"]["summary_requests"] == 0
+    goals = {g["goal"]: g for g in result["goals"]}
+    assert goals["zero overflows (exact count over the window)"]["met"] == (
+        data["ours"]["overflows"] == 0
+    )
+
+
+def test_tokens_sent_counts_a_broken_tool_pair() -> None:
+    from benchmarks.bench_tokens_sent import pair_problems
+
+    call = ScriptedModel.tool_call("bash", {"command": "ls"})
+    result = Message.tool(call.tool_calls[0].id, "a.py")
+    assert pair_problems([Message.user("go"), call, result]) == 0
+    assert pair_problems([Message.user("go"), result]) == 1
+    assert pair_problems([Message.user("go"), call]) == 1
+
+
+def test_load_smoke_checks_isolation(tmp_path: Path) -> None:
+    result = _run("load", tmp_path)
+    data = result["data"]
+    assert data["isolated"] is True
+    run = data["runs"][0]
+    assert run["leaks"] == 0 and run["lost"] == 0 and run["failures"] == []
+    assert run["rounds"] == run["sessions"] * 3
+    assert run["requests_checked"] >= run["rounds"]
+    assert run["rounds_per_s"] > 0 and run["rss_per_session"] >= 0
+    assert result["goals"][0]["met"] is True
+
+
+async def test_load_isolation_check_catches_a_leak() -> None:
+    from benchmarks.bench_load import MARK, request_text
+    from harness.request import ModelRequest
+
+    request = ModelRequest(
+        model="m", history=(Message.user("mine MARK-000000000001 theirs MARK-000000000002"),)
+    )
+    assert set(MARK.findall(request_text(request))) == {"MARK-000000000001", "MARK-000000000002"}
+
+
+@pytest.mark.integration
+def test_providers_smoke_against_the_local_server(tmp_path: Path) -> None:
+    result = _run("providers", tmp_path)
+    rows = result["data"]["rows"]
+    assert result["data"]["local"] is True
+    assert len(rows) >= 5
+    answered = [r for r in rows if r["error"] is None]
+    assert answered and all(r["reported"] > 0 for r in answered)
+    for row in answered:
+        assert row["error_pct"] == pytest.approx(
+            (row["estimate"] - row["reported"]) / row["reported"] * 100
+        )
+        assert row["latency_s"] > 0
+    assert any(r["stack_s"] is not None and r["stack_s"] > 0 for r in rows)
+    for row in rows:
+        if row["overflow"]:
+            assert row["handled"].startswith(("retried", "not retried"))
+    assert 0.7 <= result["data"]["factor"] <= 2.0
+
+
+def test_providers_refuses_without_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["providers", "--model", "gpt-4o", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "not set" in err
