@@ -124,7 +124,11 @@ def run_one(name: str, *, mode: str, out: Path, options: dict[str, Any]) -> dict
     result.setdefault("mode", mode)
     result["date"] = _report.now()
     result["elapsed_s"] = round(time.perf_counter() - started, 2)
-    drawn = _report.draw_charts(result, out)
+    try:
+        drawn = _report.draw_charts(result, out)
+    except Exception as exc:  # a broken chart must not lose the figures
+        drawn = []
+        result["chart_error"] = f"{type(exc).__name__}: {exc}"
     for chart in _report.charts(result):
         chart["drawn"] = chart.get("file") in drawn
     _report.save_json(result, out)

@@ -448,7 +448,11 @@ def _result(
     if lc_goal is not None:
         ratio = lc_goal["warm_ratio_vs_ours"]
         met = ratio["median"] >= GOAL_RATIO
-        detail = f"LangChain/ours warm at {goal_n:,} messages: {_report.fmt_ratio(ratio)}"
+        detail = (
+            f"LangChain/ours warm at {goal_n:,} messages: {_report.fmt_ratio(ratio)} "
+            f"(LangChain {_report.fmt_time(lc_goal['warm']['median'])}, ours "
+            f"{_report.fmt_time(data['ours'][str(goal_n)]['warm']['median'])} per round)"
+        )
         goals.append(
             {
                 "goal": f"≥ {GOAL_RATIO:.0f}× faster than LangChain warm at {GOAL_SIZE:,} messages",
@@ -490,9 +494,22 @@ def _result(
                 )
     for peer in peers:
         largest = max((n for n in sizes if str(n) in data.get(peer, {})), default=None)
-        if largest is not None:
-            ratio = data[peer][str(largest)]["warm_ratio_vs_ours"]
-            headline.append(f"{peer}/ours warm at {largest:,} messages: {_report.fmt_ratio(ratio)}")
+        if largest is None:
+            continue
+        entry = data[peer][str(largest)]
+        ours = data["ours"][str(largest)]
+        if not (peer == "LangChain" and largest == goal_n):
+            headline.append(
+                f"{peer}/ours warm at {largest:,} messages: "
+                f"{_report.fmt_ratio(entry['warm_ratio_vs_ours'])} ({peer} "
+                f"{_report.fmt_time(entry['warm']['median'])}, ours "
+                f"{_report.fmt_time(ours['warm']['median'])} per round)"
+            )
+        headline.append(
+            f"{peer}/ours cold (first round) at {largest:,} messages: "
+            f"{_report.fmt_ratio(entry['cold_ratio_vs_ours'])} — our cold round compacts the "
+            f"whole history ({_report.fmt_time(ours['cold']['median'])})"
+        )
     notes = [
         f"{p} was not run again at or beyond {n:,} messages: a repeat took over {cap:.0f} s"
         for p, n in skipped.items()

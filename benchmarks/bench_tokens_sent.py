@@ -179,7 +179,9 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
 
 
 # -------------------------------------------------------------------------- LangChain
-def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, Any]:
+def run_langchain(
+    session: Session, window: int, counter: Counter, progress: Progress | None = None
+) -> dict[str, Any]:
     """Feed ``session`` through LangChain's summarisation and context-editing hooks."""
     from langchain.agents.middleware import (
         ClearToolUsesEdit,
@@ -223,7 +225,9 @@ def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, 
         captured.append(list(request.messages))
         return canned
 
+    tick = _ticker("LangChain", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
+        tick()
         state.extend(to_langchain(session.messages[cursor:point]))
         cursor = point
         update = summarization.before_model({"messages": state}, None)  # type: ignore[arg-type]
@@ -240,7 +244,9 @@ def run_langchain(session: Session, window: int, counter: Counter) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- litellm
-def run_litellm(session: Session, window: int, counter: Counter) -> dict[str, Any]:
+def run_litellm(
+    session: Session, window: int, counter: Counter, progress: Progress | None = None
+) -> dict[str, Any]:
     """Trim the whole history with ``litellm.utils.trim_messages`` before every request."""
     from benchmarks.bench_overhead import _trim_messages
 
@@ -253,7 +259,9 @@ def run_litellm(session: Session, window: int, counter: Counter) -> dict[str, An
     sizes = [counter.estimator.count_message(m) for m in session.messages]
     tokens: list[int] = []
     invalid = 0
+    tick = _ticker("litellm", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
+        tick()
         start, held = point, 0
         while start > 0 and held < 2 * limit:
             start -= 1
@@ -265,6 +273,19 @@ def run_litellm(session: Session, window: int, counter: Counter) -> dict[str, An
         tokens.append(counter.request([system_message, *sent]))
         invalid += pair_problems(sent) > 0
     return _tally("litellm", tokens, window, invalid, [])
+
+
+def _ticker(name: str, total: int, progress: Progress | None) -> Callable[[], None]:
+    """Return a function to call once per request; it reports progress every 5 seconds."""
+    state = {"done": 0, "last": time.perf_counter()}
+
+    def tick() -> None:
+        state["done"] += 1
+        if progress is not None and time.perf_counter() - state["last"] > 5:
+            state["last"] = time.perf_counter()
+            progress(f"  {name}: request {state['done']:,}/{total:,}")
+
+    return tick
 
 
 def _key(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -291,7 +312,7 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
     notes: list[str] = []
     for name, runner in (("LangChain", run_langchain), ("litellm", run_litellm)):
         try:
-            systems.append(runner(session, window, counter))
+            systems.append(runner(session, window, counter, progress))
             progress(
                 f"{name}: {systems[-1]['requests']} requests, "
                 f"{systems[-1]['total_tokens']:,} tokens"
@@ -326,7 +347,8 @@ def _result(
         )
     fewer = all(ours["total_tokens"] < p["total_tokens"] for p in peers) if peers else None
     headline = [
-        f"window {window:,} tokens, {session.label}",
+        f"window {window:,} tokens (input limit {window - RESERVE:,}), "
+        f"{len(request_points(session.messages))} model requests in the recording",
         *(
             f"{s['system']}: {s['total_tokens']:,} input tokens ({s['agent_tokens']:,} in "
             f"{s['requests']} requests + {s['summary_tokens']:,} in {s['summary_requests']} "

@@ -6,7 +6,9 @@ provider all run here against the local OpenAI-compatible server.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +36,7 @@ def _client(server: OpenAIServer) -> LiteLLMClient:
 
 
 def _agent_with_history(
-    server: OpenAIServer, tmp_path: Path, tools: list[object] | None = None
+    server: OpenAIServer, tmp_path: Path, tools: list[Callable[..., Any]] | None = None
 ) -> HarnessAgent:
     agent = HarnessAgent(
         model=_client(server),

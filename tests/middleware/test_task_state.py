@@ -388,7 +388,9 @@ async def test_a_tool_result_recorded_during_a_call_shows_in_the_next_round() ->
     assert "PASSED unit-tests on auth.py @ v1" in state_blocks(second)["state/task"].text
 
 
-async def test_the_todo_list_is_never_missing_nor_shown_twice_when_compaction_removes_the_receipt() -> None:
+async def test_the_todo_list_is_never_missing_nor_shown_twice_when_compaction_removes_the_receipt() -> (
+    None
+):
     from middleware.compaction import Compaction
 
     def note(text: str) -> str:
@@ -409,7 +411,8 @@ async def test_the_todo_list_is_never_missing_nor_shown_twice_when_compaction_re
     assert any(r.transforms for r in after_write)  # compaction did happen
     for request in after_write:
         receipt_shown = any(
-            m.role == "tool" and m.name == "todo_write" and not m.meta("trimmed") for m in request.history
+            m.role == "tool" and m.name == "todo_write" and not m.meta("trimmed")
+            for m in request.history
         )
         block_shown = any(b.source_id == "state/todos" for b in request.blocks)
         assert receipt_shown != block_shown, request.transforms
