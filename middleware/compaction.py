@@ -11,7 +11,8 @@ model sees next (the agent commits it, so nothing is redone next round), never t
 
 1. **Trim old tool outputs** (no model). The newest ``trim_protect_tokens`` of tool output
    are protected; once the older, untrimmed tool outputs add up to ``trim_min_tokens``,
-   each becomes a ``trim_preview_chars`` preview (new id, metadata ``trimmed``).
+   each becomes a ``trim_preview_chars`` preview (new id, metadata ``trimmed``). In small
+   windows both thresholds shrink to 40 % and 20 % of the history budget.
    Transform ``tool_output_trim:<messages>``.
 2. **Truncate old tool-call arguments** (off by default). Outside the kept range, string
    arguments longer than ``max_arg_length`` keep their first 20 characters and
@@ -135,6 +136,12 @@ TRUNCATE_KEEP_CHARS: Final = 20
 """Characters a truncated argument keeps before the truncation text."""
 _MIN_ROOM: Final = 64
 _PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
+
+
+TRIM_PROTECT_SHARE = 0.4
+"""At most this share of the history budget is protected from trimming (small windows)."""
+TRIM_MIN_SHARE = 0.2
+"""Trimming starts once this share of the history budget is trimmable (small windows)."""
 
 
 def select_cut(
@@ -356,11 +363,11 @@ class Compaction:
             return request
         est = request.estimator
         transforms: list[str] = []
-        history, trimmed = self._trim(history, est)
+        budget = self._history_budget(request, est)
+        history, trimmed = self._trim(history, est, budget)
         if trimmed:
             transforms.append(f"tool_output_trim:{trimmed}")
         layout = _layout(history)
-        budget = self._history_budget(request, est)
         if self.truncate_args:
             body = history[layout.start :]
             end = layout.start + self._normal_cut(body, est, budget, layout)
@@ -376,13 +383,19 @@ class Compaction:
         return request.replace(history=history).with_transforms(*transforms)
 
     def _trim(
-        self, history: tuple[Message, ...], est: TokenEstimator
+        self, history: tuple[Message, ...], est: TokenEstimator, budget: int
     ) -> tuple[tuple[Message, ...], int]:
-        """Stage 1: shorten older tool outputs to previews once enough have piled up."""
+        """Stage 1: shorten older tool outputs to previews once enough have piled up.
+
+        The thresholds are absolute (~40,000 and ~20,000 tokens) for large windows and
+        scale down with the history budget for small ones, where a fixed 40,000 would
+        protect every tool output ever made.
+        """
         if self.trim_min_tokens is None:
             return history, 0
         count = est.count_message
-        protect = self.trim_protect_tokens
+        protect = min(self.trim_protect_tokens, int(TRIM_PROTECT_SHARE * budget))
+        minimum = min(self.trim_min_tokens, int(TRIM_MIN_SHARE * budget))
         preview = self.trim_preview_chars
         protected = 0
         trimmable = 0
@@ -408,7 +421,7 @@ class Compaction:
             ):
                 candidates.append(i)
                 trimmable += tokens
-        if not candidates or trimmable < self.trim_min_tokens:
+        if not candidates or trimmable < minimum:
             return history, 0
         out = list(history)
         for i in candidates:
@@ -533,10 +546,12 @@ class Compaction:
             return select_cut(
                 body, est.count_message, keep_tokens=cap, max_messages=self.keep_messages
             )
+        # The dynamic range is what stays after compaction, pinned messages included, so a
+        # long pinned task does not make every compacted request larger.
         wanted = (
             self.keep_tokens
             if self.keep_tokens is not None
-            else int(max(budget, 0) * KEEP_FRACTION)
+            else max(0, int(max(budget, 0) * KEEP_FRACTION) - pinned)
         )
         return select_cut(
             body,

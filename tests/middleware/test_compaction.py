@@ -1099,3 +1099,36 @@ async def test_an_overflow_with_nothing_to_compact_reaches_the_caller() -> None:
         await a.call("go", CTX)
     assert info.value.context["reason"] == "nothing_to_compact"
     assert not summaries(model) and model.overflows == 1
+
+
+async def test_trim_thresholds_shrink_with_a_small_history_budget() -> None:
+    # Defaults (protect 40,000, trim at 20,000 tokens) would never trim in a 6,000-token
+    # budget; scaled to it (40 % and 20 %), old outputs are trimmed before summarising.
+    model = ScriptedModel([*calls(12), "done"])
+    a = agent(model, Compaction(trigger_messages=1000, memory=None), max_input_tokens=6_000)
+    await a.call("run the commands", CTX)
+    assert any(
+        t.startswith("tool_output_trim:") for r in model.agent_requests for t in r.transforms
+    )
+    last = model.agent_requests[-1]
+    tools = [m for m in last.history if m.role == "tool"]
+    assert tools[0].meta("trimmed") and not tools[-1].meta("trimmed")
+    protected = sum(last.estimator.count_message(m) for m in tools if not m.meta("trimmed"))
+    # Untrimmed output stays within protect + the batch that waits for the next trim.
+    budget = last.history_budget or last.input_limit
+    biggest = max(last.estimator.count_message(m) for m in tools)
+    assert protected <= (0.4 + 0.2) * budget + biggest
+
+
+async def test_the_dynamic_keep_range_counts_the_pinned_task() -> None:
+    long_task = "Fix the parser. " + "Context about the bug. " * 300
+    model = ScriptedModel([*calls(30), "done"])
+    a = agent(model, Compaction(trigger_messages=20, memory=None), max_input_tokens=20_000)
+    await a.call(long_task, CTX)
+    after = next(r for r in model.agent_requests if compacted(r))
+    budget = after.history_budget or after.input_limit
+    est = after.estimator
+    summary_tokens = sum(est.count_message(m) for m in after.history if m.meta("summary"))
+    kept = est.count_messages(after.history) - summary_tokens
+    last_unit = est.count_messages(after.history[-2:])
+    assert kept <= 0.35 * budget + last_unit
