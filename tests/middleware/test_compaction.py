@@ -1122,8 +1122,13 @@ async def test_trim_thresholds_shrink_with_a_small_history_budget() -> None:
 
 async def test_the_dynamic_keep_range_counts_the_pinned_task() -> None:
     long_task = "Fix the parser. " + "Context about the bug. " * 300
-    model = ScriptedModel([*calls(30), "done"])
-    a = agent(model, Compaction(trigger_messages=20, memory=None), max_input_tokens=20_000)
+    model = ScriptedModel([*calls(45), "done"])
+    a = agent(
+        model,
+        Compaction(trigger_messages=100, trim_min_tokens=None, memory=None),
+        max_input_tokens=20_000,
+        max_rounds=60,
+    )
     await a.call(long_task, CTX)
     after = next(r for r in model.agent_requests if compacted(r))
     budget = after.history_budget or after.input_limit
