@@ -53,46 +53,64 @@ def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = N
 def manifest_items(
     request: ModelRequest, estimator: TokenEstimator | None = None
 ) -> tuple[int, tuple[ManifestItem, ...]]:
-    """Return the estimated total and one manifest item per system part, message, tool and block."""
+    """Return the estimated total and one manifest item per system part, message, tool and block.
+
+    One pass over the request: the total is the sum of the items plus framing, and equals
+    `estimate_request`.
+    """
     est = estimator or request.estimator
+    count_message = est.count_message
     items: list[ManifestItem] = []
-    for part in request.system:
-        tokens = est.count_message(
-            Message(role="system", content=part.text, id=f"system/{part.name}")
-        )
-        items.append(
-            ManifestItem(
-                kind="system", source_id=f"system/{part.name}", tokens=tokens, placement="system"
+    append = items.append
+    total = REPLY_PRIMING
+    if request.system:
+        total += MESSAGE_OVERHEAD
+        for part in request.system:
+            tokens = count_message(
+                Message(role="system", content=part.text, id=f"system/{part.name}")
             )
-        )
+            total += tokens - MESSAGE_OVERHEAD + 1
+            append(
+                ManifestItem(
+                    kind="system",
+                    source_id=f"system/{part.name}",
+                    tokens=tokens,
+                    placement="system",
+                )
+            )
     for message in request.history:
-        items.append(
+        tokens = count_message(message)
+        total += tokens
+        append(
             ManifestItem(
                 kind="message",
                 source_id=f"history/{message.id}",
-                tokens=est.count_message(message),
+                tokens=tokens,
                 placement="history",
                 role=message.role,
             )
         )
-    for block in request.blocks:
-        items.append(
-            ManifestItem(
-                kind="block",
-                source_id=block.source_id,
-                tokens=est.count_block(block),
-                placement=block.where,
-                revision=block.revision,
-                content_hash=content_hash(block.text),
+    if request.blocks:
+        total += MESSAGE_OVERHEAD + 6
+        for block in request.blocks:
+            tokens = est.count_block(block)
+            total += tokens
+            append(
+                ManifestItem(
+                    kind="block",
+                    source_id=block.source_id,
+                    tokens=tokens,
+                    placement=block.where,
+                    revision=block.revision,
+                    content_hash=content_hash(block.text),
+                )
             )
-        )
     for tool in request.tools:
-        items.append(
+        tokens = est.count_tools((tool,))
+        total += tokens
+        append(
             ManifestItem(
-                kind="tool_schema",
-                source_id=f"tool/{tool.name}",
-                tokens=est.count_tools((tool,)),
-                placement="tools",
+                kind="tool_schema", source_id=f"tool/{tool.name}", tokens=tokens, placement="tools"
             )
         )
-    return estimate_request(request, est), tuple(items)
+    return total, tuple(items)

@@ -1,0 +1,38 @@
+"""Request accounting: the manifest's single-pass total equals the plain estimate."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import ContextBlock, ContextPolicy, Message, ModelRequest, SystemPart, ToolSchema
+from harness.accounting import estimate_request, manifest_items
+
+texts = st.text(max_size=300)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(texts, max_size=3),
+    st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool"]), texts), max_size=12),
+    st.lists(texts, max_size=4),
+    st.lists(st.from_regex(r"[a-z]{1,10}", fullmatch=True), max_size=3, unique=True),
+)
+def test_manifest_total_equals_the_estimate(
+    system: list[str], history: list[tuple[str, str]], blocks: list[str], tools: list[str]
+) -> None:
+    request = ModelRequest(
+        model="gpt-4o",
+        system=tuple(SystemPart(name=f"p{i}", text=t) for i, t in enumerate(system)),
+        history=tuple(
+            Message.tool(f"c{i}", text) if role == "tool" else Message(role=role, content=text)  # type: ignore[arg-type]
+            for i, (role, text) in enumerate(history)
+        ),
+        blocks=tuple(ContextBlock.reference(f"b{i}", t) for i, t in enumerate(blocks)),
+        tools=tuple(ToolSchema(name=n, description=n * 3) for n in tools),
+        policy=ContextPolicy().resolve("gpt-4o"),
+    )
+    total, items = manifest_items(request)
+    assert total == estimate_request(request)
+    assert len(items) == len(system) + len(history) + len(blocks) + len(tools)
+    assert total >= sum(item.tokens for item in items)
