@@ -66,10 +66,13 @@ def manifest_items(
     if request.system:
         total += MESSAGE_OVERHEAD
         for part in request.system:
-            tokens = count_message(
-                Message(role="system", content=part.text, id=f"system/{part.name}")
+            # The part's share of the merged System message (its text and a separator).
+            tokens = (
+                count_message(Message(role="system", content=part.text, id=f"system/{part.name}"))
+                - MESSAGE_OVERHEAD
+                + 1
             )
-            total += tokens - MESSAGE_OVERHEAD + 1
+            total += tokens
             append(
                 ManifestItem(
                     kind="system",
