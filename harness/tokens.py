@@ -38,6 +38,8 @@ TOOL_CALL_OVERHEAD = 8
 TOOL_SCHEMA_OVERHEAD = 8
 """Tokens of framing per tool schema."""
 _CACHE_LIMIT = 500_000
+_MARK = 0xFFFF_FFFF
+_TOKENS = 0xFFFF_FFFF
 
 
 @runtime_checkable
@@ -77,7 +79,8 @@ class CachedEstimator:
     exact = False
 
     def __init__(self) -> None:
-        self._messages: dict[str, tuple[int, int]] = {}
+        # message id → (content fingerprint << 32) | tokens: one int per message (~36 bytes)
+        self._messages: dict[str, int] = {}
         self._blocks: dict[tuple[str, str], int] = {}
         self._tools: dict[bytes, int] = {}
 
@@ -86,16 +89,21 @@ class CachedEstimator:
         raise NotImplementedError
 
     def count_message(self, message: Message) -> int:
-        """Return the token count of ``message``, framing included (cached by id)."""
+        """Return the token count of ``message``, framing included.
+
+        Cached by message id and checked against a fingerprint of the content (its string
+        hash, which Python caches on the string), so a message rewritten under the same id
+        is recounted rather than served a stale count.
+        """
         content = message.content
-        size = len(content) if isinstance(content, str) else -1
+        mark = (hash(content) if isinstance(content, str) else -1) & _MARK
         hit = self._messages.get(message.id)
-        if hit is not None and hit[0] == size:
-            return hit[1]
+        if hit is not None and hit >> 32 == mark:
+            return hit & _TOKENS
         tokens = self._count_message(message)
         if len(self._messages) >= _CACHE_LIMIT:
             self._messages.clear()
-        self._messages[message.id] = (size, tokens)
+        self._messages[message.id] = (mark << 32) | min(tokens, _TOKENS)
         return tokens
 
     def _count_message(self, message: Message) -> int:

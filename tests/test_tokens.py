@@ -194,17 +194,18 @@ def test_coefficients_are_validated() -> None:
 
 # --------------------------------------------------------------------- cache
 @pytest.mark.parametrize("make", [approximate, lambda: exact_for_family("o200k")])
-def test_message_cache_returns_cached_count_and_recounts_on_new_length(
+def test_message_cache_returns_cached_count_and_recounts_changed_content(
     make: Callable[[], CachedEstimator],
 ) -> None:
     est = make()
     text = "short text about tokens"
     message = Message.user(text)
     first = est.count_message(message)
-    # Same id and same length but text that costs far more: the cached count comes back.
+    assert est.count_message(message) == first
+    assert est._messages[message.id] & 0xFFFF_FFFF == first  # served from the cache
+    # Same id and same length but other text: the fingerprint differs, so it is recounted.
     same_length = message.replace(content="上" * len(text))
-    assert make().count_message(same_length) > first
-    assert est.count_message(same_length) == first
+    assert est.count_message(same_length) == make().count_message(same_length) > first
     # Same id, different length: recounted.
     longer = message.replace(content=text * 50)
     assert est.count_message(longer) == make().count_message(longer) > first
