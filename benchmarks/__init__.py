@@ -1,1 +1,4 @@
-"""Benchmarks for context-harness (run with ``python -m benchmarks.<name>``)."""
+"""Benchmarks for context-harness: ``python -m benchmarks [name ...] [--quick|--smoke]``.
+
+``make bench`` runs them all and writes ``benchmarks/results/`` (report.md, charts, JSON).
+"""
