@@ -28,6 +28,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,25 @@ def stats(samples: Sequence[float]) -> dict[str, float]:
         "mean": float(statistics.fmean(samples)),
         "n": len(samples),
     }
+
+
+def time_samples(fn: Callable[[], Any], *, repeat: int, budget_s: float) -> list[float]:
+    """Return ``repeat`` samples of the time of one call of ``fn``, each averaged over a batch.
+
+    The batch size is chosen from one warm-up call so that all samples together take about
+    ``budget_s`` seconds (at most 10,000 calls per sample).
+    """
+    started = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - started, 1e-7)
+    batch = max(1, min(10_000, int(budget_s / repeat / one)))
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        samples.append((time.perf_counter() - started) / batch)
+    return samples
 
 
 def ratio_stats(numerator: Sequence[float], denominator: Sequence[float]) -> dict[str, float]:

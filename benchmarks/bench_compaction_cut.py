@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio
 
+from benchmarks._report import stats, time_samples
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest
@@ -87,30 +88,6 @@ def full_scan_cut(
     return cut
 
 
-def _time(fn: Callable[[], Any], *, repeat: int, budget_s: float) -> list[float]:
-    """Return ``repeat`` samples of the time of one call, each averaged over a batch."""
-    started = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - started, 1e-7)
-    batch = max(1, min(10_000, int(budget_s / repeat / one)))
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter() - started) / batch)
-    return samples
-
-
-def _stats(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-
-    def q(p: float) -> float:
-        return ordered[min(len(ordered) - 1, round((len(ordered) - 1) * p))]
-
-    return {"median": q(0.5), "p10": q(0.1), "p90": q(0.9), "n": len(samples)}
-
-
 def _us(s: dict[str, float]) -> str:
     return f"{s['median'] * 1e6:,.1f} µs ({s['p10'] * 1e6:,.1f}–{s['p90'] * 1e6:,.1f})"
 
@@ -140,12 +117,12 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
             "35% of tokens": {"keep_tokens": int(0.35 * total), "max_messages": INF},
         }
         for mode, kw in modes.items():
-            ours = _time(
+            ours = time_samples(
                 partial(select_cut, body, est.count_message, **kw),
                 repeat=repeat,
                 budget_s=budget_s,
             )
-            base = _time(
+            base = time_samples(
                 partial(full_scan_cut, body, est.count_message, **kw),
                 repeat=repeat,
                 budget_s=budget_s,
@@ -153,8 +130,8 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
             cut = select_cut(body, est.count_message, **kw)
             if cut != full_scan_cut(body, est.count_message, **kw):
                 raise AssertionError(f"select_cut and the full scan disagree at n={n}, mode={mode}")
-            s_ours, s_base = _stats(ours), _stats(base)
-            ratio = _stats([b / o for o, b in zip(ours, base, strict=True)])
+            s_ours, s_base = stats(ours), stats(base)
+            ratio = stats([b / o for o, b in zip(ours, base, strict=True)])
             rows.append(
                 [
                     f"{len(body):,}",
@@ -180,9 +157,11 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
         request = anyio.run(compaction.prepare, first)
         est.count_messages(request.history)
 
-        s_prep = _stats(anyio.run(_time_prepare, compaction, request, repeat, budget_s))
-        s_sum = _stats(
-            _time(partial(est.count_messages, request.history), repeat=repeat, budget_s=budget_s)
+        s_prep = stats(anyio.run(_time_prepare, compaction, request, repeat, budget_s))
+        s_sum = stats(
+            time_samples(
+                partial(est.count_messages, request.history), repeat=repeat, budget_s=budget_s
+            )
         )
         net = s_prep["median"]
         check_rows.append(

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from benchmarks._report import stats, time_samples
 from harness.blocks import ContextBlock
 from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy
@@ -121,30 +122,6 @@ def workload(n: int, *, seed: int = 0) -> tuple[ModelRequest, int, int]:
     return request, fixed, optional_total
 
 
-def _time(fn: Callable[[], Any], *, repeat: int, budget_s: float) -> list[float]:
-    """Return ``repeat`` samples of one call's time, each averaged over a batch."""
-    started = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - started, 1e-7)
-    batch = max(1, min(10_000, int(budget_s / repeat / one)))
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter() - started) / batch)
-    return samples
-
-
-def _stats(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-
-    def q(p: float) -> float:
-        return ordered[min(len(ordered) - 1, round((len(ordered) - 1) * p))]
-
-    return {"median": q(0.5), "p10": q(0.1), "p90": q(0.9), "n": len(samples)}
-
-
 def _fmt(s: dict[str, float]) -> str:
     m, lo, hi = s["median"], s["p10"], s["p90"]
     if m >= 1e-3:
@@ -191,8 +168,10 @@ def run(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
             cold = time.perf_counter() - started
             fitted = budget.fit(limited)
             dropped = len(fitted.transforms)
-            ours = _stats(_time(partial(budget.fit, limited), repeat=repeat, budget_s=budget_s))
-            base = _stats(_time(_bare_sort(limited), repeat=repeat, budget_s=budget_s))
+            ours = stats(
+                time_samples(partial(budget.fit, limited), repeat=repeat, budget_s=budget_s)
+            )
+            base = stats(time_samples(_bare_sort(limited), repeat=repeat, budget_s=budget_s))
             rows.append(
                 [
                     f"{n:,}",

@@ -1107,9 +1107,11 @@ def synthetic_workloads(*, seed: int = 0, count: int = 200) -> list[Workload]:
     return out
 
 
-def all_workloads(*, quick: bool = False, seed: int = 0, shared: Path = SHARED) -> list[Workload]:
+def all_workloads(
+    *, quick: bool = False, seed: int = 0, shared: Path = SHARED, count: int | None = None
+) -> list[Workload]:
     """Return every workload: real (when ``../shared`` exists), stdlib, then synthetic."""
-    count = 60 if quick else 240
+    count = count or (60 if quick else 240)
     return [
         *real_workloads(shared, seed=seed),
         *stdlib_workloads(seed=seed, count=count),

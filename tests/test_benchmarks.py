@@ -341,3 +341,14 @@ def test_providers_refuses_without_the_key(
     assert main(["providers", "--model", "gpt-4o", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "OPENAI_API_KEY" in err and "not set" in err
+
+
+@pytest.mark.parametrize("name", ["estimation", "selection", "compaction_cut"])
+def test_hot_path_benchmarks_smoke(name: str, tmp_path: Path) -> None:
+    result = _run(name, tmp_path)
+    goals = _report.goals(result)
+    assert goals, f"{name} states its goals"
+    assert all(isinstance(g["met"], bool) and g["goal"] for g in goals)
+    assert _report.tables(result), f"{name} prints a table"
+    numbers = _numbers(result.get("data", {}))
+    assert numbers and all(not math.isnan(x) for x in numbers)
