@@ -49,10 +49,11 @@ def is_fixed(block: ContextBlock) -> bool:
 
 
 def history_minimum(history: tuple[Message, ...]) -> tuple[Message, ...]:
-    """Return the messages the history must keep: the newest user message and the tail.
+    """Return the messages the history must keep, in order — what Compaction never removes.
 
-    The tail is the trailing tool-call group: when the history ends with tool results, the
-    assistant message that asked for them and the results. Messages are returned in order.
+    The pinned task (a first user message that is not a summary) and the summary after it,
+    the newest user message that is not a summary, and the tail: when the history ends
+    with tool results, the assistant message that asked for them and the results.
     """
     n = len(history)
     start = n
@@ -61,14 +62,20 @@ def history_minimum(history: tuple[Message, ...]) -> tuple[Message, ...]:
         start -= 1
     if start < n and start > 0 and history[start - 1].tool_calls:
         start -= 1
-    # The newest user message (at or before the tail).
-    user = start - 1 if start > 0 else -1
-    while user >= 0 and history[user].role != "user":
+    keep: list[int] = []
+    head = 0
+    if n and history[0].role == "user" and not history[0].meta("summary"):
+        keep.append(0)
+        head = 1
+    if head < n and head < start and history[head].meta("summary"):
+        keep.append(head)
+    # The newest user message (at or before the tail) that is not a summary.
+    user = start - 1
+    while user >= 0 and (history[user].role != "user" or history[user].meta("summary")):
         user -= 1
-    tail = history[start:]
-    if user < 0:
-        return tail
-    return (history[user], *tail)
+    if user >= 0 and user not in keep:
+        keep.append(user)
+    return tuple(history[i] for i in sorted(keep)) + history[start:]
 
 
 class BudgetFit:

@@ -277,18 +277,23 @@ async def test_the_trailing_tool_call_group_is_reserved_too() -> None:
     assert cost(two) <= limit
 
 
-def test_history_minimum_is_the_newest_user_message_and_the_tail() -> None:
+def test_history_minimum_is_what_compaction_keeps() -> None:
     call = ScriptedModel.tool_call("f", id="c1")
     history = (
-        Message.user("old"),
+        Message.user("task"),
         Message.assistant("a"),
         Message.user("new"),
         call,
         Message.tool("c1", "result"),
     )
-    assert [m.text for m in history_minimum(history)] == ["new", "", "result"]
-    assert [m.text for m in history_minimum(history[:3])] == ["new"]
+    # The pinned task, the newest user message and the trailing tool-call group.
+    assert [m.text for m in history_minimum(history)] == ["task", "new", "", "result"]
+    assert [m.text for m in history_minimum(history[:3])] == ["task", "new"]
     assert history_minimum(()) == ()
+    # After a compaction: the task, its summary, the tail; a summary is not "the newest user".
+    summary = Message.user("summary", metadata={"summary": True})
+    compacted = (history[0], summary, call, Message.tool("c1", "result"))
+    assert [m.text for m in history_minimum(compacted)] == ["task", "summary", "", "result"]
 
 
 async def test_min_history_tokens_reserves_more_history() -> None:
