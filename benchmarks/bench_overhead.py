@@ -39,6 +39,7 @@ import os
 import statistics
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -338,6 +339,7 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
     skipped: dict[str, int] = {}
     trim_skipped: set[int] = set()
     raw: dict[str, dict[int, list[dict[str, Any]]]] = {s: {} for s in [*systems, *peers]}
+    memory: dict[int, dict[str, int]] = {}
     workload = ""
     LangChainPeer("")  # import the peers before anything is timed
     _trim_messages()
@@ -375,7 +377,12 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
                         if n in raw[p] and len(raw[p][n]) == rep + 1
                     )
                 )
+            memory[n] = await _memory_peak(session, outputs, warm, workdir)
+            progress(
+                f"  n={n:,}: ours, peak traced memory {memory[n]['peak_bytes'] / 2**20:,.1f} MiB"
+            )
     result = _result(mode, sizes, raw, systems, peers, skipped, workload, cap)
+    _add_memory(result, memory)
     if trim_skipped:
         result["notes"] = [
             n for n in result["notes"] if not n.startswith("litellm was not run again")
@@ -386,6 +393,54 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
             "measures it"
         ]
     return result
+
+
+async def _memory_peak(
+    session: Session, outputs: list[Message], warm: int, workdir: Path
+) -> dict[str, int]:
+    """Return the peak memory our stack allocates over one call (cold round + warm rounds).
+
+    Measured with tracemalloc in a separate, untimed run; the session's own messages exist
+    before the measurement starts, so the peak is what preparation adds on top of them.
+    """
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        await measure_ours(session, outputs, warm, workdir)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return {"peak_bytes": peak, "messages": len(session.messages), "history_chars": session.chars}
+
+
+def _add_memory(result: dict[str, Any], memory: dict[int, dict[str, int]]) -> None:
+    """Add the memory-peak table and headline to ``result``."""
+    if not memory:
+        return
+    rows = [
+        [
+            f"{m['messages']:,}",
+            f"{m['history_chars']:,}",
+            f"{m['peak_bytes'] / 2**20:,.2f}",
+            f"{m['peak_bytes'] / max(1, m['history_chars']):.2f}",
+        ]
+        for m in memory.values()
+    ]
+    result.setdefault("tables", []).append(
+        {
+            "title": "ours: peak memory added by one call (cold round + warm rounds, tracemalloc)",
+            "columns": ["messages", "history chars", "peak MiB", "peak bytes per history char"],
+            "rows": rows,
+        }
+    )
+    largest = memory[max(memory)]
+    result.setdefault("headline", []).append(
+        f"ours: peak memory of one call at {largest['messages']:,} messages: "
+        f"{largest['peak_bytes'] / 2**20:,.1f} MiB "
+        f"({largest['peak_bytes'] / max(1, largest['history_chars']):.2f} bytes per history character)"
+    )
+    result.setdefault("data", {})["memory_peak"] = {str(n): m for n, m in memory.items()}
 
 
 def _result(

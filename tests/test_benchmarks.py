@@ -256,6 +256,8 @@ def test_overhead_smoke(tmp_path: Path) -> None:
         assert set(chart["series"]) >= SYSTEMS_OVERHEAD
     rows = result["tables"][0]["rows"]
     assert {row[1] for row in rows} >= SYSTEMS_OVERHEAD
+    memory = result["data"]["memory_peak"]
+    assert memory and all(m["peak_bytes"] > 0 and m["messages"] > 0 for m in memory.values())
     assert "![" in (tmp_path / "report.md").read_text("utf-8")
 
 
