@@ -35,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
         help="provider base URL (default: $HARNESS_API_BASE)",
     )
     run.add_argument(
+        "--api-key",
+        default=os.environ.get("HARNESS_API_KEY"),
+        help="API key (default: $HARNESS_API_KEY, else the provider's usual variable)",
+    )
+    run.add_argument(
         "--workspace", default=None, help="workspace folder (default: a fresh temporary folder)"
     )
     run.add_argument(

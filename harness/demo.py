@@ -195,7 +195,7 @@ def _build_agent(
         from providers.scripted import ScriptedModel
 
         client = ScriptedModel(_script(), window=32_000)
-        budget = max_input_tokens or 5_000
+        budget = max_input_tokens or 4_000
     stack = default_stack(
         instructions=[
             instruction(
