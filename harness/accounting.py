@@ -7,7 +7,8 @@ by one message costs one new count plus one cache lookup per message.
 from __future__ import annotations
 
 from harness.blocks import content_hash
-from harness.manifest import ManifestItem
+from harness.events import AgentEvent
+from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import Message
 from harness.request import ModelRequest
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
@@ -117,3 +118,34 @@ def manifest_items(
             )
         )
     return total, tuple(items)
+
+
+def build_manifest(
+    request: ModelRequest, estimator: TokenEstimator | None = None
+) -> ContextManifest:
+    """Return the manifest of ``request`` as it is about to be sent (validation ``passed``)."""
+    est = estimator or request.estimator
+    total, items = manifest_items(request, est)
+    return ContextManifest(
+        call_id=request.ids.call_id,
+        purpose=request.ids.purpose,
+        model=request.model,
+        estimated_input_tokens=total,
+        input_limit=request.input_limit,
+        counting_method=est.method,
+        exact=est.exact,
+        items=items,
+        transforms=request.transforms,
+        agent_id=request.ids.agent_id,
+        session_id=request.ids.session_id,
+        run_id=request.ids.run_id,
+        calibration=getattr(est, "factor", 1.0),
+    )
+
+
+def report_manifest(manifest: ContextManifest, request: ModelRequest) -> None:
+    """Hand ``manifest`` to the request's policy observer and its call's event stream."""
+    if request.policy.observer is not None:
+        request.policy.observer(manifest)
+    if request.run is not None and request.run.emit is not None:
+        request.run.emit(AgentEvent(kind="context_build", manifest=manifest))

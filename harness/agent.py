@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from harness.accounting import manifest_items
+from harness.accounting import build_manifest, report_manifest
 from harness.calibration import CalibratedEstimator, updated_factor
 from harness.chain import compose
 from harness.errors import (
@@ -170,7 +170,7 @@ class HarnessAgent:
                     yield event
                 raise
             except Exception as exc:
-                self._report(_failed_manifest(request, exc), run)
+                report_manifest(_failed_manifest(request, exc), request)
                 for event in _drain(pending):
                     yield event
                 raise
@@ -226,24 +226,8 @@ class HarnessAgent:
     async def _send(self, request: ModelRequest) -> ModelResponse:
         """The innermost handler: manifest, send, then commit the prepared history."""
         request = request.without_superseded_blocks()
-        total, items = manifest_items(request)
-        estimator = request.estimator
-        manifest = ContextManifest(
-            call_id=request.ids.call_id,
-            purpose=request.ids.purpose,
-            model=request.model,
-            estimated_input_tokens=total,
-            input_limit=request.input_limit,
-            counting_method=estimator.method,
-            exact=estimator.exact,
-            items=items,
-            transforms=request.transforms,
-            agent_id=request.ids.agent_id,
-            session_id=request.ids.session_id,
-            run_id=request.ids.run_id,
-            calibration=getattr(estimator, "factor", 1.0),
-        )
-        self._report(manifest, request.run)
+        manifest = build_manifest(request)
+        report_manifest(manifest, request)
         started = time.perf_counter()
         response = await self.client.complete(request)
         state = request.state
@@ -262,12 +246,6 @@ class HarnessAgent:
         factor = manifest.calibration
         raw = round(manifest.estimated_input_tokens / factor)
         state.calibration[request.model] = updated_factor(factor, estimated=raw, reported=reported)
-
-    def _report(self, manifest: ContextManifest, run: RunScope | None) -> None:
-        if self.policy.observer is not None:
-            self.policy.observer(manifest)
-        if run is not None and run.emit is not None:
-            run.emit(AgentEvent(kind="context_build", manifest=manifest))
 
     async def _run_tool(
         self, call: Any, state: AgentState, run: RunScope, ctx: RuntimeContext

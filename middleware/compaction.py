@@ -53,7 +53,13 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from harness.accounting import blocks_tokens, estimate_request, fixed_tokens, manifest_items
+from harness.accounting import (
+    blocks_tokens,
+    build_manifest,
+    estimate_request,
+    fixed_tokens,
+    report_manifest,
+)
 from harness.errors import (
     ConfigurationError,
     ContextBuildError,
@@ -61,8 +67,6 @@ from harness.errors import (
     ProviderError,
     WorkspaceError,
 )
-from harness.events import AgentEvent
-from harness.manifest import ContextManifest
 from harness.memory import DEFAULT_MEMORY, MemoryStore
 from harness.messages import Message, ToolCall, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
@@ -724,7 +728,7 @@ class _Asker:
             policy=source.policy,
             input_limit=self.limit,
         )
-        self._report(request)
+        report_manifest(build_manifest(request, self.est), self.request)
         try:
             response = await self.client.complete(request)
         except ContextOverflowError:
@@ -757,32 +761,6 @@ class _Asker:
         if failures:
             raise failures[0]
         return results
-
-    def _report(self, request: ModelRequest) -> None:
-        """Emit the summary request's manifest, like the agent does for its own requests."""
-        source = self.request
-        observer = source.policy.observer
-        emit = source.run.emit if source.run is not None else None
-        if observer is None and emit is None:
-            return
-        total, items = manifest_items(request, self.est)
-        manifest = ContextManifest(
-            call_id=request.ids.call_id,
-            purpose="summary",
-            model=request.model,
-            estimated_input_tokens=total,
-            input_limit=self.limit,
-            counting_method=self.est.method,
-            exact=self.est.exact,
-            items=items,
-            agent_id=request.ids.agent_id,
-            session_id=request.ids.session_id,
-            run_id=request.ids.run_id,
-        )
-        if observer is not None:
-            observer(manifest)
-        if emit is not None:
-            emit(AgentEvent(kind="context_build", manifest=manifest))
 
 
 def _check_int(name: str, value: object, *, minimum: int) -> None:
