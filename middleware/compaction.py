@@ -38,6 +38,9 @@ messages) instead of compacting again. A forced compaction keeps only the last u
 nothing left to summarise the history is returned unchanged, which OverflowRetry
 recognises.
 
+The summariser side (prompts, rendering, chunk packing, the summary requests and their
+manifests) lives in ``middleware/_summariser.py``.
+
 Cost when nothing is compacted: one backward pass over the tool messages and one sum of
 cached per-message counts; since compaction keeps the working history short, both are
 bounded by the trigger, not by the session's length.
@@ -50,15 +53,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-import anyio
 import msgspec
 
 from harness.accounting import (
     blocks_tokens,
-    build_manifest,
-    estimate_request,
     fixed_tokens,
-    report_manifest,
 )
 from harness.errors import (
     ConfigurationError,
@@ -75,51 +74,28 @@ from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from harness.tools import Tool, ToolContext
 from harness.types import Handler
 from middleware._history import safe_cut
+from middleware._summariser import (
+    DEFAULT_SUMMARY_PROMPT,
+    MERGE_PROMPT,
+    SUMMARY_HEADER,
+    UPDATE_PREAMBLE,
+    Summariser,
+    fit_text,
+    pack,
+    render_message,
+    summary_text,
+)
 
-DEFAULT_SUMMARY_PROMPT: Final = """\
-You are compacting the conversation of an AI agent so that it can continue its task with \
-less context. The agent will see your summary in place of the messages below, followed by \
-the most recent messages, which are kept word for word.
-{previous_summary}
-Write a concise summary in Markdown with exactly these sections:
-
-## Session goal
-What the user asked for, with every constraint and preference they stated.
-## Key conclusions
-What was found, decided or ruled out, with the evidence that matters (errors, test results).
-## Files and artefacts
-Files read, created or changed, commands run and other artefacts, each with its role.
-## Next steps
-What remains to be done or verified.
-
-Keep identifiers, paths, names and numbers exact. Do not add anything that is not in the \
-messages.
-
-<messages>
-{messages}
-</messages>"""
-"""The default summary prompt: goal, key conclusions, files and artefacts, next steps."""
-
-UPDATE_PREAMBLE: Final = """
-Here is the previous summary of the earlier conversation. Update it with the messages \
-below: keep what still holds, correct what changed, add what is new.
-<previous_summary>
-{summary}
-</previous_summary>
-"""
-"""Put in ``{previous_summary}`` (or before a custom prompt) when a summary exists."""
-
-MERGE_PROMPT: Final = """\
-The texts below summarise consecutive parts of one AI agent's conversation, oldest first. \
-Merge them into one concise summary with the sections ## Session goal, ## Key conclusions, \
-## Files and artefacts and ## Next steps. Where parts disagree the later one wins. Keep \
-identifiers, paths, names and numbers exact.
-
-{summaries}"""
-"""The prompt that merges the partial summaries of a chunked summarisation."""
-
-SUMMARY_HEADER: Final = "[Summary of the earlier conversation"
-"""How a summary message's text starts (followed by the count and a blank line)."""
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "MERGE_PROMPT",
+    "SUMMARY_HEADER",
+    "UPDATE_PREAMBLE",
+    "Compaction",
+    "compact_conversation",
+    "last_unit_start",
+    "select_cut",
+]
 
 REQUEST_KEY: Final = "compaction.requested"
 """The state extension the ``compact_conversation`` tool sets (a fresh token per request)."""
@@ -134,8 +110,6 @@ SUMMARY_CAP_FRACTION: Final = 0.25
 """A summary longer than this share of the history budget is cut (head and tail kept)."""
 SUMMARY_OVERFLOW_RETRIES: Final = 3
 """Times the chunks are halved when the summariser rejects a summary request as too long."""
-SUMMARY_CONCURRENCY: Final = 4
-"""Partial summaries requested at once when the early part is summarised in chunks."""
 TRUNCATE_KEEP_CHARS: Final = 20
 """Characters a truncated argument keeps before the truncation text."""
 _MIN_ROOM: Final = 64
@@ -601,7 +575,7 @@ class Compaction:
             else:
                 if stored:
                     done.append(f"memory_record:{stored}")
-        previous = _summary_text(layout.previous) if layout.previous is not None else None
+        previous = summary_text(layout.previous) if layout.previous is not None else None
         text = await self._summarise(early, previous, request, budget)
         if not text:
             raise ContextBuildError(
@@ -638,7 +612,7 @@ class Compaction:
         est = request.estimator if client.model == request.model else estimator_for(client.model)
         limit = request.policy.input_limit(client.context_window(client.model))
         chunk = min(self.summary_chunk_tokens or int(limit * CHUNK_FRACTION), limit)
-        ask = _Asker(client, request, limit, est)
+        ask = Summariser(client, request, limit, est)
         for attempt in range(SUMMARY_OVERFLOW_RETRIES + 1):
             try:
                 text = await self._summarise_chunked(early, previous, request, ask, chunk)
@@ -650,20 +624,20 @@ class Compaction:
                     raise
                 chunk = min(chunk, failed) // 2
         cap = max(_MIN_ROOM, int(max(budget, 0) * SUMMARY_CAP_FRACTION))
-        return _fit(text.strip(), est, cap)
+        return fit_text(text.strip(), est, cap)
 
     async def _summarise_chunked(
         self,
         early: Sequence[Message],
         previous: str | None,
         request: ModelRequest,
-        ask: _Asker,
+        ask: Summariser,
         chunk: int,
     ) -> str:
         est = ask.est
         frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
         if previous is not None:
-            previous = _fit(previous, est, chunk // 3)
+            previous = fit_text(previous, est, chunk // 3)
         room = chunk - frame - est.count(self._prompt("", previous))
         if room < _MIN_ROOM:
             raise ConfigurationError(
@@ -671,7 +645,7 @@ class Compaction:
                 "prompt; raise summary_chunk_tokens or shorten summary_prompt",
                 transforms=request.transforms,
             )
-        chunks = _pack([_render(m) for m in early], est, room)
+        chunks = pack([render_message(m) for m in early], est, room)
         if len(chunks) == 1:
             return await ask(self._prompt(chunks[0], previous))
         partials = await ask.many([self._prompt(c, None) for c in chunks])
@@ -679,13 +653,15 @@ class Compaction:
             ([previous] if previous else []) + partials, ask, est, chunk - frame
         )
 
-    async def _merge(self, parts: list[str], ask: _Asker, est: TokenEstimator, chunk: int) -> str:
+    async def _merge(
+        self, parts: list[str], ask: Summariser, est: TokenEstimator, chunk: int
+    ) -> str:
         """Merge partial summaries, in as many rounds of chunked requests as needed."""
         room = chunk - est.count(MERGE_PROMPT)
         while len(parts) > 1:
             # Each part takes at most half the room, so every request merges at least two.
-            parts = [_fit(p, est, room // 2 - 8) for p in parts]
-            groups = _pack(
+            parts = [fit_text(p, est, room // 2 - 8) for p in parts]
+            groups = pack(
                 [f'<summary part="{i + 1}">\n{p}\n</summary>' for i, p in enumerate(parts)],
                 est,
                 room,
@@ -706,63 +682,6 @@ class Compaction:
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], prompt)
 
 
-class _Asker:
-    """Sends summary requests straight to the summariser (not through the stack)."""
-
-    def __init__(
-        self, client: ModelClientLike, request: ModelRequest, limit: int, est: TokenEstimator
-    ) -> None:
-        self.client = client
-        self.request = request
-        self.limit = limit
-        self.est = est
-        self.overflowed_at: int | None = None
-        """The estimated size of the last summary request the summariser rejected as too long."""
-
-    async def __call__(self, prompt: str) -> str:
-        source = self.request
-        request = ModelRequest(
-            model=self.client.model,
-            ids=msgspec.structs.replace(source.ids, purpose="summary", call_id=new_id()),
-            history=(Message.user(prompt),),
-            policy=source.policy,
-            input_limit=self.limit,
-        )
-        report_manifest(build_manifest(request, self.est), self.request)
-        try:
-            response = await self.client.complete(request)
-        except ContextOverflowError:
-            self.overflowed_at = estimate_request(request, self.est)
-            raise
-        return response.message.text.strip()
-
-    async def many(self, prompts: list[str]) -> list[str]:
-        """Return the answers to ``prompts``, a few requests at a time, in order.
-
-        Raises:
-            ProviderError: the first provider failure, as it was raised (not in a group).
-        """
-        results = [""] * len(prompts)
-        failures: list[ProviderError] = []  # raised as they are, not wrapped in a group
-        limiter = anyio.CapacityLimiter(SUMMARY_CONCURRENCY)
-
-        async with anyio.create_task_group() as tg:
-
-            async def one(i: int) -> None:
-                async with limiter:
-                    try:
-                        results[i] = await self(prompts[i])
-                    except ProviderError as exc:
-                        failures.append(exc)
-                        tg.cancel_scope.cancel()
-
-            for i in range(len(prompts)):
-                tg.start_soon(one, i)
-        if failures:
-            raise failures[0]
-        return results
-
-
 def _check_int(name: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be an int ≥ {minimum}, got {value!r}")
@@ -774,59 +693,3 @@ def _current_user(body: Sequence[Message]) -> int | None:
         if body[i].role == "user" and not body[i].meta("summary"):
             return i
     return None
-
-
-def _summary_text(message: Message) -> str:
-    """Return the summary itself, without the header line a summary message starts with."""
-    text = message.text
-    if text.startswith(SUMMARY_HEADER):
-        return text.partition("\n\n")[2]
-    return text
-
-
-def _render(message: Message) -> str:
-    """Render one message as plain text for the summariser."""
-    if message.role == "tool":
-        label = f"tool result {message.name}" if message.name else "tool result"
-    else:
-        label = message.role
-    text = message.text
-    lines = [f"[{label}] {text}" if text else f"[{label}]"]
-    lines.extend(f"[tool call {c.name}] {c.arguments}" for c in message.tool_calls)
-    return "\n".join(lines)
-
-
-def _fit(text: str, est: TokenEstimator, tokens: int) -> str:
-    """Return ``text``, cut in the middle (head and tail kept) to at most ``tokens`` tokens."""
-    size = est.count(text)
-    if size <= tokens:
-        return text
-    if tokens <= 0:
-        return ""
-    marker = "\n[… cut to fit the summary request …]\n"
-    chars = len(text)
-    while size > tokens and chars > 0:
-        chars = int(chars * min(0.9, tokens / size))
-        head = chars * 2 // 3
-        tail = chars - head
-        cut = text[:head] + marker + (text[len(text) - tail :] if tail else "")
-        size = est.count(cut)
-    return cut if chars > 0 else ""
-
-
-def _pack(pieces: list[str], est: TokenEstimator, room: int) -> list[str]:
-    """Join ``pieces`` into as few texts of at most ``room`` tokens as they fit in, in order."""
-    chunks: list[str] = []
-    current: list[str] = []
-    used = 0
-    for piece in pieces:
-        piece = _fit(piece, est, room - 1)
-        tokens = est.count(piece) + 1  # the joining newlines
-        if current and used + tokens > room:
-            chunks.append("\n\n".join(current))
-            current, used = [], 0
-        current.append(piece)
-        used += tokens
-    if current:
-        chunks.append("\n\n".join(current))
-    return chunks
