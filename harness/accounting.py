@@ -10,23 +10,28 @@ from harness.blocks import content_hash
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import Message
-from harness.request import ModelRequest
+from harness.request import ModelRequest, SystemPart
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 
 REPLY_PRIMING = 3
 """Tokens every request spends priming the assistant's reply."""
 
 
+BLOCKS_FRAMING = MESSAGE_OVERHEAD + 6
+"""Tokens of the message that holds the blocks, beyond the blocks themselves (markers)."""
+
+
+def system_part_tokens(part: SystemPart, estimator: TokenEstimator) -> int:
+    """Return one part's share of the merged System message: its text and a separator."""
+    message = Message(role="system", content=part.text, id=f"system/{part.name}")
+    return estimator.count_message(message) - MESSAGE_OVERHEAD + 1
+
+
 def system_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     """Return the token cost of the merged System message."""
     if not request.system:
         return 0
-    return MESSAGE_OVERHEAD + sum(
-        estimator.count_message(Message(role="system", content=p.text, id=f"system/{p.name}"))
-        - MESSAGE_OVERHEAD
-        + 1
-        for p in request.system
-    )
+    return MESSAGE_OVERHEAD + sum(system_part_tokens(p, estimator) for p in request.system)
 
 
 def fixed_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
@@ -38,7 +43,7 @@ def blocks_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     """Return the token cost of the rendered blocks message."""
     if not request.blocks:
         return 0
-    return MESSAGE_OVERHEAD + 6 + sum(estimator.count_block(b) for b in request.blocks)
+    return BLOCKS_FRAMING + sum(estimator.count_block(b) for b in request.blocks)
 
 
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
@@ -60,19 +65,13 @@ def manifest_items(
     `estimate_request`.
     """
     est = estimator or request.estimator
-    count_message = est.count_message
     items: list[ManifestItem] = []
     append = items.append
     total = REPLY_PRIMING
     if request.system:
         total += MESSAGE_OVERHEAD
         for part in request.system:
-            # The part's share of the merged System message (its text and a separator).
-            tokens = (
-                count_message(Message(role="system", content=part.text, id=f"system/{part.name}"))
-                - MESSAGE_OVERHEAD
-                + 1
-            )
+            tokens = system_part_tokens(part, est)
             total += tokens
             append(
                 ManifestItem(
@@ -82,6 +81,7 @@ def manifest_items(
                     placement="system",
                 )
             )
+    count_message = est.count_message  # bound once: this loop runs per message per round
     for message in request.history:
         tokens = count_message(message)
         total += tokens
@@ -95,7 +95,7 @@ def manifest_items(
             )
         )
     if request.blocks:
-        total += MESSAGE_OVERHEAD + 6
+        total += BLOCKS_FRAMING
         for block in request.blocks:
             tokens = est.count_block(block)
             total += tokens
