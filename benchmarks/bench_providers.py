@@ -44,11 +44,11 @@ from benchmarks.workloads import (
     replay,
     replay_tools,
     request_ready,
+    stack_tool_names,
 )
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
-from harness.types import ProvidesTools
 
 MESSAGES = {"full": 90, "quick": 40, "smoke": 24}
 """Recorded messages replayed (about half of them are model requests)."""
@@ -116,12 +116,11 @@ async def run_session(
 
     replaying = ReplayClient(client, session.messages)
     stack = our_stack()
-    taken = {t.name for m in stack if isinstance(m, ProvidesTools) for t in m.tools()}
     with tempfile.TemporaryDirectory(prefix="bench-providers-") as workspace:
         agent = HarnessAgent(
             model=replaying,
             system_prompt=session.system_prompt,
-            tools=replay_tools(session.messages, skip=sorted(taken)),
+            tools=replay_tools(session.messages, skip=stack_tool_names(stack)),
             stack=[clock, *stack],
             policy=ContextPolicy(max_input_tokens=max_input, calibrate=True, observer=observe),
             workspace=workspace,

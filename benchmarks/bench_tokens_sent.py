@@ -49,13 +49,13 @@ from benchmarks.workloads import (
     replay_tools,
     request_points,
     request_ready,
+    stack_tool_names,
     to_langchain,
 )
 from harness.accounting import REPLY_PRIMING, estimate_request
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
-from harness.types import ProvidesTools
 from providers.scripted import ScriptedModel
 
 WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
@@ -136,12 +136,11 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
     )
     client = ReplayClient(inner, session.messages)
     stack = our_stack()
-    taken = {t.name for m in stack if isinstance(m, ProvidesTools) for t in m.tools()}
     with tempfile.TemporaryDirectory(prefix="bench-tokens-") as workspace:
         agent = HarnessAgent(
             model=client,
             system_prompt=session.system_prompt,
-            tools=replay_tools(session.messages, skip=sorted(taken)),
+            tools=replay_tools(session.messages, skip=stack_tool_names(stack)),
             stack=stack,
             workspace=workspace,
             max_rounds=100_000,

@@ -42,6 +42,7 @@ import msgspec
 
 from harness.messages import Message, ToolCall
 from harness.tools import Tool, ToolContext
+from harness.types import ProvidesTools
 
 if TYPE_CHECKING:
     from harness.agent import HarnessAgent, RuntimeContext
@@ -686,6 +687,14 @@ def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> li
         for name, keys in sorted(fields.items())
         if name not in skip
     ]
+
+
+def stack_tool_names(stack: Sequence[object]) -> list[str]:
+    """Return the names of the tools the middleware of ``stack`` give the agent (sorted).
+
+    Replays skip these names: the stack's own tool (``read_file``, ``todo_write``) serves them.
+    """
+    return sorted({t.name for m in stack if isinstance(m, ProvidesTools) for t in m.tools()})
 
 
 def _signature(name: str, keys: Sequence[str]) -> Callable[..., Any]:
