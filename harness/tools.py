@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import anyio.to_thread
@@ -140,9 +140,6 @@ def tool(
 def as_tool(item: Tool | Callable[..., Any]) -> Tool:
     """Return ``item`` as a `Tool`."""
     return item if isinstance(item, Tool) else Tool(item)
-
-
-ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
 
 def _as_text(result: Any) -> str:

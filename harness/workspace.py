@@ -130,11 +130,6 @@ class Workspace:
         """Write ``text`` as UTF-8 to ``path``."""
         self.write_bytes(path, text.encode("utf-8", "surrogatepass"))
 
-    def append_text(self, path: str, text: str) -> None:
-        """Append ``text`` to ``path`` (created when missing)."""
-        existing = self.read_text(path) if self.exists(path) else ""
-        self.write_text(path, existing + text)
-
     def list(self, folder: str = "", *, recursive: bool = False) -> list[str]:
         """Return the workspace-relative paths of the files under ``folder``, sorted."""
         full = self.resolve(folder) if folder else self.root
