@@ -62,8 +62,7 @@ def list_files(folder: str, context: ToolContext) -> str:
         folder: the folder, relative to the workspace root ("" for the root).
         context: injected.
     """
-    assert_workspace(context)
-    files = context.workspace.list(folder, recursive=True) if context.workspace else []
+    files = workspace_of(context).list(folder, recursive=True)
     return "\n".join(files) or "(empty)"
 
 
@@ -75,16 +74,13 @@ def write_file(path: str, content: str, context: ToolContext) -> str:
         content: the new content.
         context: injected.
     """
-    assert_workspace(context)
-    if context.workspace is not None:
-        context.workspace.write_text(path, content)
+    workspace_of(context).write_text(path, content)
     return f"wrote {len(content)} characters to {path}"
 
 
 def run_tests(context: ToolContext) -> str:
     """Run the project's test suite and return its output."""
-    assert_workspace(context)
-    source = context.workspace.read_text("src/login.py") if context.workspace else ""
+    source = workspace_of(context).read_text("src/login.py")
     passed = "now - issued_at < ttl" in source
     context.state.set_extension("demo/build", "passing" if passed else "failing: test_login")
     lines = [
@@ -110,10 +106,11 @@ def run_tests(context: ToolContext) -> str:
     )
 
 
-def assert_workspace(context: ToolContext) -> None:
-    """Fail clearly when the demo tools run without a workspace."""
+def workspace_of(context: ToolContext) -> Workspace:
+    """Return the agent's workspace; the demo tools cannot run without one."""
     if context.workspace is None:
         raise RuntimeError("the demo tools need the agent's workspace")
+    return context.workspace
 
 
 # ------------------------------------------------------------------------ the script
