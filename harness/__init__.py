@@ -28,7 +28,15 @@ from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import ContentPart, Message, ToolCall, ToolSchema
 from harness.policy import ContextPolicy
-from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart, Usage
+from harness.request import (
+    ModelRequest,
+    ModelResponse,
+    ProviderRetry,
+    RequestIds,
+    RunScope,
+    SystemPart,
+    Usage,
+)
 from harness.state import AgentState
 from harness.tokens import TokenEstimator, approximate, estimator_for
 from harness.tools import Tool, ToolContext, tool
@@ -62,6 +70,7 @@ __all__ = [
     "ProviderBadRequest",
     "ProviderError",
     "ProviderRateLimited",
+    "ProviderRetry",
     "ProviderUnavailable",
     "RequestIds",
     "RunScope",

@@ -123,6 +123,13 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Tokens left for the history after fixed material and blocks (set by BudgetFit)."""
     force_compaction: bool = False
     """Compact even below the thresholds (set by OverflowRetry after an overflow)."""
+    commit_history: tuple[Message, ...] | None = None
+    """The working history to keep for the next round when it differs from ``history``.
+
+    Set by a middleware that shrank this request's history only for this round (Compaction
+    dropping the oldest units because the summariser failed), so the next round still has
+    the messages and tries again; ``None``: the sent ``history`` is kept.
+    """
     transforms: tuple[str, ...] = ()
     """What middleware changed, in order; copied into the manifest."""
     state: AgentState | None = None
@@ -210,6 +217,17 @@ def render_blocks(blocks: tuple[ContextBlock, ...]) -> str:
     return "\n".join(sections)
 
 
+class ProviderRetry(msgspec.Struct, frozen=True, kw_only=True):
+    """One retried provider failure (a rate limit or a transient 5xx)."""
+
+    error: str
+    """The error's class name, e.g. ``ProviderRateLimited``."""
+    status: int | None = None
+    """The HTTP status, when a response was received."""
+    waited_s: float = 0.0
+    """Seconds waited before the next attempt (``retry-after`` when the provider gave one)."""
+
+
 class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     """The model's answer to one request."""
 
@@ -225,6 +243,8 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     """The manifest of the request that produced this response."""
     latency_s: float = 0.0
     """Seconds the client waited for the provider."""
+    retries: tuple[ProviderRetry, ...] = ()
+    """The provider failures the client retried before this response, oldest first."""
 
     def replace(self, **changes: Any) -> ModelResponse:
         """Return a copy with ``changes`` applied."""
