@@ -8,12 +8,25 @@ model sees must give the new message a new id (`message.revise(...)` does this).
 
 Provider keys we do not model (``refusal``, ``annotations``, ``audio`` …) are kept in
 `extra` so that a dict → Message → dict round trip is lossless.
+
+Messages are checked where they enter (msgspec does not check a Struct built in Python):
+`checked` refuses a message whose fields have the wrong types, `history_message` adds the
+rules of a stored history (no system messages: System text comes from the agent's
+``system_prompt`` and instructions), and `agent_input` turns what a caller passes to
+``agent.call`` into one message or raises `InvalidInputError` before anything is stored.
+
+Text and lone surrogates: text entering the agent (input, tool results, replies) is cleaned
+once, by `clean_text` — a surrogate pair stored as two code points becomes the character it
+encodes, every other surrogate becomes U+FFFD — so everything stored and offloaded is valid
+UTF-8 and byte-exact with the history. Identifiers (ids, names, call ids) are not text: one
+that is not valid Unicode is refused.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -179,6 +192,16 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             merged.update(metadata)
         return msgspec.structs.replace(self, id=f"{self.id}~{tag}", metadata=merged, **changes)
 
+    def checked(self) -> Message:
+        """Return this message with its text cleaned, after checking every field's type.
+
+        Raises:
+            InvalidInputError: a field has the wrong type (a role that is not one of the
+                four, content that is not text, parts or ``None`` …), an identifier is not
+                valid Unicode, or ``extra``/``metadata`` cannot be stored as JSON.
+        """
+        return checked(self)
+
     # -------------------------------------------------------------- conversion
     def to_openai(self) -> dict[str, Any]:
         """Return the OpenAI/litellm chat-message dict (ids and metadata are not sent)."""
@@ -238,7 +261,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             reasoning_content=_opt_str(data, "reasoning_content"),
             id=id or new_id(),
             extra=extra or None,
-        )
+        ).checked()
 
 
 class ToolSchema(msgspec.Struct, frozen=True, kw_only=True):
@@ -294,3 +317,288 @@ def _part_from_openai(raw: Any) -> ContentPart:
 def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
     """Convert a list of OpenAI chat-message dicts to messages."""
     return [Message.from_openai(item) for item in items]
+
+
+# ------------------------------------------------------------------ validation
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Return ``text`` as valid Unicode: the one rule for lone surrogates.
+
+    A surrogate pair stored as two code points (text decoded one UTF-16 unit at a time)
+    becomes the character it encodes; every other surrogate becomes U+FFFD. Text without
+    surrogates is returned as is (the same object).
+    """
+    if text.isascii() or not _SURROGATES.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def checked(message: Message) -> Message:
+    """Return ``message`` with its text cleaned, after checking every field's type.
+
+    Text (content, text parts, reasoning, tool-call arguments) goes through `clean_text`;
+    the message keeps its id. Any role is allowed here (see `history_message`).
+
+    Raises:
+        InvalidInputError: a field has the wrong type, an identifier is not valid Unicode,
+            or ``extra``/``metadata`` cannot be stored as JSON.
+    """
+    if not isinstance(message, Message):
+        raise InvalidInputError(
+            f"expected a Message, got {type(message).__name__}; build one with "
+            "Message.user(...) or Message.from_openai({...})"
+        )
+    role: object = message.role
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidInputError(
+            f"unknown message role {role!r}; use one of system, user, assistant, tool",
+            field="role",
+        )
+    changes: dict[str, Any] = {}
+    content: object = message.content
+    if isinstance(content, str):
+        if (cleaned := clean_text(content)) is not content:
+            changes["content"] = cleaned
+    elif isinstance(content, tuple | list):
+        parts = tuple(_checked_part(part) for part in content)
+        if isinstance(content, list) or any(
+            a is not b for a, b in zip(parts, content, strict=True)
+        ):
+            changes["content"] = parts
+    elif content is not None:
+        raise InvalidInputError(
+            f"message content must be a str, a tuple of ContentPart or None, got "
+            f"{type(content).__name__}; convert it to text first",
+            field="content",
+        )
+    calls: object = message.tool_calls
+    if not isinstance(calls, tuple | list):
+        raise InvalidInputError(
+            f"tool_calls must be a tuple of ToolCall, got {type(calls).__name__}",
+            field="tool_calls",
+        )
+    checked_calls = tuple(_checked_call(call) for call in calls)
+    if isinstance(calls, list) or any(
+        a is not b for a, b in zip(checked_calls, calls, strict=True)
+    ):
+        changes["tool_calls"] = checked_calls
+    if not isinstance(message.id, str) or not message.id:
+        raise InvalidInputError(f"a message id must be a non-empty str, got {message.id!r}")
+    _identifier(message.id, "id")
+    for key in ("tool_call_id", "name"):
+        value = getattr(message, key)
+        if value is not None:
+            if not isinstance(value, str):
+                raise InvalidInputError(
+                    f"message field {key!r} must be a str or None, got {value!r}", field=key
+                )
+            _identifier(value, key)
+    reasoning = message.reasoning_content
+    if reasoning is not None:
+        if not isinstance(reasoning, str):
+            raise InvalidInputError(
+                f"reasoning_content must be a str or None, got {type(reasoning).__name__}",
+                field="reasoning_content",
+            )
+        if (cleaned := clean_text(reasoning)) is not reasoning:
+            changes["reasoning_content"] = cleaned
+    _json_dict(message.extra, "extra")
+    _json_dict(message.metadata, "metadata")
+    return msgspec.structs.replace(message, **changes) if changes else message
+
+
+def history_message(message: Message) -> Message:
+    """Return ``message`` checked for a stored history (`checked`, then the history rules).
+
+    The rules: no system messages (System text is built from the agent's ``system_prompt``
+    and instructions before every request); user and tool messages have content; a tool
+    message names the call it answers; only assistant messages carry tool calls.
+
+    Raises:
+        InvalidInputError: the message breaks a rule; the message says which.
+    """
+    message = checked(message)
+    role = message.role
+    if role == "system":
+        raise InvalidInputError(
+            "a system message cannot be stored in the history: System text comes from "
+            "HarnessAgent(system_prompt=...) and instructions, which are merged before every "
+            "request; put the text there, or send it as a user message",
+            field="role",
+        )
+    if role in ("user", "tool") and message.content is None:
+        raise InvalidInputError(
+            f"a {role} message needs content (a str or content parts), got None; "
+            "send '' if there is really nothing to say",
+            field="content",
+        )
+    if role == "tool" and not message.tool_call_id:
+        raise InvalidInputError(
+            "a tool message needs the tool_call_id of the call it answers; build it with "
+            "Message.tool(call_id, text)",
+            field="tool_call_id",
+        )
+    if role != "tool" and message.tool_call_id is not None:
+        raise InvalidInputError(
+            f"only tool messages carry a tool_call_id, this one is a {role} message; "
+            "drop the tool_call_id or send a tool message",
+            field="tool_call_id",
+        )
+    if role != "assistant" and message.tool_calls:
+        raise InvalidInputError(
+            f"only assistant messages carry tool calls, this one is a {role} message",
+            field="tool_calls",
+        )
+    return message
+
+
+def agent_input(value: object, history: Sequence[Message] = ()) -> Message:
+    """Turn what a caller passes to ``agent.call`` into the message to store.
+
+    Accepted: a ``str`` (the user's turn), a `Message`, or an OpenAI-format message dict
+    (``{"role": "user", "content": "..."}``). The message must be a user message, or a
+    tool result answering a call the last assistant turn of ``history`` left unanswered
+    (a call interrupted by a cancellation can be answered this way). Text is cleaned
+    with `clean_text`.
+
+    Args:
+        value: the input.
+        history: the session's working history, to check a tool result against.
+
+    Raises:
+        InvalidInputError: the input is of another type, malformed, a system or assistant
+            message, or a tool result that answers no waiting call. Nothing was stored.
+    """
+    if isinstance(value, str):
+        message = Message.user(value)
+    elif isinstance(value, Message):
+        message = value
+    elif isinstance(value, Mapping):
+        message = Message.from_openai(value)
+    else:
+        hint = "decode the bytes to str first; " if isinstance(value, bytes | bytearray) else ""
+        raise InvalidInputError(
+            f"agent input must be a str, a Message or an OpenAI-format message dict such as "
+            f"{{'role': 'user', 'content': '...'}}, got {type(value).__name__}; {hint}to add "
+            "several earlier turns, append them with agent.state(ctx).append(...) first",
+            type=type(value).__name__,
+        )
+    if message.role == "system":
+        raise InvalidInputError(
+            "a system message cannot be agent input: System text comes from "
+            "HarnessAgent(system_prompt=...) and instructions (WorkspaceMaterials); put it "
+            "there and pass the user's turn to call()",
+            field="role",
+        )
+    if message.role == "assistant":
+        raise InvalidInputError(
+            "an assistant message cannot be agent input: call() takes the user's turn (or a "
+            "result for a waiting tool call); to seed earlier turns, append them with "
+            "agent.state(ctx).append(...) first",
+            field="role",
+        )
+    message = history_message(message)
+    if message.role == "tool":
+        waiting = waiting_calls(history)
+        if message.tool_call_id not in waiting:
+            listed = ", ".join(repr(c) for c in waiting) or "none"
+            raise InvalidInputError(
+                f"the tool result for call {message.tool_call_id!r} answers no waiting call "
+                f"(calls waiting for a result: {listed}); a tool result may only answer an "
+                "unanswered call of the last assistant turn — send the user's turn instead",
+                field="tool_call_id",
+            )
+    return message
+
+
+def waiting_calls(history: Sequence[Message]) -> tuple[str, ...]:
+    """Return the ids of the calls of the last assistant turn that have no result yet."""
+    answered: set[str] = set()
+    for message in reversed(history):
+        if message.role == "tool" and message.tool_call_id is not None:
+            answered.add(message.tool_call_id)
+            continue
+        if message.role == "assistant" and message.tool_calls:
+            return tuple(c.id for c in message.tool_calls if c.id not in answered)
+        return ()
+    return ()
+
+
+def _identifier(value: str, field: str) -> None:
+    if _SURROGATES.search(value):
+        raise InvalidInputError(
+            f"message field {field!r} is not valid Unicode (it holds a lone surrogate): "
+            f"{value!r}; identifiers must be exact, so fix the value where it is produced",
+            field=field,
+        )
+
+
+def _json_dict(value: object, field: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise InvalidInputError(
+            f"message field {field!r} must be a dict or None, got {type(value).__name__}",
+            field=field,
+        )
+    if not value:
+        return
+    try:
+        msgspec.json.encode(value)
+    except (TypeError, ValueError, RecursionError, OverflowError) as exc:
+        raise InvalidInputError(
+            f"message field {field!r} cannot be stored as JSON ({type(exc).__name__}: {exc}); "
+            "keep only str, numbers, bools, None, lists and dicts there",
+            field=field,
+        ) from exc
+
+
+def _checked_part(part: object) -> ContentPart:
+    if not isinstance(part, ContentPart):
+        raise InvalidInputError(
+            f"each content part must be a ContentPart, got {type(part).__name__}; build "
+            "parts with ContentPart(type='text', text=...) or pass an OpenAI dict",
+            field="content",
+        )
+    if not isinstance(part.type, str) or not part.type:
+        raise InvalidInputError(
+            f"a content part needs a non-empty str type, got {part.type!r}", field="content"
+        )
+    text = part.text
+    if text is not None and not isinstance(text, str):
+        raise InvalidInputError(
+            f"a content part's text must be a str or None, got {type(text).__name__}",
+            field="content",
+        )
+    _json_dict(part.data, "content")
+    if text is not None and (cleaned := clean_text(text)) is not text:
+        return msgspec.structs.replace(part, text=cleaned)
+    return part
+
+
+def _checked_call(call: object) -> ToolCall:
+    if not isinstance(call, ToolCall):
+        raise InvalidInputError(
+            f"each tool call must be a ToolCall, got {type(call).__name__}",
+            field="tool_calls",
+        )
+    for key in ("id", "name", "type"):
+        value = getattr(call, key)
+        if not isinstance(value, str) or not value:
+            raise InvalidInputError(
+                f"a tool call's {key} must be a non-empty str, got {value!r}", field="tool_calls"
+            )
+        _identifier(value, f"tool_calls.{key}")
+    if not isinstance(call.arguments, str):
+        raise InvalidInputError(
+            "a tool call's arguments must be JSON text (a str), got "
+            f"{type(call.arguments).__name__}",
+            field="tool_calls",
+        )
+    _json_dict(call.extra, "tool_calls.extra")
+    if (cleaned := clean_text(call.arguments)) is not call.arguments:
+        return msgspec.structs.replace(call, arguments=cleaned)
+    return call

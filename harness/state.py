@@ -5,6 +5,13 @@ is removed from it), ``working_history`` is what the next request starts from â€
 offload, trimming and compaction have been committed. Middleware never mutate it while a
 request is prepared; the agent commits a prepared request's history only after it passed
 validation, and ``version`` detects another writer in between.
+
+`AgentState.append` is where messages enter a session, so it checks them
+(`harness.messages.history_message`: field types, no system messages, content on user and
+tool messages) and cleans their text of lone surrogates before anything is stored; a bad
+message is refused with `InvalidInputError` and nothing of that append is stored. Whether a
+tool result answers a call is checked where the agent takes input (`agent_input`) and, for
+the whole history, by PairValidation before each request.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from harness.messages import Message
+from harness.messages import Message, history_message
 
 
 class AgentState(msgspec.Struct, kw_only=True):
@@ -34,9 +41,15 @@ class AgentState(msgspec.Struct, kw_only=True):
     """Per-model correction factors learned from provider usage."""
 
     def append(self, *messages: Message) -> None:
-        """Add messages to both histories."""
-        self.full_history.extend(messages)
-        self.working_history.extend(messages)
+        """Add messages to both histories, checked and with their text cleaned.
+
+        Raises:
+            InvalidInputError: a message is malformed or may not stand in a history (a
+                system message); none of ``messages`` is stored.
+        """
+        stored = [history_message(message) for message in messages]
+        self.full_history.extend(stored)
+        self.working_history.extend(stored)
         self.version += 1
 
     def commit_working(self, history: Iterable[Message]) -> None:
