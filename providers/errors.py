@@ -66,6 +66,9 @@ _OVERFLOW_PATTERNS: tuple[str, ...] = (
     r"exceed_context_size_error",  # llama.cpp error type
     r"input token count.{0,40}exceeds the maximum",  # Gemini
     r"exceeds the maximum number of tokens allowed",  # Gemini
+    r"input token count is \d+ but (the )?model only supports up to",  # Vertex AI
+    r"`?inputs`? tokens \+ `?max_new_tokens`? must be <=",  # Hugging Face TGI (422)
+    r"`?inputs`? must have less than \d+ tokens",  # Hugging Face TGI (422)
     r"longer than the (maximum model length|model'?s? (maximum )?context length)",  # vLLM, Together
     r"maximum (prompt|input) length is",  # xAI, TGI
     r"prompt exceeds max length",  # Zhipu GLM (code 1261)
