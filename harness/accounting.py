@@ -1,7 +1,16 @@
-"""Counting a whole request: the estimated input tokens and the manifest items.
+"""Counting a whole request: the estimated input tokens, the manifest items, exact near the edge.
 
-Counts come from the estimator's per-id caches, so measuring a request whose history grew
-by one message costs one new count plus one cache lookup per message.
+Counts come from the estimator's content-keyed caches, so measuring a request whose history
+grew by one message costs one new count plus one cache lookup per message.
+
+**Exact near the edge.** The fast estimate has a known error bound: for any text it is at
+least ``estimator.floor`` times the exact count. A request whose estimate is below
+``floor × limit`` therefore fits for sure; one closer to the limit is recounted with the
+family's exact tokenizer (``estimator.exact_counter``, cached per message), and every
+decision after that — what BudgetFit drops, when Compaction summarises, whether
+PairValidation sends — is taken on exact counts. `counted_near_limit` makes that switch on
+the request itself (its policy's estimator), so the middleware after it agree without
+knowing each other.
 """
 
 from __future__ import annotations
@@ -44,6 +53,64 @@ def blocks_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     if not request.blocks:
         return 0
     return BLOCKS_FRAMING + sum(estimator.count_block(b) for b in request.blocks)
+
+
+def exact_counter_of(estimator: TokenEstimator) -> TokenEstimator | None:
+    """Return the exact estimator to recount with near the limit, or ``None``.
+
+    ``None`` when the estimator is exact already or no tokenizer ships offline for its family.
+    """
+    if estimator.exact:
+        return None
+    counter: TokenEstimator | None = getattr(estimator, "exact_counter", None)
+    return counter
+
+
+def floor_of(estimator: TokenEstimator) -> float:
+    """Return the estimator's bound: its count is at least this share of the exact count."""
+    floor = getattr(estimator, "floor", 1.0)
+    return float(floor) if isinstance(floor, int | float) and 0 < floor <= 1 else 1.0
+
+
+def near_limit(tokens: int, limit: int, estimator: TokenEstimator) -> bool:
+    """Return whether an estimate of ``tokens`` is too close to ``limit`` to decide on.
+
+    True when the estimate is not provably within the limit (``tokens ≥ floor × limit``) and
+    an exact recount is possible.
+    """
+    return (
+        limit > 0
+        and tokens >= limit * floor_of(estimator)
+        and exact_counter_of(estimator) is not None
+    )
+
+
+def sure_count(text: str, estimator: TokenEstimator, limit: int) -> int:
+    """Return the tokens of ``text``: the estimate far below ``limit``, the exact count near it."""
+    tokens = estimator.count(text)
+    exact = exact_counter_of(estimator)
+    if exact is not None and near_limit(tokens, limit, estimator):
+        return exact.count(text)
+    return tokens
+
+
+def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
+    """Return ``request`` and its input tokens, switched to exact counting near its limit.
+
+    Far from ``request.input_limit`` the request is returned as it is with its estimate.
+    Near it (see `near_limit`), the request's policy gets the exact estimator — so every
+    later decision on it counts exactly — with an ``exact_count`` transform, and the exact
+    total is returned.
+    """
+    est = request.estimator
+    tokens = estimate_request(request, est)
+    exact = exact_counter_of(est)
+    if exact is None or not near_limit(tokens, request.input_limit, est):
+        return request, tokens
+    switched = request.replace(policy=request.policy.replace(estimator=exact)).with_transforms(
+        f"exact_count:{exact.method}"
+    )
+    return switched, estimate_request(switched, exact)
 
 
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:

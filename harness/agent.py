@@ -10,7 +10,14 @@ are done once, not every round.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from contextlib import aclosing
 from typing import Any
 
@@ -27,7 +34,7 @@ from harness.errors import (
 )
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest
-from harness.messages import Message, new_id
+from harness.messages import Message, agent_input, new_id
 from harness.policy import ContextPolicy
 from harness.request import (
     ModelClientLike,
@@ -132,10 +139,23 @@ class HarnessAgent:
             self.states[session] = state
         return state
 
-    async def call(self, input: str | Message, ctx: RuntimeContext | None = None) -> Message:
+    async def call(
+        self, input: str | Message | Mapping[str, Any], ctx: RuntimeContext | None = None
+    ) -> Message:
         """Run the loop until the model replies without tool calls; return that reply.
 
+        Args:
+            input: the user's turn: a ``str``, a `Message` or an OpenAI-format message dict
+                (``{"role": "user", "content": ...}``). A tool message answering a call the
+                last assistant turn left unanswered is accepted too. System text belongs in
+                ``system_prompt`` or instructions, never in the input. Lone surrogates in
+                the text are replaced (`harness.messages.clean_text`).
+            ctx: who is calling (user, session, agent ids).
+
         Raises:
+            InvalidInputError: the input is of another type, malformed, a system or
+                assistant message, or a tool result answering no waiting call. Nothing is
+                stored, and the session stays usable.
             ContextBuildError: a request could not be prepared (budget, pairs, sources …).
             ProviderError: the provider failed (after OverflowRetry, if in the stack).
             MaxRoundsExceeded: ``max_rounds`` requests were made without a final reply.
@@ -150,17 +170,28 @@ class HarnessAgent:
         return final
 
     async def stream_events(
-        self, input: str | Message, ctx: RuntimeContext | None = None
+        self, input: str | Message | Mapping[str, Any], ctx: RuntimeContext | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run the loop and yield text, tool-call, tool-result, ``context_build`` and final events."""
+        """Run the loop and yield text, tool-call, tool-result, ``context_build`` and final events.
+
+        ``input`` is what `call` takes; it is checked before anything is stored.
+
+        Raises:
+            InvalidInputError: as in `call`, before the first event.
+        """
         ctx = ctx or RuntimeContext()
+        known = self.states.get(ctx.session_id)
+        message = agent_input(input, known.working_history if known is not None else ())
         state = self.state(ctx)
         pending: list[AgentEvent] = []
         run = RunScope(emit=pending.append, client=self.client, workspace=self.workspace)
+        if message.role == "tool":
+            state.append(message)  # answers a waiting call; the others are interrupted
         interrupted = interrupted_results(state.working_history)
         if interrupted:
             state.append(*interrupted)
-        state.append(input if isinstance(input, Message) else Message.user(input))
+        if message.role == "user":
+            state.append(message)
         for round_no in range(self.max_rounds):
             request = self._prepare(state, run, ctx)
             try:
@@ -235,7 +266,8 @@ class HarnessAgent:
             if self.policy.calibrate and response.usage is not None:
                 self._calibrate(state, request, manifest, response.usage.prompt_tokens)
             if state.version == request.state_version:
-                state.commit_working(request.history)
+                kept = request.commit_history
+                state.commit_working(request.history if kept is None else kept)
         return response.replace(
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )

@@ -51,6 +51,15 @@ class CalibratedEstimator:
         self.factor = factor
         self.method = f"{base.method}*calibrated"
         self.exact = False
+        base_floor = getattr(base, "floor", 1.0)
+        self.floor = min(1.0, base_floor * factor)
+        """The bound of a calibrated count against the exact one (the base's, scaled)."""
+        exact = None if base.exact else getattr(base, "exact_counter", None)
+        # Near the limit the exact count is used, never corrected below it: a provider that
+        # counts more than the tokenizer (factor > 1) still gets the larger number.
+        self.exact_counter: TokenEstimator | None = (
+            CalibratedExact(exact, factor) if exact is not None and factor > 1.0 else exact
+        )
 
     def _scale(self, tokens: int) -> int:
         return math.ceil(tokens * self.factor)
@@ -74,3 +83,12 @@ class CalibratedEstimator:
     def count_block(self, block: ContextBlock) -> int:
         """Return the corrected count of one block."""
         return self._scale(self.base.count_block(block))
+
+
+class CalibratedExact(CalibratedEstimator):
+    """An exact count raised by a calibration factor ≥ 1: near the limit, the last word."""
+
+    def __init__(self, base: TokenEstimator, factor: float) -> None:
+        super().__init__(base, factor)
+        self.floor = 1.0
+        self.exact_counter = None

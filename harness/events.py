@@ -9,7 +9,9 @@ import msgspec
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolCall
 
-EventKind = Literal["text", "tool_call", "tool_result", "context_build", "final", "error"]
+EventKind = Literal[
+    "text", "tool_call", "tool_result", "context_build", "final", "error", "warning"
+]
 
 
 class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -17,7 +19,10 @@ class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     kind: EventKind
     """``text`` (assistant text), ``tool_call``, ``tool_result``, ``context_build``
-    (a manifest), ``final`` (the reply) or ``error``."""
+    (a manifest), ``final`` (the reply), ``error`` or ``warning`` (something degraded but
+    the call went on, e.g. ``summary_failed``)."""
+    code: str | None = None
+    """A stable name for ``warning`` and ``error`` events (``summary_failed`` …)."""
     round: int = 0
     """The ReAct round (0-based) the event belongs to."""
     text: str | None = None

@@ -12,7 +12,7 @@ from typing import Final
 import anyio
 import msgspec
 
-from harness.accounting import build_manifest, estimate_request, report_manifest
+from harness.accounting import build_manifest, counted_near_limit, report_manifest, sure_count
 from harness.errors import ContextOverflowError, ProviderError
 from harness.messages import Message, new_id
 from harness.request import ModelClientLike, ModelRequest
@@ -86,14 +86,24 @@ class Summariser:
             model=self.client.model,
             ids=msgspec.structs.replace(source.ids, purpose="summary", call_id=new_id()),
             history=(Message.user(prompt),),
-            policy=source.policy,
+            policy=source.policy.replace(estimator=self.est),
             input_limit=self.limit,
         )
-        report_manifest(build_manifest(request, self.est), self.request)
+        request, tokens = counted_near_limit(request)  # exact near the summariser's limit
+        if tokens > self.limit:
+            # Chunks are packed on estimates; one that is over by exact count is not sent:
+            # the caller halves the chunks as it does for a provider overflow.
+            self.overflowed_at = tokens
+            raise ContextOverflowError(
+                f"a summary request counted {tokens:,} tokens against the summariser's input "
+                f"limit of {self.limit:,}; it was not sent",
+                reason="summary_over_limit",
+            )
+        report_manifest(build_manifest(request), self.request)
         try:
             response = await self.client.complete(request)
         except ContextOverflowError:
-            self.overflowed_at = estimate_request(request, self.est)
+            self.overflowed_at = tokens
             raise
         return response.message.text.strip()
 
@@ -145,8 +155,11 @@ def render_message(message: Message) -> str:
 
 
 def fit_text(text: str, est: TokenEstimator, tokens: int) -> str:
-    """Return ``text``, cut in the middle (head and tail kept) to at most ``tokens`` tokens."""
-    size = est.count(text)
+    """Return ``text``, cut in the middle (head and tail kept) to at most ``tokens`` tokens.
+
+    Counted exactly when the estimate comes near ``tokens`` (`harness.accounting.sure_count`).
+    """
+    size = sure_count(text, est, tokens)
     if size <= tokens:
         return text
     if tokens <= 0:
@@ -158,7 +171,7 @@ def fit_text(text: str, est: TokenEstimator, tokens: int) -> str:
         head = chars * 2 // 3
         tail = chars - head
         cut = text[:head] + marker + (text[len(text) - tail :] if tail else "")
-        size = est.count(cut)
+        size = sure_count(cut, est, tokens)
     return cut if chars > 0 else ""
 
 
@@ -169,7 +182,7 @@ def pack(pieces: list[str], est: TokenEstimator, room: int) -> list[str]:
     used = 0
     for piece in pieces:
         piece = fit_text(piece, est, room - 1)
-        tokens = est.count(piece) + 1  # the joining newlines
+        tokens = sure_count(piece, est, room) + 1  # the joining newlines
         if current and used + tokens > room:
             chunks.append("\n\n".join(current))
             current, used = [], 0

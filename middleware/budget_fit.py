@@ -24,13 +24,14 @@ The budget is spent in this order:
 What remains after the fixed cost and the kept blocks is the history budget, set as
 ``request.history_budget`` for Compaction (it is at least the history minimum).
 
-Cost: one cached count per block and per message of the reserve, one sort of the optional
-blocks when (and only when) something must be dropped, then one pass.
+Cost: one cached count per block and message (the whole request is measured first; near
+the limit it is recounted exactly, see `harness.accounting.counted_near_limit`), one sort
+of the optional blocks when (and only when) something must be dropped, then one pass.
 """
 
 from __future__ import annotations
 
-from harness.accounting import fixed_tokens
+from harness.accounting import counted_near_limit, fixed_tokens
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
 from harness.messages import Message
@@ -127,6 +128,7 @@ class BudgetFit:
             ContextBudgetExceeded: when System, tool schemas, required and state blocks
                 plus the history minimum exceed the input limit.
         """
+        request, _ = counted_near_limit(request)  # exact counts near the limit
         est = request.estimator
         limit = request.input_limit
         count_block = est.count_block

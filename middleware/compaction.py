@@ -57,15 +57,16 @@ import msgspec
 
 from harness.accounting import (
     blocks_tokens,
+    counted_near_limit,
     fixed_tokens,
 )
 from harness.errors import (
     ConfigurationError,
-    ContextBuildError,
     ContextOverflowError,
     ProviderError,
     WorkspaceError,
 )
+from harness.events import AgentEvent
 from harness.memory import DEFAULT_MEMORY, MemoryStore
 from harness.messages import Message, ToolCall, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
@@ -113,6 +114,8 @@ SUMMARY_OVERFLOW_RETRIES: Final = 3
 TRUNCATE_KEEP_CHARS: Final = 20
 """Characters a truncated argument keeps before the truncation text."""
 _MIN_ROOM: Final = 64
+_HEADER_TOKENS: Final = 32
+"""Room for a summary message's header line ("[Summary of … compacted; …]")."""
 _PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
 
 
@@ -339,6 +342,8 @@ class Compaction:
         history = request.history
         if not history:
             return request
+        request, _ = counted_near_limit(request)  # exact counts near the limit
+        history = request.history
         est = request.estimator
         transforms: list[str] = []
         budget = self._history_budget(request, est)
@@ -353,12 +358,13 @@ class Compaction:
             if truncated:
                 transforms.append(f"tool_args_truncate:{truncated}")
         reason = self._reason(request, history, est, budget, layout)
+        keep: tuple[Message, ...] | None = None
         if reason is not None:
-            history, done = await self._compact(request, history, est, budget, layout, reason)
+            history, done, keep = await self._compact(request, history, est, budget, layout, reason)
             transforms.extend(done)
         if history is request.history:
             return request
-        return request.replace(history=history).with_transforms(*transforms)
+        return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
 
     def _trim(
         self, history: tuple[Message, ...], est: TokenEstimator, budget: int
@@ -547,8 +553,12 @@ class Compaction:
         budget: int,
         layout: _Layout,
         reason: str,
-    ) -> tuple[tuple[Message, ...], list[str]]:
-        """Stage 3: summarise the early part of the body, keep the recent part."""
+    ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...] | None]:
+        """Stage 3: summarise the early part of the body, keep the recent part.
+
+        Returns the new history, the transforms, and the history to keep for the next round
+        when it differs from the new one (the summariser failed: see `_without_summary`).
+        """
         body = history[layout.start :]
         if reason == "forced":
             cut = last_unit_start(body)
@@ -565,7 +575,7 @@ class Compaction:
         else:
             early, kept = body[:cut], body[cut:]
         if not early:
-            return history, []  # nothing early enough to summarise: leave it unchanged
+            return history, [], None  # nothing early enough to summarise: leave it unchanged
         done: list[str] = []
         if self.memory is not None:
             try:
@@ -576,14 +586,19 @@ class Compaction:
                 if stored:
                     done.append(f"memory_record:{stored}")
         previous = summary_text(layout.previous) if layout.previous is not None else None
-        text = await self._summarise(early, previous, request, budget)
-        if not text:
-            raise ContextBuildError(
-                "the summariser returned an empty summary, so the early history cannot be "
-                "compacted; check the summary model and prompt (Compaction(model=..., "
-                "summary_prompt=...))",
-                transforms=request.transforms + tuple(done),
-            )
+        head = (layout.pinned,) if layout.pinned is not None else ()
+        # The summary gets what the pinned and kept messages leave of the budget (at most
+        # SUMMARY_CAP_FRACTION of it), so the compacted history fits.
+        rest = est.count_messages((*head, *kept)) + MESSAGE_OVERHEAD + _HEADER_TOKENS
+        cap = max(_MIN_ROOM, min(int(max(budget, 0) * SUMMARY_CAP_FRACTION), budget - rest))
+        try:
+            text = await self._summarise(early, previous, request, cap)
+        except ProviderError as exc:
+            failure = type(exc).__name__
+        else:
+            failure = "" if text else "empty_summary"
+        if failure:
+            return self._without_summary(request, history, layout, early, kept, failure, done)
         total = len(early) + (int(layout.previous.meta("summarised", 0)) if layout.previous else 0)
         metadata: dict[str, Any] = {"summary": True, "summarised": total}
         token = self._pending_request(request, layout)
@@ -594,12 +609,44 @@ class Compaction:
             f"session log.]\n\n{text}",
             metadata=metadata,
         )
-        head = (layout.pinned,) if layout.pinned is not None else ()
         done.append(f"history_compaction:{len(early)}")
-        return (*head, summary, *kept), done
+        return (*head, summary, *kept), done, None
+
+    def _without_summary(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        layout: _Layout,
+        early: Sequence[Message],
+        kept: Sequence[Message],
+        failure: str,
+        done: list[str],
+    ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...]]:
+        """Leave the early part out of this round only, when the summariser failed.
+
+        The round still fits; the working history kept for the next round is ``history``
+        (as trimmed), so the next compaction tries to summarise the same messages again.
+        """
+        notice = Message.user(
+            f"[{len(early)} earlier messages are left out of this request because they could "
+            f"not be summarised ({failure}); the full record is in the session log.]",
+            metadata={"summary_failed": failure},
+        )
+        head = tuple(m for m in (layout.pinned, layout.previous) if m is not None)
+        if request.run is not None and request.run.emit is not None:
+            request.run.emit(
+                AgentEvent(
+                    kind="warning",
+                    code="summary_failed",
+                    text=f"the summariser failed ({failure}); {len(early)} early messages were "
+                    "left out of this request and will be summarised on a later round",
+                )
+            )
+        done.extend((f"summary_failed:{failure}", f"history_dropped:{len(early)}"))
+        return (*head, notice, *kept), done, history
 
     async def _summarise(
-        self, early: Sequence[Message], previous: str | None, request: ModelRequest, budget: int
+        self, early: Sequence[Message], previous: str | None, request: ModelRequest, cap: int
     ) -> str:
         """Return a summary of ``early`` (updating ``previous``), chunked to fit the summariser."""
         client = self.model or (request.run.client if request.run is not None else None)
@@ -618,13 +665,18 @@ class Compaction:
                 text = await self._summarise_chunked(early, previous, request, ask, chunk)
                 break
             except ContextOverflowError:
-                # The summariser's real window is smaller than it said: halve the chunks.
+                # The summariser's real window is smaller than it said (or a chunk was over
+                # by exact count): halve the chunks while they still hold messages.
                 failed = ask.overflowed_at
-                if attempt == SUMMARY_OVERFLOW_RETRIES or failed is None or failed // 2 < 256:
+                smaller = min(chunk, failed) // 2 if failed is not None else 0
+                if attempt == SUMMARY_OVERFLOW_RETRIES or smaller < self._least_chunk(ask):
                     raise
-                chunk = min(chunk, failed) // 2
-        cap = max(_MIN_ROOM, int(max(budget, 0) * SUMMARY_CAP_FRACTION))
+                chunk = smaller
         return fit_text(text.strip(), est, cap)
+
+    def _least_chunk(self, ask: Summariser) -> int:
+        """Return the smallest chunk that leaves ``_MIN_ROOM`` for messages after the prompt."""
+        return MESSAGE_OVERHEAD + 3 + ask.est.count(self._prompt("", None)) + _MIN_ROOM
 
     async def _summarise_chunked(
         self,
@@ -640,6 +692,13 @@ class Compaction:
             previous = fit_text(previous, est, chunk // 3)
         room = chunk - frame - est.count(self._prompt("", previous))
         if room < _MIN_ROOM:
+            if ask.overflowed_at is not None:  # the chunk was halved after overflows
+                raise ContextOverflowError(
+                    f"the summariser rejected summary requests down to {chunk:,} tokens, too "
+                    "small to hold messages after the summary prompt; give Compaction a "
+                    "summariser with a larger window (Compaction(model=...))",
+                    reason="summary_overflow",
+                )
             raise ConfigurationError(
                 f"summary_chunk_tokens ({chunk}) leaves no room for messages after the summary "
                 "prompt; raise summary_chunk_tokens or shorten summary_prompt",

@@ -10,7 +10,8 @@ as it will be sent, after every other middleware rewrote it. Nothing is sent unl
    ``"repair"`` mode dangling calls get a synthetic ``no result: interrupted`` result,
    misplaced results are moved next to their call and orphan results are dropped, each
    recorded as a ``pair_repair:…`` transform;
-3. the estimated request fits ``request.input_limit`` (else `ContextBudgetExceeded`).
+3. the request fits ``request.input_limit`` — estimated far from it, counted with the
+   family's exact tokenizer near it (else `ContextBudgetExceeded`).
 
 Conflict rule (cheap, O(1)): when ``state.version`` differs from the version the request
 started from, the kind is ``history_conflict`` if the working history no longer ends with
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from harness.accounting import estimate_request
+from harness.accounting import counted_near_limit
 from harness.errors import (
     ConfigurationError,
     ContextBudgetExceeded,
@@ -90,7 +91,7 @@ class PairValidation:
             )
             request = request.replace(history=history).with_transforms(*transforms)
         if request.input_limit >= 0:
-            tokens = estimate_request(request)
+            request, tokens = counted_near_limit(request)  # exact near the limit
             if tokens > request.input_limit:
                 raise ContextBudgetExceeded(
                     f"the prepared request needs ~{tokens:,} tokens but the input limit is "

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from harness import (
     ConfigurationError,
-    ContextBuildError,
     ContextPolicy,
     HarnessAgent,
     Message,
@@ -636,31 +635,50 @@ async def test_chunks_are_halved_when_the_summariser_says_they_are_too_long() ->
     assert any(compacted(r) for r in model.agent_requests)
 
 
-async def test_a_failing_summariser_raises_its_own_error() -> None:
+async def test_a_failing_summariser_never_bricks_the_session() -> None:
     from harness import ProviderUnavailable
 
-    def reply(request: ModelRequest) -> str:
-        if len(summaries(model)) == 2:
-            raise ProviderUnavailable("summariser down", provider="scripted", status=503)
-        return "partial"
+    down = {"on": True}
 
-    model = ScriptedModel([*calls(10), "done"], summary=reply)
+    def reply(request: ModelRequest) -> str:
+        if down["on"]:
+            raise ProviderUnavailable("summariser down", provider="scripted", status=503)
+        return "SUMMARY-AFTER-RECOVERY"
+
+    model = ScriptedModel([*calls(10), "done", *calls(2, start=10), "done again"], summary=reply)
     a = agent(
         model,
         Compaction(
             trigger_messages=16,
             keep_tokens=0,
             keep_messages=4,
-            summary_chunk_tokens=1200,
             trim_min_tokens=None,
             memory=None,
         ),
     )
-    with pytest.raises(ProviderUnavailable, match="summariser down"):
-        await a.call("go", CTX)
+    events = [e async for e in a.stream_events("go", CTX)]
+    assert events[-1].kind == "final" and events[-1].message is not None
+    assert events[-1].message.text == "done"
+    failed = [
+        r for r in model.agent_requests if "summary_failed:ProviderUnavailable" in r.transforms
+    ]
+    assert failed, "the round where the summariser failed still went to the model"
+    for request in failed:
+        assert check_pairs(request.history).ok
+        assert len(request.history) < 16
+        assert any(m.meta("summary_failed") for m in request.history)
+    warnings = [e for e in events if e.kind == "warning"]
+    assert warnings and warnings[0].code == "summary_failed"
+    # Nothing was lost: the working history kept every message for the next try.
+    assert len(a.state(CTX).working_history) == len(a.state(CTX).full_history)
+    down["on"] = False
+    await a.call("continue", CTX)
+    last = model.agent_requests[-1]
+    assert any("SUMMARY-AFTER-RECOVERY" in m.text for m in last.history)
+    assert not any(m.meta("summary_failed") for m in a.state(CTX).working_history)
 
 
-async def test_an_empty_summary_stops_the_build() -> None:
+async def test_an_empty_summary_leaves_the_early_part_out_for_the_round() -> None:
     model = ScriptedModel([*calls(6), "done"], summary="   ")
     a = agent(
         model,
@@ -668,8 +686,9 @@ async def test_an_empty_summary_stops_the_build() -> None:
             trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
         ),
     )
-    with pytest.raises(ContextBuildError, match="empty summary"):
-        await a.call("go", CTX)
+    reply = await a.call("go", CTX)
+    assert reply.text == "done"
+    assert any("summary_failed:empty_summary" in r.transforms for r in model.agent_requests)
 
 
 async def test_structured_state_is_not_summarised() -> None:
