@@ -4,6 +4,18 @@ The schema comes from the type hints (through msgspec) and the parameter descrip
 a Google-style docstring's ``Args:`` section. A parameter annotated `ToolContext` is filled
 in by the agent and hidden from the model. A tool that raises does not end the agent loop:
 the model receives an error result and can react.
+
+What a tool returns becomes text inside the same error handling, so a value that cannot be
+converted is an error result too, never a crash of the loop:
+
+- ``str`` is kept, with lone surrogates cleaned (`harness.messages.clean_text`);
+- ``None`` is the empty text;
+- ``bytes`` (also as values nested in a structure) are decoded as UTF-8; bytes that are not
+  UTF-8 give an error result asking the tool to return text (base64 it or describe it
+  itself), never silently base64 JSON;
+- anything else is encoded as JSON (unknown objects through ``str``, every string cleaned
+  like a ``str`` result); a value JSON cannot hold (a self-referential list, a number out
+  of range …) gives an error result.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ import anyio.to_thread
 import msgspec
 
 from harness.errors import ConfigurationError
-from harness.messages import ToolCall, ToolSchema
+from harness.messages import ToolCall, ToolSchema, clean_text
 
 if TYPE_CHECKING:
     from harness.request import RunScope
@@ -120,8 +132,17 @@ class Tool:
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            return f"Error: {type(exc).__name__}: {exc}"
-        return _as_text(result)
+            return f"Error: {type(exc).__name__}: {_describe(exc)}"
+        try:
+            return _as_text(result)
+        except _NotText as exc:
+            return f"Error: {self.name} returned {exc.what}; {exc.fix}"
+        except (TypeError, ValueError, RecursionError, OverflowError) as exc:
+            return (
+                f"Error: {self.name} returned a {type(result).__name__} that cannot be "
+                f"converted to text ({type(exc).__name__}: {_describe(exc)}); the tool must "
+                "return a str or JSON data (dict, list, str, number, bool, None) without cycles"
+            )
 
 
 def tool(
@@ -142,12 +163,65 @@ def as_tool(item: Tool | Callable[..., Any]) -> Tool:
     return item if isinstance(item, Tool) else Tool(item)
 
 
+class _NotText(Exception):
+    """A tool returned bytes that are not UTF-8 text."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.fix = fix
+
+
+_BYTES = (bytes, bytearray, memoryview)
+
+
 def _as_text(result: Any) -> str:
+    """Return a tool's return value as the text the model receives (see the module docstring).
+
+    Raises:
+        _NotText: bytes that are not UTF-8.
+        TypeError, ValueError, RecursionError, OverflowError: JSON cannot hold the value.
+    """
     if result is None:
         return ""
     if isinstance(result, str):
-        return result
-    return msgspec.json.encode(result, enc_hook=str).decode()
+        return clean_text(result)
+    if isinstance(result, _BYTES):
+        return _decoded(result)
+    plain = msgspec.to_builtins(result, builtin_types=_BYTES, enc_hook=str)
+    return msgspec.json.encode(_cleaned(plain)).decode()
+
+
+def _decoded(data: bytes | bytearray | memoryview) -> str:
+    try:
+        return clean_text(bytes(data).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _NotText(
+            f"{len(data)} bytes that are not UTF-8 text (invalid at byte {exc.start})",
+            "a tool must return text: decode the data itself, or return it base64-encoded "
+            "or described as a str",
+        ) from exc
+
+
+def _cleaned(value: Any) -> Any:
+    """Clean every str and decode every bytes value of a `msgspec.to_builtins` result."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, _BYTES):
+        return _decoded(value)
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    return value
+
+
+def _describe(exc: BaseException) -> str:
+    """Return ``str(exc)`` as clean text, even when the exception's ``__str__`` fails."""
+    try:
+        return clean_text(str(exc))
+    except Exception:
+        return f"(the {type(exc).__name__} could not be shown as text)"
 
 
 def _json_schema(args_type: type[msgspec.Struct]) -> dict[str, Any]:

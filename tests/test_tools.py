@@ -63,3 +63,56 @@ async def test_a_raising_tool_returns_an_error_result() -> None:
 def test_bad_tool_names_are_rejected() -> None:
     with pytest.raises(ConfigurationError):
         Tool(lookup, name="has space")
+
+
+def _returning(value: object) -> Tool:
+    def produce() -> object:
+        """Return a fixed value."""
+        return value
+
+    return Tool(produce)
+
+
+async def test_a_lone_surrogate_in_a_result_is_replaced_not_a_crash() -> None:
+    result = await _returning("ok \ud800 done").run("{}", _ctx())
+    assert result == "ok \ufffd done"
+    result.encode("utf-8")  # valid UTF-8: what is stored is what is offloaded
+
+
+async def test_strings_nested_in_a_structure_are_cleaned_the_same_way() -> None:
+    result = await _returning({"line": "a\udc80b"}).run("{}", _ctx())
+    assert msgspec.json.decode(result) == {"line": "a\ufffdb"}
+
+
+async def test_a_self_referential_result_is_an_error_result() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    result = await _returning(loop).run("{}", _ctx())
+    assert result.startswith("Error: produce returned a list that cannot be converted to text")
+    assert "without cycles" in result
+
+
+async def test_utf8_bytes_are_decoded_not_base64() -> None:
+    assert await _returning("héllo".encode()).run("{}", _ctx()) == "héllo"
+    nested = await _returning({"body": b"plain"}).run("{}", _ctx())
+    assert msgspec.json.decode(nested) == {"body": "plain"}
+
+
+async def test_bytes_that_are_not_text_are_an_error_result() -> None:
+    result = await _returning(b"\x89PNG\r\n\x1a\n\xff").run("{}", _ctx())
+    assert result.startswith("Error: produce returned 9 bytes that are not UTF-8 text")
+    assert "must return text" in result
+
+
+async def test_an_exception_whose_str_fails_is_still_an_error_result() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    def broken() -> str:
+        """Fail oddly."""
+        raise Unprintable
+
+    assert await Tool(broken).run("{}", _ctx()) == (
+        "Error: Unprintable: (the Unprintable could not be shown as text)"
+    )
