@@ -14,10 +14,16 @@ Result rules (from the reference behaviour):
 - an empty list means "no material"; ``None`` means the source failed;
 - an exception, ``None`` or a timeout stops preparation with `SourceError` — unless the
   source is ``on_failure="omit"``: then it is left out for this request, without reusing an
-  older value, and ``source_unavailable:source/<name>/:<reason>`` is recorded;
+  older value, and ``source_unavailable:source/<name>/:<reason>`` is recorded. A
+  cancellation the source raises itself is such a failure (reason
+  ``error:CancelledError``); only a cancellation of the enclosing scope (the agent call
+  was cancelled) propagates;
 - structural errors always raise `SourceError`: a result that is not a list of
   `ContextBlock`, a duplicate block id within a source, or a required block from an
   ``omit`` source (rejected at registration too, through ``required=True``);
+- ``load`` may be a plain (sync) function: it runs in a worker thread, so a blocking call
+  stalls no other session. Its timeout still applies: at the timeout the request stops
+  waiting, the thread finishes on its own and its result is discarded.
 - a block's manifest id is ``source/<name>/<block id>``; its revision defaults to a content
   hash.
 """
@@ -62,7 +68,8 @@ class ContextRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 SourceResult = list[ContextBlock] | tuple[ContextBlock, ...] | None
-SourceLoader = Callable[[ContextRequest], Awaitable[SourceResult]]
+SourceLoader = Callable[[ContextRequest], Awaitable[SourceResult] | SourceResult]
+"""``async def load(request)`` or a plain function (run in a worker thread)."""
 
 
 class ContextSource(msgspec.Struct, frozen=True, kw_only=True):
@@ -71,7 +78,8 @@ class ContextSource(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     """Unique name; block ids in the manifest are ``source/<name>/<block id>``."""
     load: SourceLoader
-    """``async load(ContextRequest) -> list[ContextBlock] | None``; read-only, safe to repeat."""
+    """``load(ContextRequest) -> list[ContextBlock] | None``, async or sync (then run in a
+    worker thread); read-only, safe to repeat."""
     timeout: float = DEFAULT_SOURCE_TIMEOUT
     """Seconds before the load counts as failed."""
     on_failure: OnFailure = "fail"
@@ -97,8 +105,9 @@ def context_source(
 
     Args:
         name: unique source name (letters, digits, ``_``, ``.``, ``-``; up to 64).
-        load: ``async load(ContextRequest)`` returning a list of `ContextBlock` (empty: no
-            material) or ``None`` (failure). It is called before every model request.
+        load: ``load(ContextRequest)`` returning a list of `ContextBlock` (empty: no
+            material) or ``None`` (failure). It is called before every model request; an
+            ``async def`` runs on the event loop, a plain function in a worker thread.
         timeout: seconds before a load counts as failed (default 5).
         on_failure: ``fail`` (default) stops preparation with `SourceError`; ``omit``
             leaves the source out of that request and records ``source_unavailable``.
@@ -117,7 +126,8 @@ def context_source(
         )
     if not callable(load):
         raise ConfigurationError(
-            f"source {name!r}: load must be an async function of a ContextRequest, got {load!r}"
+            f"source {name!r}: load must be a function of a ContextRequest (async, or sync to "
+            f"run in a worker thread), got {load!r}"
         )
     if (
         isinstance(timeout, bool)
@@ -263,28 +273,46 @@ class ContextSources:
 
 
 async def _load_one(source: ContextSource, context: ContextRequest) -> object:
-    """Run one load under its timeout; return its raw result or a `_Failed`."""
+    """Run one load under its timeout; return its raw result or a `_Failed`.
+
+    A cancellation of an enclosing scope (the agent call, or the other loads stopped
+    because one failed) propagates; a cancellation the source raised itself is a failure.
+    """
     try:
         with anyio.fail_after(source.timeout):
-            pending: object = source.load(context)
-            if not inspect.isawaitable(pending):
-                return _Failed(
-                    "not_async",
-                    f"returned {type(pending).__name__} from load instead of an awaitable; "
-                    "make load an 'async def'",
-                    structural=True,
+            if _is_async(source.load):
+                result: object = source.load(context)
+            else:
+                result = await anyio.to_thread.run_sync(
+                    source.load, context, abandon_on_cancel=True
                 )
-            result: object = await pending
+            if inspect.isawaitable(result):  # a sync callable that returns an awaitable
+                result = await result
     except TimeoutError as exc:
         return _Failed("timeout", _fix(source, f"timed out after {source.timeout:g}s"), exc)
     except Exception as exc:  # a failing source is reported, never swallowed
         name = type(exc).__name__
         return _Failed(f"error:{name}", _fix(source, f"raised {name}: {exc}"), exc)
+    except anyio.get_cancelled_exc_class() as exc:
+        if anyio.current_effective_deadline() == -math.inf:
+            raise  # an enclosing scope was cancelled: not this source's failure
+        name = type(exc).__name__
+        return _Failed(
+            f"error:{name}",
+            _fix(source, f"raised {name} itself, without being cancelled from outside"),
+            exc,
+        )
     if result is None:
         return _Failed(
             "none", _fix(source, "returned None, which means failure (return [] for no material)")
         )
     return result
+
+
+def _is_async(load: object) -> bool:
+    """Whether ``load`` is an async function (or an object with an ``async __call__``)."""
+    call = vars(type(load)).get("__call__")
+    return inspect.iscoroutinefunction(load) or inspect.iscoroutinefunction(call)
 
 
 def _fix(source: ContextSource, what: str) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import anyio
 import pytest
@@ -377,13 +378,106 @@ async def test_malformed_results_are_source_errors_even_with_omit(result: object
     assert model.requests == []
 
 
-async def test_a_sync_load_is_a_source_error() -> None:
+async def test_a_sync_load_runs_in_a_worker_thread() -> None:
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+
     def load(request: ContextRequest) -> list[ContextBlock]:
+        seen.append(threading.get_ident())
+        return [ContextBlock.runtime("status", f"for {request.session_id}")]
+
+    agent, model = agent_with(context_source("sync", load))
+    await agent.call("x")
+    assert seen and seen[0] != loop_thread
+    assert [b.text for b in model.agent_requests[0].blocks] == ["for default"]
+
+
+async def test_a_blocking_sync_source_stalls_no_other_session() -> None:
+    def blocking(request: ContextRequest) -> list[ContextBlock]:
+        time.sleep(0.3)  # a blocking client call, e.g. a sync database driver
+        return [ContextBlock.runtime("slow", "done")]
+
+    slow_agent, _ = agent_with(context_source("blocking", blocking))
+    fast_agent, _ = agent_with()
+    finished: list[str] = []
+    ticks = 0
+
+    async def call(agent: HarnessAgent, session: str) -> None:
+        await agent.call("x", RuntimeContext(session_id=session))
+        finished.append(session)
+
+    async def tick() -> None:
+        nonlocal ticks
+        while "slow" not in finished:
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call, slow_agent, "slow")
+        tg.start_soon(tick)
+        await anyio.sleep(0.05)  # the sync source is blocking in its thread by now
+        tg.start_soon(call, fast_agent, "other")
+
+    assert finished == ["other", "slow"]
+    assert ticks >= 5  # a blocked event loop would have ticked once or twice
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_sync_source_still_times_out(anyio_backend: str) -> None:
+    release = threading.Event()
+
+    def stuck(request: ContextRequest) -> list[ContextBlock]:
+        release.wait(10)
         return []
 
-    agent, _ = agent_with(context_source("sync", load, on_failure="omit"))  # type: ignore[arg-type]
-    with pytest.raises(SourceError, match="async def"):
+    agent, model = agent_with(context_source("stuck", stuck, timeout=0.2))
+    try:
+        with pytest.raises(SourceError, match=r"timed out after 0\.2s") as caught:
+            await agent.call("x")
+    finally:
+        release.set()
+    assert caught.value.reason == "timeout"
+    assert model.requests == []
+
+
+async def test_a_sync_load_returning_an_awaitable_is_awaited() -> None:
+    async def fetch(request: ContextRequest) -> list[ContextBlock]:
+        return [ContextBlock.reference("doc", "text")]
+
+    def load(request: ContextRequest) -> Awaitable[list[ContextBlock]]:
+        return fetch(request)
+
+    agent, model = agent_with(context_source("wrapped", load))
+    await agent.call("x")
+    assert [b.source_id for b in model.agent_requests[0].blocks] == ["source/wrapped/doc"]
+
+
+async def raise_cancelled(request: ContextRequest) -> list[ContextBlock]:
+    raise anyio.get_cancelled_exc_class()()
+
+
+async def test_a_required_source_raising_cancelled_itself_is_a_source_error() -> None:
+    manifests: list[ContextManifest] = []
+    agent, model = agent_with(
+        context_source("policy", raise_cancelled, required=True), manifests=manifests
+    )
+    with pytest.raises(SourceError, match="without being cancelled from outside") as caught:
         await agent.call("x")
+    assert caught.value.source == "policy"
+    assert caught.value.reason == "error:CancelledError"
+    assert model.requests == []
+    assert manifests[-1].validation == "build_failed"
+
+
+async def test_an_omit_source_raising_cancelled_itself_is_left_out_and_recorded() -> None:
+    manifests: list[ContextManifest] = []
+    agent, model = agent_with(
+        context_source("notes", raise_cancelled, on_failure="omit"), manifests=manifests
+    )
+    await agent.call("x")
+    (request,) = model.agent_requests
+    assert request.transforms == ("source_unavailable:source/notes/:error:CancelledError",)
+    assert manifests[-1].validation == "passed"
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
