@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness import ContentPart, InvalidInputError, Message, ToolCall
+from harness.messages import agent_input, clean_text
 
 texts = st.text(max_size=60)
 json_scalars = st.none() | st.booleans() | st.integers() | texts
@@ -103,3 +104,77 @@ def test_malformed_dicts_raise_a_typed_error(bad: dict[str, Any]) -> None:
 def test_non_string_arguments_are_encoded_as_json() -> None:
     call = ToolCall.from_openai({"id": "1", "function": {"name": "f", "arguments": {"a": 1}}})
     assert call.arguments == '{"a":1}'
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ({"content": "hi"}, "unknown message role None"),
+        ({"role": "user", "content": ["plain string part"]}, "string 'type'"),
+        ({"role": "user", "content": [{"type": "text", "text": 7}]}, "'text' must be a string"),
+        ({"role": "assistant", "tool_calls": [{"id": "", "function": {"name": "f"}}]}, "id"),
+        ({"role": "user", "content": "x", "audio": object()}, "cannot be stored as JSON"),
+        ({"role": "tool", "tool_call_id": "c\ud800", "content": "r"}, "not valid Unicode"),
+        ("not a dict", "must be a dict"),
+    ],
+)
+def test_malformed_dicts_say_what_is_wrong(bad: Any, says: str) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        Message.from_openai(bad)
+
+
+@given(st.text())
+def test_clean_text_is_the_identity_on_valid_text(text: str) -> None:
+    assert clean_text(text) == text
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010)))
+def test_clean_text_always_gives_valid_utf8(text: str) -> None:
+    cleaned = clean_text(text)
+    cleaned.encode("utf-8")
+    assert len(cleaned) <= len(text)
+
+
+def test_clean_text_joins_pairs_and_replaces_lone_surrogates() -> None:
+    assert clean_text("a\ud83d\ude00b\ud800c\udfff") == "a\U0001f600b\ufffdc\ufffd"
+
+
+def test_from_openai_cleans_text_once() -> None:
+    message = Message.from_openai(
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "x\udc80"}],
+            "reasoning_content": "r\ud800",
+            "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": '{"a": "\ud800"}'}}],
+        }
+    )
+    assert message.text == "x\ufffd"
+    assert message.reasoning_content == "r\ufffd"
+    assert message.tool_calls[0].arguments == '{"a": "\ufffd"}'
+    assert message.checked() is message  # clean already: nothing to do the second time
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Message(role="user", content=[ContentPart(type="text", text="list, not tuple"), 3]),  # type: ignore[arg-type]
+        Message(role="assistant", tool_calls=({"id": "c"},)),  # type: ignore[arg-type]
+        Message(role="tool", tool_call_id=5, content="r"),  # type: ignore[arg-type]
+        Message(role="user", content="x", reasoning_content=b"r"),  # type: ignore[arg-type]
+        Message(role="user", content="x", extra=["not", "a", "dict"]),  # type: ignore[arg-type]
+    ],
+)
+def test_checked_refuses_messages_built_with_wrong_types(bad: Message) -> None:
+    with pytest.raises(InvalidInputError):
+        bad.checked()
+
+
+def test_agent_input_accepts_the_three_forms_and_nothing_else() -> None:
+    assert agent_input("hi").text == "hi"
+    assert agent_input({"role": "user", "content": "hi"}).text == "hi"
+    message = Message.user("hi")
+    assert agent_input(message) is message
+    with pytest.raises(InvalidInputError, match="system_prompt"):
+        agent_input(Message.system("rules"))
+    with pytest.raises(InvalidInputError, match="decode the bytes"):
+        agent_input(b"hi")
