@@ -17,6 +17,17 @@ import anyio
 from harness.errors import HarnessError
 
 
+def _positive_int(text: str) -> int:
+    """Parse a positive int for argparse (which turns the error into a usage message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive; give at least 1")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="harness",
@@ -40,11 +51,14 @@ def _parser() -> argparse.ArgumentParser:
         help="API key (default: $HARNESS_API_KEY, else the provider's usual variable)",
     )
     run.add_argument(
-        "--workspace", default=None, help="workspace folder (default: a fresh temporary folder)"
+        "--workspace",
+        default=None,
+        help="a new or empty folder to keep the demo's files in (default: a temporary folder, "
+        "removed at the end); a folder with files the demo did not create is refused",
     )
     run.add_argument(
         "--max-input-tokens",
-        type=int,
+        type=_positive_int,
         default=None,
         help="input budget (default: the demo's small budget offline)",
     )

@@ -5,28 +5,36 @@ name (``HARNESS_MODEL`` or ``--model``) the same workspace, tools and stack run 
 provider through litellm. Either way every model request prints its manifest: tokens
 against the budget, what it was built from, and what the stack changed (offloaded tool
 output, material left out for the budget, compaction).
+
+The demo touches no file of yours: by default it works in a temporary folder that it
+removes at the end. Given a folder (``--workspace DIR``), it uses it only when the folder
+is new, empty, or one it created before (it leaves a ``.harness-demo`` marker there), and
+refuses any other folder with a `WorkspaceError` instead of overwriting its files.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.blocks import ContextBlock
-from harness.errors import HarnessError
+from harness.errors import HarnessError, WorkspaceError
 from harness.messages import Message
 from harness.policy import ContextPolicy
 from harness.report import format_manifest
 from harness.request import ModelRequest
 from harness.tools import ToolContext
 from harness.workspace import Workspace
+
+MARKER = ".harness-demo"
+"""The file that marks a folder as the demo's own (so a later run may reuse it)."""
 
 TASK = "The login test fails. Find out why, fix src/login.py, and run the tests until they pass."
 
@@ -155,10 +163,25 @@ def _script() -> list[Any]:
 
 
 # ------------------------------------------------------------------------ the session
-def _seed_workspace(workspace: Workspace) -> None:
+def demo_workspace(folder: str | os.PathLike[str]) -> Workspace:
+    """Return the workspace for a demo run in ``folder``, seeded with the demo's files.
+
+    Raises:
+        WorkspaceError: when ``folder`` is a file, cannot be created, or is a non-empty
+            folder the demo did not create (its files would be overwritten).
+    """
+    workspace = Workspace(folder)
+    if workspace.fs.ls(workspace.root) and not workspace.exists(MARKER):
+        raise WorkspaceError(
+            f"the folder {os.fspath(folder)!r} is not empty and was not created by the demo, "
+            "which would overwrite files there (src/login.py, MEMORY.md …); give a new or "
+            "empty folder, or leave out --workspace to run in a temporary folder",
+            location=os.fspath(folder),
+        )
+    workspace.write_text(MARKER, "This folder was created by `harness run` (the demo).\n")
     for path, text in _FILES.items():
-        if not workspace.exists(path):
-            workspace.write_text(path, text)
+        workspace.write_text(path, text)  # the demo's own files: a rerun starts afresh
+    return workspace
 
 
 def _build_agent(
@@ -192,7 +215,7 @@ def _build_agent(
         from providers.scripted import ScriptedModel
 
         client = ScriptedModel(_script(), window=32_000)
-        budget = max_input_tokens or 4_000
+        budget = 4_000 if max_input_tokens is None else max_input_tokens
     stack = default_stack(
         instructions=[
             instruction(
@@ -226,10 +249,39 @@ async def run_demo(
     max_input_tokens: int | None = None,
     as_json: bool = False,
 ) -> int:
-    """Run the demo session and print each round's manifest; return the exit status."""
-    folder = workspace or tempfile.mkdtemp(prefix="harness-demo-")
-    ws = Workspace(folder)
-    _seed_workspace(ws)
+    """Run the demo session and print each round's manifest; return the exit status.
+
+    Args:
+        model: a litellm model name (``None``: the offline ScriptedModel).
+        api_base: the provider's base URL.
+        api_key: the provider's key.
+        workspace: the folder to work in (``None``: a temporary folder, removed at the end).
+        max_input_tokens: the input budget (``None``: the demo's small budget offline).
+        as_json: print manifests as JSON lines instead of tables.
+
+    Raises:
+        WorkspaceError: when ``workspace`` is a file or a non-empty folder the demo did not
+            create (see `demo_workspace`).
+    """
+    if workspace is not None:
+        return await _run(
+            demo_workspace(workspace), model, api_base, api_key, max_input_tokens, as_json
+        )
+    with tempfile.TemporaryDirectory(prefix="harness-demo-") as folder:
+        ws = demo_workspace(folder)
+        return await _run(ws, model, api_base, api_key, max_input_tokens, as_json, temporary=True)
+
+
+async def _run(
+    ws: Workspace,
+    model: str | None,
+    api_base: str | None,
+    api_key: str | None,
+    max_input_tokens: int | None,
+    as_json: bool,
+    *,
+    temporary: bool = False,
+) -> int:
     rounds = 0
 
     def observer(manifest: Any) -> None:
@@ -249,7 +301,9 @@ async def run_demo(
         else "the offline ScriptedModel (set HARNESS_MODEL for a real one)"
     )
     print(
-        f"context-harness demo · {where}\nworkspace {Path(folder)}\nstack: {' → '.join(type(m).__name__ for m in agent.stack)}\n"
+        f"context-harness demo · {where}\nworkspace {ws.root}"
+        f"{' (temporary, removed at the end)' if temporary else ''}\n"
+        f"stack: {' → '.join(type(m).__name__ for m in agent.stack)}\n"
     )
     print(f"user: {TASK}\n")
     started = time.perf_counter()

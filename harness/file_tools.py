@@ -8,21 +8,23 @@ one-line header giving the range, the file's total size and the offset of the ne
 
 Paths are workspace-relative and cannot leave the workspace: ``..``, absolute paths and
 symlinks that point outside are refused (`Workspace.resolve`). A *private folder* (the
-offload folder) holds one sub-folder per session, named by `session_key`; a session may
-only read its own.
+offload folder) holds one sub-folder per user and session, named by `session_key`; a
+session may only read its own. The scoped memory folder (``memory/``, see
+`harness.memory`) is never opened: its files reach the context through the
+workspace-materials middleware, each user's only to that user.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Annotated
 
 import msgspec
 
 from harness.errors import ConfigurationError, PathEscapeError, WorkspaceError
+from harness.memory import MEMORY_FOLDER
 from harness.tools import Tool, ToolContext
-from harness.workspace import Workspace
+from harness.workspace import Workspace, scope_key
 
 DEFAULT_PAGE_CHARS = 20_000
 """Characters `read_file` returns when the model gives no ``limit``."""
@@ -33,13 +35,14 @@ Offset = Annotated[int, msgspec.Meta(ge=0)]
 Limit = Annotated[int, msgspec.Meta(ge=1)]
 
 
-def session_key(session_id: str) -> str:
-    """Return the folder name of ``session_id`` in a private folder (16 hex characters).
+def session_key(session_id: str, user_id: str = "") -> str:
+    """Return the folder name of a user's session in a private folder (32 hex characters).
 
-    A hash, so that no session id (which may hold user data or path characters) ever
-    becomes part of a path.
+    A 128-bit hash of both ids (`harness.workspace.scope_key`), so that no id (which may
+    hold user data or path characters) ever becomes part of a path, and two users who
+    happen to use the same session id never share a folder.
     """
-    return hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return scope_key("session", user_id, session_id)
 
 
 def read_file_tool(
@@ -47,6 +50,7 @@ def read_file_tool(
     workspace: Workspace | None = None,
     fallback: Workspace | None = None,
     private_folder: str | None = None,
+    memory_folder: str | None = MEMORY_FOLDER,
     max_limit: int = MAX_PAGE_CHARS,
 ) -> Tool:
     """Return a ``read_file`` tool.
@@ -54,8 +58,10 @@ def read_file_tool(
     Args:
         workspace: the workspace to read; ``None`` uses the agent's (``ToolContext.workspace``).
         fallback: the workspace to read when neither ``workspace`` nor the agent has one.
-        private_folder: a workspace folder whose sub-folders are per session (named by
-            `session_key`); reads of another session's sub-folder are refused.
+        private_folder: a workspace folder whose sub-folders are per user and session
+            (named by `session_key`); reads of another session's sub-folder are refused.
+        memory_folder: the scoped memory folder, which is never read (``None``: no such
+            folder).
         max_limit: the most characters one page may hold.
 
     Raises:
@@ -65,6 +71,7 @@ def read_file_tool(
     if not isinstance(max_limit, int) or isinstance(max_limit, bool) or max_limit < 1:
         raise ConfigurationError(f"max_limit must be a positive int, got {max_limit!r}")
     private = _parts(private_folder) if private_folder is not None else None
+    memory = _parts(memory_folder) if memory_folder is not None else None
 
     async def read_file(
         path: str, ctx: ToolContext, offset: Offset = 0, limit: Limit = DEFAULT_PAGE_CHARS
@@ -83,7 +90,7 @@ def read_file_tool(
                 "this agent has no workspace, so there are no files to read; "
                 "give the agent a workspace (HarnessAgent(workspace=...))"
             )
-        relative = _checked(chosen, path, private, ctx.session_id)
+        relative = _checked(chosen, path, private, memory, ctx)
         text = await chosen.aread_text(relative)
         return page(text, relative, offset=offset, limit=min(limit, max_limit))
 
@@ -133,20 +140,33 @@ def _parts(folder: str) -> tuple[str, ...]:
     return parts
 
 
-def _checked(ws: Workspace, path: str, private: tuple[str, ...] | None, session_id: str) -> str:
+def _checked(
+    ws: Workspace,
+    path: str,
+    private: tuple[str, ...] | None,
+    memory: tuple[str, ...] | None,
+    ctx: ToolContext,
+) -> str:
     """Return ``path`` when the caller may read it; raise otherwise."""
     full = ws.resolve(path)  # refuses '..', absolute paths and symlinks out
-    if private is None:
+    if private is None and memory is None:
         return path
     # Compare the real location, so a symlink inside the workspace cannot reach another
     # session's folder either.
     real = ws.relative(os.path.realpath(full)) if ws.local else ws.relative(full)
     parts = tuple(p for p in real.split("/") if p)
-    n = len(private)
-    if parts[:n] == private and (len(parts) <= n or parts[n] != session_key(session_id)):
+    if private is not None:
+        n = len(private)
+        mine = session_key(ctx.session_id, ctx.user_id)
+        if parts[:n] == private and (len(parts) <= n or parts[n] != mine):
+            raise PathEscapeError(
+                f"{path!r} belongs to another session's offloaded results; read only the "
+                "paths given in this conversation"
+            )
+    if memory is not None and parts[: len(memory)] == memory:
         raise PathEscapeError(
-            f"{path!r} belongs to another session's offloaded results; read only the paths "
-            "given in this conversation"
+            f"{path!r} is in the long-term memory folder, which read_file does not open; "
+            "the memory this conversation may see is already in its context"
         )
     return path
 

@@ -1,13 +1,32 @@
-"""Long-term memory: facts worth keeping beyond one conversation.
+"""Long-term memory: facts worth keeping beyond one conversation, scoped to who may see them.
 
 Compaction calls a `MemoryStore` on the part of the history it is about to summarise,
 *before* summarising it: a summary serves "keep working", memory serves "remember later".
 Both can miss details; neither replaces the full session record.
 
-The default store, `WorkspaceMemory`, appends to the workspace's ``MEMORY.md`` (which the
-workspace-materials middleware loads as reference material at the start of the next agent
-call). It uses a cheap, predictable heuristic instead of a model call, so compaction costs
-no extra model request and an offline test script is not consumed by it:
+**Scopes.** What one user's session writes must never reach another user's requests, so
+the default store, `WorkspaceMemory`, writes **per user**. Shared memory exists only when
+configured (``WorkspaceMemory(scope=...)``). `memory_path` is the one layout, used by the
+store that writes and by the workspace-materials middleware that loads:
+
+- ``user`` (the default): ``memory/users/<key of the user id>/MEMORY.md``, seen by that
+  user only; a request without a user id uses ``memory/sessions/<key of agent and
+  session id>/MEMORY.md``, seen by that session only;
+- ``agent``: ``memory/agents/<key of the agent id>/MEMORY.md``, seen by every user of the
+  agent;
+- ``project``: ``MEMORY.md`` at the workspace root, seen by every user of the workspace.
+
+Keys are 128-bit hashes (`harness.workspace.scope_key`), so no id — however hostile —
+becomes part of a path, escapes the folder or collides with another. The workspace's own
+``MEMORY.md`` is *project* material: written by the project's owner and loaded for every
+user, like ``AGENTS.md``; the store writes to it only with ``scope="project"``. An agent
+without a workspace (it gets a private scratch one) records nothing.
+
+**Writes** are read-merge-write updates of one file (`Workspace.aupdate_text`): serialised
+per file in the process and by ``flock`` across processes, written through a uniquely
+named temporary file, so concurrent compactions lose no fact.
+
+The default heuristic costs no model request, so an offline test script is not consumed:
 
 - lines of **user** messages that state something lasting — they contain *remember*,
   *always*, *never*, *prefer*, *from now on*, *make sure* or *note that*;
@@ -27,16 +46,22 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
-
-import anyio.to_thread
+from typing import TYPE_CHECKING, Final, Literal, Protocol, get_args, runtime_checkable
 
 from harness.errors import ConfigurationError
 from harness.messages import Message
+from harness.workspace import Workspace, scope_key
 
 if TYPE_CHECKING:
-    from harness.request import ModelRequest
-    from harness.workspace import Workspace
+    from harness.request import ModelRequest, RequestIds
+
+MemoryScope = Literal["user", "agent", "project"]
+"""Who shares a memory file: one user (default), every user of an agent, or the project."""
+MEMORY_SCOPES: Final[tuple[MemoryScope, ...]] = get_args(MemoryScope)
+MEMORY_FOLDER: Final = "memory"
+"""The workspace folder of user- and agent-scoped memory files."""
+MEMORY_FILE: Final = "MEMORY.md"
+"""The memory file's name; at the workspace root it is the project's memory."""
 
 Extractor = Callable[[Sequence[Message]], list[str]]
 """A function from messages to short fact strings (one line each)."""
@@ -91,75 +116,129 @@ def extract_facts(messages: Sequence[Message]) -> list[str]:
     return _unique(facts)
 
 
-class WorkspaceMemory:
-    """Append extracted facts to a Markdown file in the workspace (``MEMORY.md``).
+def memory_path(
+    scope: MemoryScope,
+    ids: RequestIds,
+    *,
+    folder: str = MEMORY_FOLDER,
+    project_file: str = MEMORY_FILE,
+) -> str:
+    """Return the workspace path of the ``scope`` memory file for a request's ``ids``.
 
     Args:
-        path: the workspace-relative file to append to.
+        scope: ``user``, ``agent`` or ``project`` (see the module docstring).
+        ids: the request's ids (user, agent and session id are used).
+        folder: the folder of scoped memory files.
+        project_file: the project's memory file at the workspace root.
+
+    Raises:
+        ConfigurationError: for an unknown scope.
+    """
+    if scope == "project":
+        return project_file
+    if scope == "agent":
+        return f"{folder}/agents/{scope_key('agent', ids.agent_id)}/{MEMORY_FILE}"
+    if scope == "user":
+        if ids.user_id:
+            return f"{folder}/users/{scope_key('user', ids.user_id)}/{MEMORY_FILE}"
+        # No user id: nothing says two sessions belong to one person, so keep them apart.
+        key = scope_key("session", ids.agent_id, ids.session_id)
+        return f"{folder}/sessions/{key}/{MEMORY_FILE}"
+    raise ConfigurationError(f"memory scope must be one of {MEMORY_SCOPES}, got {scope!r}")
+
+
+class WorkspaceMemory:
+    """Append extracted facts to the scope's Markdown memory file in the workspace.
+
+    Args:
+        scope: who shares the file: ``"user"`` (default: each user their own), ``"agent"``
+            (every user of the agent) or ``"project"`` (the workspace's ``MEMORY.md``,
+            every user). Choose a shared scope only when every user may see every fact.
+        folder: the workspace folder of user- and agent-scoped files.
+        project_file: the project memory file (written with ``scope="project"`` only).
         workspace: the workspace to write to (default: the agent's, ``request.run.workspace``;
-            without one, nothing is recorded).
+            without one, or with the agent's private scratch workspace, nothing is recorded).
         extract: the fact extractor (default: `extract_facts`).
         max_facts: the most facts appended by one compaction.
 
     Raises:
-        ConfigurationError: when ``path`` is empty or ``max_facts`` is not a positive int.
+        ConfigurationError: for an unknown scope, a bad path or ``max_facts`` that is not
+            a positive int.
     """
 
     def __init__(
         self,
         *,
-        path: str = "MEMORY.md",
+        scope: MemoryScope = "user",
+        folder: str = MEMORY_FOLDER,
+        project_file: str = MEMORY_FILE,
         workspace: Workspace | None = None,
         extract: Extractor | None = None,
         max_facts: int = 20,
     ) -> None:
-        if not isinstance(path, str) or not path.strip():
-            raise ConfigurationError(f"path must be a workspace-relative file name, got {path!r}")
+        if scope not in MEMORY_SCOPES:
+            raise ConfigurationError(
+                f"scope must be one of {MEMORY_SCOPES} ('user' keeps each user's facts "
+                f"apart), got {scope!r}"
+            )
+        for name, value in (("folder", folder), ("project_file", project_file)):
+            if not isinstance(value, str) or not value.strip() or value.startswith("/"):
+                raise ConfigurationError(f"{name} must be a workspace-relative path, got {value!r}")
         if isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 1:
             raise ConfigurationError(f"max_facts must be a positive int, got {max_facts!r}")
         if extract is not None and not callable(extract):
             raise ConfigurationError(f"extract must be a function of messages, got {extract!r}")
-        self.path = path
+        if workspace is not None and not isinstance(workspace, Workspace):
+            raise ConfigurationError(f"workspace must be a Workspace or None, got {workspace!r}")
+        self.scope: MemoryScope = scope
+        self.folder = folder
+        self.project_file = project_file
         self.workspace = workspace
         self.extract: Extractor = extract or extract_facts
         self.max_facts = max_facts
 
     def __repr__(self) -> str:
-        return f"WorkspaceMemory(path={self.path!r}, max_facts={self.max_facts})"
+        return f"WorkspaceMemory(scope={self.scope!r}, max_facts={self.max_facts})"
+
+    def path(self, ids: RequestIds) -> str:
+        """Return the memory file this store writes for a request's ``ids``."""
+        return memory_path(self.scope, ids, folder=self.folder, project_file=self.project_file)
 
     async def record(self, messages: Sequence[Message], request: ModelRequest) -> int:
-        """Append the new facts of ``messages`` to the memory file; return how many.
+        """Append the new facts of ``messages`` to the scope's memory file; return how many.
 
         Raises:
             WorkspaceError: when the file cannot be read or written.
         """
         workspace = self.workspace or (request.run.workspace if request.run else None)
-        if workspace is None:
+        if workspace is None or workspace.is_private:
             return 0
         facts = self.extract(messages)[: self.max_facts]
         if not facts:
             return 0
-        session = request.ids.session_id or "default"
-        return await anyio.to_thread.run_sync(self._append, workspace, facts, session)
-
-    def _append(self, workspace: Workspace, facts: list[str], session: str) -> int:
-        existing = workspace.read_text(self.path) if workspace.exists(self.path) else ""
-        new = [f for f in facts if f"- {f}" not in existing]
-        if not new:
-            return 0
+        session = _clip(request.ids.session_id or "default")
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        lead = (
-            ""
-            if not existing or existing.endswith("\n\n")
-            else ("\n" if existing.endswith("\n") else "\n\n")
-        )
-        section = f"{lead}## From session {session} ({stamp})\n" + "".join(f"- {f}\n" for f in new)
-        workspace.write_text(self.path, existing + section)
-        return len(new)
+
+        def merge(existing: str) -> tuple[str | None, int]:
+            present = set(existing.splitlines())
+            new = [f for f in facts if f"- {f}" not in present]
+            if not new:
+                return None, 0
+            lead = (
+                ""
+                if not existing or existing.endswith("\n\n")
+                else ("\n" if existing.endswith("\n") else "\n\n")
+            )
+            section = f"{lead}## From session {session} ({stamp})\n" + "".join(
+                f"- {f}\n" for f in new
+            )
+            return existing + section, len(new)
+
+        return await workspace.aupdate_text(self.path(request.ids), merge)
 
 
 DEFAULT_MEMORY: Final = WorkspaceMemory()
-"""The store Compaction uses unless told otherwise: ``MEMORY.md`` in the agent's workspace."""
+"""The store Compaction uses unless told otherwise: per-user memory in the agent's workspace."""
 
 
 def _clip(line: str) -> str:

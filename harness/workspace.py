@@ -1,22 +1,67 @@
 """The agent's workspace: a folder on any fsspec filesystem (a local folder by default).
 
 It holds the agent's stable instructions (``AGENTS.md``), reference material (``MEMORY.md``,
-``knowledge/``) and offloaded tool results (``large_tool_results/``). Every path is relative
-to the workspace root and checked so that nothing — a model-supplied path, ``..``, an
-absolute path or a symlink — can leave it.
+``knowledge/``), long-term memory per scope (``memory/``, see `harness.memory`) and
+offloaded tool results (``large_tool_results/``). Every path is relative to the workspace
+root and checked so that nothing — a model-supplied path, ``..``, an absolute path or a
+symlink — can leave it.
+
+Writes are atomic on a local folder: the bytes go to a temporary file with a unique name
+next to the target, which then replaces it; a failed write removes its temporary file.
+`Workspace.aupdate_text` is a read-change-write of one file that no concurrent writer in
+the process (an anyio lock per file) or on the machine (``flock`` on the folder) can
+interleave with, so no update is lost.
+
+`Workspace.private` makes a fresh in-memory workspace that nobody else can reach; an agent
+given no workspace gets one, so agents never share files by accident.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import posixpath
-from typing import Any
+import tempfile
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from harness.errors import PathEscapeError, WorkspaceError
+
+try:  # POSIX only; elsewhere the in-process lock is the only one
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+
+PRIVATE_PREFIX = "memory://context-harness-private"
+"""Where `Workspace.private` workspaces live (one fresh sub-folder each)."""
+
+_LOCKS: weakref.WeakValueDictionary[tuple[str, str], anyio.Lock] = weakref.WeakValueDictionary()
+
+
+def scope_key(kind: str, *parts: str) -> str:
+    """Return a 32-hex-character folder name for the identity ``(kind, *parts)``.
+
+    Ids (user, session, agent, tool call) may hold user data, path characters or anything
+    a hostile caller chose, so they never become part of a path themselves: a 128-bit
+    BLAKE2b of the length-prefixed parts does. Different kinds or splits of the same
+    characters give different keys (``("ab", "c")`` ≠ ``("a", "bc")``).
+    """
+    digest = hashlib.blake2b(digest_size=16, person=b"ctx-harness")
+    for piece in (kind, *parts):
+        data = piece.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 class Workspace:
@@ -26,6 +71,10 @@ class Workspace:
         location: a local path or an fsspec URL (``memory://ws``, ``s3://bucket/ws`` …).
         create: create the root folder when it does not exist.
         **storage_options: passed to fsspec for the URL's protocol.
+
+
+    Raises:
+        WorkspaceError: when the location is a file, or its folder cannot be created.
     """
 
     def __init__(
@@ -35,9 +84,36 @@ class Workspace:
         self.fs: fsspec.AbstractFileSystem = fs
         self.local = isinstance(fs, LocalFileSystem)
         self.root = os.path.realpath(root) if self.local else root.rstrip("/")
-        if create:
-            fs.makedirs(self.root, exist_ok=True)
         self.location = os.fspath(location)
+        self.is_private = False
+        """Whether this is a `Workspace.private` scratch workspace."""
+        if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise WorkspaceError(
+                f"the workspace {self.location!r} is a file, not a folder; give the path of a "
+                "folder (it is created when missing)",
+                location=self.location,
+            )
+        if create:
+            try:
+                fs.makedirs(self.root, exist_ok=True)
+            except OSError as exc:
+                raise WorkspaceError(
+                    f"cannot create the workspace folder {self.location!r}: {exc}; give a folder "
+                    "you can write to",
+                    location=self.location,
+                ) from exc
+
+    @classmethod
+    def private(cls) -> Workspace:
+        """Return a fresh in-memory workspace that no other agent or caller can reach.
+
+        Its files live in this process only and are deleted when the workspace object is
+        garbage-collected; give the agent a real workspace to keep them.
+        """
+        workspace = cls(f"{PRIVATE_PREFIX}/{uuid.uuid4().hex}")
+        workspace.is_private = True
+        weakref.finalize(workspace, _remove_tree, workspace.fs, workspace.root)
+        return workspace
 
     def __repr__(self) -> str:
         return f"Workspace({self.location!r})"
@@ -107,24 +183,42 @@ class Workspace:
         return data
 
     def read_text(self, path: str) -> str:
-        """Return ``path`` decoded as UTF-8 (invalid bytes replaced)."""
-        return self.read_bytes(path).decode("utf-8", "replace")
+        """Return ``path`` decoded as UTF-8.
+
+        Text written by `write_text` comes back exactly, lone surrogates included; a file
+        with bytes that are not UTF-8 is decoded with those bytes replaced by U+FFFD.
+        """
+        data = self.read_bytes(path)
+        try:
+            return data.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return data.decode("utf-8", "replace")
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        """Write ``data`` to ``path`` atomically where the filesystem allows, creating folders."""
+        """Write ``data`` to ``path`` atomically where the filesystem allows, creating folders.
+
+        On a local folder the bytes go to a uniquely named temporary file beside the target
+        that then replaces it, so readers see the old or the new file, never a part, and
+        concurrent writers never share a temporary file. A failed write leaves nothing behind.
+
+        Raises:
+            WorkspaceError: when the file cannot be written (read-only or full filesystem,
+                a file where a folder should be …), with the `OSError` as its cause.
+        """
         full = self.resolve(path)
         parent = posixpath.dirname(full) if not self.local else os.path.dirname(full)
         try:
             self.fs.makedirs(parent, exist_ok=True)
             if self.local:
-                tmp = f"{full}.tmp-{os.getpid()}"
-                with open(tmp, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, full)
+                _replace_atomically(full, data)
             else:
                 self.fs.pipe_file(full, data)
         except OSError as exc:
-            raise WorkspaceError(f"cannot write {path!r}: {exc}") from exc
+            raise WorkspaceError(
+                f"cannot write {path!r} in the workspace {self.location!r}: {exc}; free space "
+                "or make the folder writable",
+                path=path,
+            ) from exc
 
     def write_text(self, path: str, text: str) -> None:
         """Write ``text`` as UTF-8 to ``path``."""
@@ -164,3 +258,81 @@ class Workspace:
     async def awrite_bytes(self, path: str, data: bytes) -> None:
         """Async `write_bytes` (runs in a worker thread)."""
         await anyio.to_thread.run_sync(self.write_bytes, path, data)
+
+    async def aupdate_text(self, path: str, change: Callable[[str], tuple[str | None, T]]) -> T:
+        """Read ``path``, apply ``change`` and write its result, with no writer in between.
+
+        ``change`` receives the current text (``""`` when the file is missing) and returns
+        ``(new text or None to leave the file alone, value)``; ``value`` is returned. Updates
+        of one file are serialised in this process by an anyio lock (waiting tasks hold no
+        worker thread) and, on a local folder, across processes by ``flock`` on its folder.
+
+        Raises:
+            WorkspaceError: when the file cannot be read or written.
+        """
+        full = self.resolve(path)
+        key = (str(self.fs.protocol), full)
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS.setdefault(key, anyio.Lock())
+        async with lock:
+            return await anyio.to_thread.run_sync(self._update_text, path, full, change)
+
+    def _update_text(
+        self, path: str, full: str, change: Callable[[str], tuple[str | None, T]]
+    ) -> T:
+        parent = os.path.dirname(full) if self.local else posixpath.dirname(full)
+        try:
+            self.fs.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(
+                f"cannot create the folder of {path!r}: {exc}; make the workspace writable",
+                path=path,
+            ) from exc
+        with _folder_lock(parent if self.local else None):
+            existing = self.read_text(path) if self.exists(path) else ""
+            new, value = change(existing)
+            if new is not None and new != existing:
+                self.write_text(path, new)
+            return value
+
+
+def _replace_atomically(full: str, data: bytes) -> None:
+    """Write ``data`` to a unique temporary file beside ``full``, then move it into place."""
+    folder, name = os.path.split(full)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name[:80]}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, full)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: str | None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on a local folder (a no-op where there is none)."""
+    if folder is None or fcntl is None:
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        yield  # the folder cannot be opened for locking: the in-process lock still holds
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _remove_tree(fs: fsspec.AbstractFileSystem, root: str) -> None:
+    with contextlib.suppress(OSError, FileNotFoundError):
+        fs.rm(root, recursive=True)
+
+
+__all__ = ["PRIVATE_PREFIX", "Workspace", "scope_key"]

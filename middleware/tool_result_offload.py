@@ -4,30 +4,37 @@ Where it sits: after the material middleware (WorkspaceMaterials, ContextSources
 FragmentEditor) and before BudgetFit and Compaction, so that budget fitting and compaction
 measure the small preview instead of a 200,000-character log.
 
-A ``tool`` message longer than ``max_result_chars`` is written, byte for byte, to
-``large_tool_results/<session key>/<call key>.txt`` in the workspace and replaced in the
-request by its first and last ``preview_chars`` characters, the file's path and how to read
-it with the ``read_file`` tool, which this middleware also gives the agent. The keys are
-hashes (`harness.file_tools.session_key`, `offload_path`): no id, path or text from the
-model or the tool ever becomes part of a file name.
+A ``tool`` message longer than ``max_result_chars`` is written, byte for byte (UTF-8), to
+``large_tool_results/<user and session key>/<result key>.txt`` in the workspace and replaced
+in the request by its first and last ``preview_chars`` characters, the file's path and how
+to read it with the ``read_file`` tool, which this middleware also gives the agent (and
+which lets a session read only its own folder). Both keys are 128-bit hashes
+(`harness.workspace.scope_key`): no id, path or text from the model or the tool ever becomes
+part of a file name. The result key covers the call id, the message id and the content, so
+every result has its own file: a repeated ``tool_call_id`` never reuses or overwrites
+another result's file.
 
 The agent commits the rewritten history, so a result is offloaded once; the replacement
-carries ``metadata["offloaded"]`` and is skipped afterwards, and a file already written
-for the same call is not written again. Files live per session (`purge_session` removes a
-session's) and files older than ``max_age_s`` are swept at most once per agent call.
+carries ``metadata["offloaded"]`` and is skipped afterwards. A file already holding the
+same bytes (a round that failed after the write) is not written again. Files live per
+session (`purge_session` removes a session's) and files older than ``max_age_s`` are swept
+at most once per agent call.
 
-Workspace: the one given to the constructor, else the agent's. An agent without a
-workspace still works: results then go to a process-local in-memory workspace
-(``memory://context-harness-offload``), which the ``read_file`` tool reads too; it is lost
-when the process exits, so give the agent a workspace to keep them.
+**When the write fails** (read-only or full filesystem, a file where the folder should be,
+any `OSError`) or there is no workspace at all, the result is replaced by an inline
+head-and-tail preview that says the middle is not available, with the transform
+``offload_failed:<call id>:<reason>``; the session goes on and no temporary file is left.
+
+Workspace: the one given to the constructor, else the agent's (an agent given none has a
+private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import time
 from collections.abc import Iterable
-from functools import cache
 
 import anyio.to_thread
 
@@ -37,7 +44,7 @@ from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tools import Tool
 from harness.types import Handler
-from harness.workspace import Workspace
+from harness.workspace import Workspace, scope_key
 from middleware._history import label
 
 DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
@@ -46,8 +53,6 @@ DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
 """Tools whose results are never offloaded (they read or page content themselves)."""
 DEFAULT_FOLDER = "large_tool_results"
 """The workspace folder offloaded results are written to."""
-FALLBACK_LOCATION = "memory://context-harness-offload"
-"""Where results go when neither the middleware nor the agent has a workspace."""
 _CACHE_KEY = "tool_result_offload"
 _WEEK_S = 7 * 24 * 3600
 
@@ -63,6 +68,10 @@ class ToolResultOffload:
         max_age_s: offloaded files older than this many seconds are deleted, checked once
             per agent call; ``None`` keeps them until `purge_session`.
         workspace: where to write (default: the agent's workspace).
+
+    When a result cannot be written, the preview is inline (head and tail, ``preview_chars``
+    each, or a quarter of ``max_result_chars`` up to 2,000 when that is 0) and the request
+    records ``offload_failed:<call id>:<reason>``.
 
     Raises:
         ConfigurationError: when an argument is out of range.
@@ -116,22 +125,19 @@ class ToolResultOffload:
 
     def tools(self) -> list[Tool]:
         """Return the ``read_file`` tool that reads offloaded results back."""
-        return [
-            read_file_tool(
-                workspace=self.workspace, fallback=fallback_workspace(), private_folder=self.folder
-            )
-        ]
+        return [read_file_tool(workspace=self.workspace, private_folder=self.folder)]
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Offload the oversized tool results of ``request`` and pass it on."""
         ws = self._workspace(request)
-        await self._sweep_once(request, ws)
+        if ws is not None:
+            await self._sweep_once(request, ws)
         history = request.history
         replaced: dict[int, Message] = {}
         transforms: list[str] = []
         names: dict[str, str] | None = None
         for index, message in enumerate(history):
-            if message.role != "tool" or message.meta("offloaded") is not None:
+            if message.role != "tool" or _done(message):
                 continue
             text = _plain_text(message)
             if text is None or len(text) <= self.max_result_chars:
@@ -142,27 +148,42 @@ class ToolResultOffload:
                 name = names.get(message.tool_call_id or "")
             if name in self.exempt_tools:
                 continue
-            key = message.tool_call_id or message.id
-            path = offload_path(request.ids.session_id, key, folder=self.folder)
-            await _store(ws, path, text.encode("utf-8", "surrogatepass"))
-            replaced[index] = message.revise(
-                "offload",
-                metadata={"offloaded": path, "offloaded_chars": len(text)},
-                content=self._preview(text, path),
+            key = label(message.tool_call_id or message.id)
+            data = text.encode("utf-8", "surrogatepass")
+            path = offload_path(
+                message,
+                data=data,
+                session_id=request.ids.session_id,
+                user_id=request.ids.user_id,
+                folder=self.folder,
             )
-            transforms.append(f"tool_result_offload:{label(key)}")
+            reason = "no_workspace" if ws is None else await _store(ws, path, data)
+            if reason is None:
+                replaced[index] = message.revise(
+                    "offload",
+                    metadata={"offloaded": path, "offloaded_chars": len(text)},
+                    content=self._preview(text, path),
+                )
+                transforms.append(f"tool_result_offload:{key}")
+            else:
+                replaced[index] = message.revise(
+                    "offload",
+                    metadata={"offload_failed": reason, "offloaded_chars": len(text)},
+                    content=self._inline_preview(text, reason),
+                )
+                transforms.append(f"offload_failed:{key}:{reason}")
         if replaced:
             new_history = tuple(replaced.get(i, m) for i, m in enumerate(history))
             request = request.replace(history=new_history).with_transforms(*transforms)
         return await call_next(request)
 
     # --------------------------------------------------------------- private
-    def _workspace(self, request: ModelRequest) -> Workspace:
+    def _workspace(self, request: ModelRequest) -> Workspace | None:
         if self.workspace is not None:
             return self.workspace
-        if request.run is not None and request.run.workspace is not None:
+        if request.run is not None:
             return request.run.workspace
-        return fallback_workspace()
+        return None
 
     async def _sweep_once(self, request: ModelRequest, ws: Workspace) -> None:
         max_age_s = self.max_age_s
@@ -173,6 +194,17 @@ class ToolResultOffload:
             return
         cache_[_CACHE_KEY] = True  # before awaiting: one sweep per call, even if it fails
         await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
+
+    def _inline_preview(self, text: str, reason: str) -> str:
+        total = len(text)
+        keep = self.preview_chars or min(2_000, self.max_result_chars // 4)
+        return (
+            f"[Tool result too long for the context: {total:,} characters. It could not be "
+            f"saved to the workspace ({reason}), so only the first {keep:,} and the last "
+            f"{keep:,} characters are shown; the middle (characters {keep:,}–{total - keep:,}) "
+            "is not available. Run the tool again with narrower arguments if you need it.]\n"
+            f"{text[:keep]}\n[… {total - 2 * keep:,} characters omitted …]\n{text[-keep:]}"
+        )
 
     def _preview(self, text: str, path: str) -> str:
         total, keep = len(text), self.preview_chars
@@ -195,18 +227,39 @@ class ToolResultOffload:
 
 
 # ------------------------------------------------------------------- helpers
-def offload_path(session_id: str, tool_call_id: str, *, folder: str = DEFAULT_FOLDER) -> str:
-    """Return the workspace path a result of ``tool_call_id`` in ``session_id`` goes to.
+def offload_path(
+    message: Message,
+    *,
+    session_id: str,
+    user_id: str = "",
+    data: bytes | None = None,
+    folder: str = DEFAULT_FOLDER,
+) -> str:
+    """Return the workspace path the tool result ``message`` is offloaded to.
 
-    Both parts are hashes: ``<folder>/<16 hex>/<20 hex>.txt``, whatever the ids hold.
+    ``<folder>/<key of user and session>/<key of call id, message id and content>.txt``:
+    two results never share a file, whatever their ids, and the same result always maps
+    to the same file.
+
+    Args:
+        message: the tool result.
+        session_id: the session's id.
+        user_id: the user's id.
+        data: the result's UTF-8 bytes, when already encoded.
+        folder: the offload folder.
     """
-    call = hashlib.blake2b(tool_call_id.encode("utf-8", "surrogatepass"), digest_size=10)
-    return f"{folder}/{session_key(session_id)}/{call.hexdigest()}.txt"
+    if data is None:
+        data = message.text.encode("utf-8", "surrogatepass")
+    content = hashlib.blake2b(data, digest_size=16).hexdigest()
+    result = scope_key("result", message.tool_call_id or "", message.id, content)
+    return f"{folder}/{session_key(session_id, user_id)}/{result}.txt"
 
 
-def purge_session(workspace: Workspace, session_id: str, *, folder: str = DEFAULT_FOLDER) -> None:
-    """Delete every offloaded result of ``session_id`` (call it when a session is deleted)."""
-    workspace.remove(f"{folder}/{session_key(session_id)}", recursive=True)
+def purge_session(
+    workspace: Workspace, session_id: str, *, user_id: str = "", folder: str = DEFAULT_FOLDER
+) -> None:
+    """Delete every offloaded result of a user's session (call it when a session is deleted)."""
+    workspace.remove(f"{folder}/{session_key(session_id, user_id)}", recursive=True)
 
 
 def sweep(
@@ -219,11 +272,18 @@ def sweep(
     """Delete offloaded results older than ``max_age_s`` seconds; return how many.
 
     Best effort: a file that vanishes or cannot be removed meanwhile is skipped (another
-    process may be sweeping too); the next sweep tries again.
+    process may be sweeping too), and an unreadable or misplaced folder is left alone; the
+    next sweep tries again.
     """
     cutoff = (time.time() if now is None else now) - max_age_s
     removed = 0
-    for path in workspace.list(folder, recursive=True):
+    try:
+        if not workspace.fs.isdir(workspace.resolve(folder)):
+            return 0  # missing, or a file of the user's where the folder should be
+        paths = workspace.list(folder, recursive=True)
+    except (OSError, WorkspaceError):
+        return 0
+    for path in paths:
         try:
             if workspace.modified(path) < cutoff:
                 workspace.remove(path)
@@ -233,21 +293,40 @@ def sweep(
     return removed
 
 
-@cache
-def fallback_workspace() -> Workspace:
-    """Return the process-local in-memory workspace used when the agent has none."""
-    return Workspace(FALLBACK_LOCATION)
+async def _store(ws: Workspace, path: str, data: bytes) -> str | None:
+    """Write ``data`` to ``path`` unless it already holds exactly these bytes.
 
+    Returns:
+        ``None`` when the file holds ``data``; otherwise why it could not be written (an
+        errno name such as ``EROFS`` or ``ENOSPC``, else the error's class name).
+    """
 
-async def _store(ws: Workspace, path: str, data: bytes) -> None:
-    """Write ``data`` unless the same call's result is already there."""
-
-    def already_there() -> bool:
+    def same_bytes_there() -> bool:
         full = ws.resolve(path)
-        return bool(ws.fs.exists(full)) and int(ws.fs.size(full)) == len(data)
+        if not ws.fs.exists(full) or int(ws.fs.size(full)) != len(data):
+            return False
+        return bool(ws.read_bytes(path) == data)
 
-    if not await anyio.to_thread.run_sync(already_there):
-        await ws.awrite_bytes(path, data)
+    try:
+        if not await anyio.to_thread.run_sync(same_bytes_there):
+            await ws.awrite_bytes(path, data)
+    except (OSError, WorkspaceError) as exc:
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """Return a short, prompt-free reason for a failed write (for the transform)."""
+    for error in (exc, exc.__cause__):
+        code = error.errno if isinstance(error, OSError) else None
+        if code is not None and code in errno.errorcode:
+            return errno.errorcode[code]
+    return type(exc).__name__
+
+
+def _done(message: Message) -> bool:
+    """Whether ``message`` already is an offload preview (written or inline)."""
+    return message.meta("offloaded") is not None or message.meta("offload_failed") is not None
 
 
 def _plain_text(message: Message) -> str | None:

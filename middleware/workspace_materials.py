@@ -9,7 +9,9 @@ What it adds, in this order:
 - **System parts** (stable instructions): after the agent's own prompt (``prompt``) the
   workspace's ``AGENTS.md`` (part ``AGENTS.md``), then the named instructions given in code
   with `instruction` (parts ``instruction/<name>``), in registration order.
-- **Reference blocks** (never System): ``MEMORY.md`` (category ``memory``), extra
+- **Reference blocks** (never System): the memory files that apply to this request
+  (category ``memory``, see `harness.memory`): the project's ``MEMORY.md``, the agent's
+  shared memory and **this user's** own memory — never another user's; then extra
   ``context_files`` (category ``context``) and every file under ``knowledge/`` (category
   ``knowledge``, sorted by path). They are optional and low-priority, with manifest id
   ``workspace/<path>``, so BudgetFit drops them first when the request is short of room.
@@ -37,7 +39,8 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, PathEscapeError, WorkspaceError
-from harness.request import ModelRequest, ModelResponse, SystemPart
+from harness.memory import MEMORY_FOLDER, memory_path
+from harness.request import ModelRequest, ModelResponse, RequestIds, SystemPart
 from harness.tokens import TokenEstimator
 from harness.types import Handler
 from harness.workspace import Workspace
@@ -97,7 +100,11 @@ class WorkspaceMaterials:
         context_files: extra workspace files to add as reference blocks (category
             ``context``), after ``MEMORY.md``.
         agents_file: the instructions file (``None``: do not read one).
-        memory_file: the memory file (``None``: do not read one).
+        memory_file: the project's memory file, loaded for every user (``None``: do not
+            read one).
+        memory_folder: the folder of scoped memory (`harness.memory.memory_path`): the
+            agent's shared file and the requesting user's own file are loaded from it
+            (``None``: load neither).
         knowledge_dir: the folder of knowledge files (``None``: do not read one).
         max_context_tokens: the load budget for reference files (``None``: unlimited).
         priority: the selection priority of the reference blocks.
@@ -114,6 +121,7 @@ class WorkspaceMaterials:
         context_files: Iterable[str] = (),
         agents_file: str | None = "AGENTS.md",
         memory_file: str | None = "MEMORY.md",
+        memory_folder: str | None = MEMORY_FOLDER,
         knowledge_dir: str | None = "knowledge",
         max_context_tokens: int | None = DEFAULT_MAX_CONTEXT_TOKENS,
         priority: int = DEFAULT_PRIORITY,
@@ -141,11 +149,12 @@ class WorkspaceMaterials:
                 f"context_files must be a list of paths, not the string {context_files!r}"
             )
         self.context_files = tuple(context_files)
-        for path in (*self.context_files, agents_file, memory_file, knowledge_dir):
+        for path in (*self.context_files, agents_file, memory_file, memory_folder, knowledge_dir):
             if path is not None:
                 _check_path(path)
         self.agents_file = agents_file
         self.memory_file = memory_file
+        self.memory_folder = memory_folder
         self.knowledge_dir = knowledge_dir
         if max_context_tokens is not None and (
             isinstance(max_context_tokens, bool)
@@ -190,13 +199,15 @@ class WorkspaceMaterials:
         if workspace is None and request.run is not None:
             workspace = request.run.workspace
         estimator = request.estimator
-        loaded = await anyio.to_thread.run_sync(self._load, workspace, estimator)
+        loaded = await anyio.to_thread.run_sync(self._load, workspace, estimator, request.ids)
         if cache is not None:
             cache[self._cache_key] = loaded
         return loaded
 
     # ------------------------------------------------------------------ loading
-    def _load(self, workspace: Workspace | None, estimator: TokenEstimator) -> _Snapshot:
+    def _load(
+        self, workspace: Workspace | None, estimator: TokenEstimator, ids: RequestIds
+    ) -> _Snapshot:
         system: list[SystemPart] = []
         transforms: list[str] = []
         if workspace is not None and self.agents_file is not None:
@@ -212,6 +223,11 @@ class WorkspaceMaterials:
         wanted: list[tuple[str, str]] = []
         if self.memory_file is not None:
             wanted.append((self.memory_file, "memory"))
+        if self.memory_folder is not None:
+            wanted.extend(
+                (memory_path(scope, ids, folder=self.memory_folder), "memory")
+                for scope in ("agent", "user")
+            )
         for path in self.context_files:
             wanted.append((path, "context"))
             if not _exists(workspace, path):
