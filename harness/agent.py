@@ -72,11 +72,16 @@ class HarnessAgent:
         tools: functions or `Tool` objects the model may call.
         stack: the middleware list, outermost first (default: `middleware.default_stack()`).
         policy: budget, estimator and observer (default: `ContextPolicy()`).
-        workspace: a folder or fsspec URL for AGENTS.md, MEMORY.md, knowledge and offloads.
+        workspace: a folder or fsspec URL for AGENTS.md, MEMORY.md, memory, knowledge and
+            offloads (default: a private in-memory workspace of this agent alone,
+            `Workspace.private`; long-term memory is then not recorded).
         agent_id: the agent's id, passed to sources and recorded in manifests.
         max_rounds: the most model requests one call may make.
         settings: provider settings passed with every request (temperature …).
         states: where session states live (default: an in-process dict).
+
+    Raises:
+        WorkspaceError: when ``workspace`` is a file, or its folder cannot be created.
     """
 
     def __init__(
@@ -103,7 +108,9 @@ class HarnessAgent:
         self.model = model.model
         self.system_prompt = system_prompt
         self.stack: list[Middleware] = list(stack)
-        self.workspace = Workspace(workspace) if isinstance(workspace, str) else workspace
+        self.workspace: Workspace = (
+            Workspace(workspace) if isinstance(workspace, str) else workspace or Workspace.private()
+        )
         self.agent_id = agent_id
         self.max_rounds = max_rounds
         self.settings = settings
