@@ -172,12 +172,38 @@ async def test_missing_file_folder_and_bad_arguments_are_errors_for_the_model(
     assert results["c3"].startswith("Error: invalid arguments")
 
 
-async def test_agent_without_workspace_gets_a_clear_error() -> None:
+async def test_agent_without_workspace_reads_only_its_own_private_workspace() -> None:
     model = ScriptedModel([ScriptedModel.tool_call("read_file", {"path": "a.txt"}), "ok"])
     agent = HarnessAgent(model=model, tools=[read_file_tool()], stack=[])
+    other = HarnessAgent(model=ScriptedModel(["ok"]), stack=[])
+    other.workspace.write_text("a.txt", "the other agent's file")
+    assert agent.workspace.is_private and agent.workspace.root != other.workspace.root
     await agent.call("go")
     (result,) = tool_results(model.agent_requests[-1]).values()
-    assert result.startswith("Error: WorkspaceError:") and "HarnessAgent(workspace=" in result
+    assert result.startswith("Error: WorkspaceError:") and "does not exist" in result
+
+
+async def test_the_memory_folder_is_never_read(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    ws.write_text("memory/users/abc/MEMORY.md", "someone's facts")
+    ws.write_text("memory.txt", "not the folder")
+    model = ScriptedModel(
+        [
+            calls(
+                ("read_file", {"path": "memory/users/abc/MEMORY.md"}),
+                ("read_file", {"path": "./memory//users/abc/MEMORY.md"}),
+                ("read_file", {"path": "memory.txt"}),
+            ),
+            "ok",
+        ]
+    )
+    agent = HarnessAgent(model=model, tools=[read_file_tool()], stack=[], workspace=ws)
+    await agent.call("go", RuntimeContext(user_id="abc"))
+    results = tool_results(model.agent_requests[-1])
+    for key in ("c0", "c1"):
+        assert results[key].startswith("Error: PathEscapeError:"), results[key]
+        assert "someone's facts" not in results[key]
+    assert results["c2"].endswith("\nnot the folder")
 
 
 async def test_private_folder_is_readable_only_by_its_own_session(tmp_path: Path) -> None:
@@ -206,6 +232,27 @@ async def test_private_folder_is_readable_only_by_its_own_session(tmp_path: Path
     for key in ("c1", "c2", "c3"):
         assert results[key].startswith("Error: PathEscapeError:"), results[key]
         assert "bob's result" not in results[key]
+
+
+async def test_same_session_id_of_two_users_is_two_private_folders(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    assert session_key("s", "alice") != session_key("s", "bob") != session_key("s")
+    assert session_key("ab", "c") != session_key("b", "ac")  # no ambiguity in the split
+    ws.write_text(f"store/{session_key('s', 'alice')}/r.txt", "alice's result")
+    model = ScriptedModel(
+        [
+            ScriptedModel.tool_call(
+                "read_file", {"path": f"store/{session_key('s', 'alice')}/r.txt"}
+            ),
+            "ok",
+        ]
+    )
+    agent = HarnessAgent(
+        model=model, tools=[read_file_tool(private_folder="store")], stack=[], workspace=ws
+    )
+    await agent.call("go", RuntimeContext(user_id="bob", session_id="s"))
+    (result,) = tool_results(model.agent_requests[-1]).values()
+    assert result.startswith("Error: PathEscapeError:") and "alice's result" not in result
 
 
 async def test_reads_a_memory_filesystem_workspace() -> None:

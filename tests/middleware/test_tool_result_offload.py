@@ -1,4 +1,4 @@
-"""ToolResultOffload through the real agent loop: files, previews, read-back, retention."""
+"""ToolResultOffload through the real agent loop: files, previews, read-back, retention, isolation."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from harness import (
     Workspace,
 )
 from harness.errors import ConfigurationError
+from harness.file_tools import session_key
 from harness.state import AgentState
 from middleware.tool_result_offload import (
     DEFAULT_EXEMPT_TOOLS,
     ToolResultOffload,
-    fallback_workspace,
     offload_path,
     purge_session,
     sweep,
@@ -57,10 +57,16 @@ def offloaded(request: ModelRequest) -> list[Message]:
     return [m for m in request.history if m.meta("offloaded") is not None]
 
 
-def read_all(path: str, *, limit: int = 100_000) -> Callable[[ModelRequest], Message | str]:
-    """A scripted reply that pages through ``path`` with read_file, then says done."""
+def read_all(
+    path: str | None = None, *, limit: int = 100_000
+) -> Callable[[ModelRequest], Message | str]:
+    """A scripted reply that pages through ``path`` with read_file, then says done.
+
+    Without ``path``, the file named by the request's newest offload preview.
+    """
 
     def reply(request: ModelRequest) -> Message | str:
+        target = path or str(offloaded(request)[-1].meta("offloaded"))
         last = request.history[-1]
         if last.role == "tool" and last.name == "read_file":
             match = HEADER.match(last.text)
@@ -71,7 +77,7 @@ def read_all(path: str, *, limit: int = 100_000) -> Callable[[ModelRequest], Mes
         else:
             offset = 0
         return ScriptedModel.tool_call(
-            "read_file", {"path": path, "offset": offset, "limit": limit}
+            "read_file", {"path": target, "offset": offset, "limit": limit}
         )
 
     return reply
@@ -90,17 +96,20 @@ def pages(request: ModelRequest) -> str:
 async def test_large_result_is_written_whole_previewed_and_read_back(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws")
     original = big_text(200_000)
-    path = offload_path("s1", "call-1")
     model = ScriptedModel(
-        [ScriptedModel.tool_call("dump", {"size": 200_000}, id="call-1")], default=read_all(path)
+        [ScriptedModel.tool_call("dump", {"size": 200_000}, id="call-1")], default=read_all()
     )
     agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
-    assert (await agent.call("run the tests", RuntimeContext(session_id="s1"))).text == "done"
+    ctx = RuntimeContext(user_id="u1", session_id="s1")
+    assert (await agent.call("run the tests", ctx)).text == "done"
 
     second = model.agent_requests[1]
     (preview,) = offloaded(second)
-    assert preview.meta("offloaded") == path
-    assert path.startswith("large_tool_results/") and path.endswith(".txt")
+    path = preview.meta("offloaded")
+    result = agent.state(ctx).full_history[2]
+    assert path == offload_path(result, session_id="s1", user_id="u1")
+    assert path.startswith(f"large_tool_results/{session_key('s1', 'u1')}/")
+    assert path.endswith(".txt")
     assert "tool_result_offload:call-1" in second.transforms
     text = preview.text
     assert original[:2_000] in text and original[-2_000:] in text
@@ -115,7 +124,7 @@ async def test_large_result_is_written_whole_previewed_and_read_back(tmp_path: P
     assert all(m.meta("offloaded") is None for m in final.history if m.name == "read_file")
     assert [t for t in final.transforms if t.startswith("tool_result_offload")] == []
     # The full history keeps the original; the working history the preview.
-    state = agent.state(RuntimeContext(session_id="s1"))
+    state = agent.state(ctx)
     assert any(m.text == original for m in state.full_history)
     assert all(m.text != original for m in state.working_history)
 
@@ -187,7 +196,7 @@ async def test_exemption_uses_the_call_name_when_the_result_has_none(tmp_path: P
     (request,) = model.agent_requests
     results = {m.tool_call_id: m for m in request.history if m.role == "tool"}
     assert results["r"].text == big
-    assert results["x"].meta("offloaded") == offload_path("s", "x")
+    assert results["x"].meta("offloaded") == offload_path(history[3], session_id="s")
     assert request.transforms == ("tool_result_offload:x",)
 
 
@@ -222,7 +231,7 @@ async def test_a_huge_provider_call_id_gives_a_short_file_name(tmp_path: Path) -
     path = preview.meta("offloaded")
     folder, session, name = path.split("/")
     assert folder == "large_tool_results"
-    assert re.fullmatch(r"[0-9a-f]{16}", session) and re.fullmatch(r"[0-9a-f]{20}\.txt", name)
+    assert re.fullmatch(r"[0-9a-f]{32}", session) and re.fullmatch(r"[0-9a-f]{32}\.txt", name)
     assert (tmp_path / path).read_text() == big_text(90_000)
     (transform,) = request.transforms
     assert transform.startswith("tool_result_offload:call_") and len(transform) < 80
@@ -268,7 +277,6 @@ async def test_a_result_already_on_disk_is_not_rewritten(tmp_path: Path) -> None
     from harness.errors import ProviderUnavailable
 
     ws = Workspace(tmp_path)
-    path = offload_path("s", "A")
     model = ScriptedModel(
         [
             ScriptedModel.tool_call("dump", {"size": 120_000}, id="A"),
@@ -280,6 +288,7 @@ async def test_a_result_already_on_disk_is_not_rewritten(tmp_path: Path) -> None
     ctx = RuntimeContext(session_id="s")
     with pytest.raises(ProviderUnavailable):
         await agent.call("go", ctx)
+    (path,) = ws.list("large_tool_results", recursive=True)
     hour_ago = time.time() - 3600
     os.utime(tmp_path / path, (hour_ago, hour_ago))
     # The failed round was not committed: the next call sees the original result again.
@@ -298,8 +307,8 @@ async def test_purge_session_removes_only_that_session(tmp_path: Path) -> None:
     agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
     await agent.call("one", RuntimeContext(session_id="alice"))
     await agent.call("two", RuntimeContext(session_id="bob"))
-    alice, bob = offload_path("alice", "a1"), offload_path("bob", "b1")
-    assert ws.exists(alice) and ws.exists(bob)
+    (alice,) = ws.list(f"large_tool_results/{session_key('alice')}")
+    (bob,) = ws.list(f"large_tool_results/{session_key('bob')}")
     purge_session(ws, "alice")
     assert not ws.exists(alice) and ws.exists(bob)
     assert ws.list("large_tool_results", recursive=True) == [bob]
@@ -308,7 +317,9 @@ async def test_purge_session_removes_only_that_session(tmp_path: Path) -> None:
 
 async def test_old_files_are_swept_once_per_agent_call(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
-    old, fresh, planted = (offload_path("other", n) for n in ("old", "fresh", "planted"))
+    old, fresh, planted = (
+        f"large_tool_results/{session_key('other')}/{n}.txt" for n in ("old", "fresh", "planted")
+    )
     ws.write_text(old, "old")
     ws.write_text(fresh, "fresh")
     eight_days_ago = time.time() - 8 * DAY
@@ -334,7 +345,7 @@ async def test_old_files_are_swept_once_per_agent_call(tmp_path: Path) -> None:
 
 async def test_no_sweep_when_max_age_is_none(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
-    old = offload_path("x", "old")
+    old = f"large_tool_results/{session_key('x')}/old.txt"
     ws.write_text(old, "old")
     os.utime(tmp_path / old, (0, 0))
     agent = HarnessAgent(
@@ -347,35 +358,133 @@ async def test_no_sweep_when_max_age_is_none(tmp_path: Path) -> None:
 async def test_works_on_a_memory_filesystem() -> None:
     ws = Workspace(f"memory://offload-{uuid.uuid4().hex}")
     original = big_text(130_000, "mem")
-    path = offload_path("m", "M")
     model = ScriptedModel(
         [ScriptedModel.tool_call("dump", {"size": 130_000, "seed": "mem"}, id="M")],
-        default=read_all(path, limit=50_000),
+        default=read_all(limit=50_000),
     )
     agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
     assert (await agent.call("go", RuntimeContext(session_id="m"))).text == "done"
+    path = offloaded(model.agent_requests[1])[0].meta("offloaded")
     assert ws.read_bytes(path) == original.encode("utf-8")
-    assert offloaded(model.agent_requests[1])[0].meta("offloaded") == path
     assert pages(model.agent_requests[-1]) == original
     # The age sweep works there too (memory files have a creation time).
     assert sweep(ws, max_age_s=60) == 0 and ws.exists(path)
     assert sweep(ws, max_age_s=60, now=time.time() + 120) == 1 and not ws.exists(path)
 
 
-async def test_an_agent_without_workspace_offloads_to_process_memory() -> None:
-    session = f"no-ws-{uuid.uuid4().hex}"
-    path = offload_path(session, "N")
+async def test_agents_without_workspace_each_offload_to_their_own_private_one() -> None:
+    """Two agents, no workspace, same (default) session and call id: each reads its own."""
+    agents, models = [], []
+    for fill in ("A", "B"):
+
+        def shout(fill: str = fill) -> str:
+            """Return a long line."""
+            return fill * 100_000
+
+        model = ScriptedModel(
+            [ScriptedModel.tool_call("shout", {}, id="same-id")], default=read_all()
+        )
+        agents.append(HarnessAgent(model=model, tools=[shout], stack=[ToolResultOffload()]))
+        models.append(model)
+    for agent in agents:
+        assert (await agent.call("go")).text == "done"
+    for fill, agent, model in zip("AB", agents, models, strict=True):
+        assert agent.workspace.is_private
+        assert pages(model.agent_requests[-1]) == fill * 100_000
+        (path,) = agent.workspace.list("large_tool_results", recursive=True)
+        assert agent.workspace.read_text(path) == fill * 100_000
+    assert agents[0].workspace.root != agents[1].workspace.root
+
+
+async def test_a_repeated_call_id_never_reuses_or_overwrites_a_file(tmp_path: Path) -> None:
+    """Same call id, same size, different content: two files, each preview its own."""
+    ws = Workspace(tmp_path)
+
+    def shout(fill: str) -> str:
+        """Return a long line.
+
+        Args:
+            fill: the character.
+        """
+        return fill * 90_000
+
     model = ScriptedModel(
-        [ScriptedModel.tool_call("dump", {"size": 100_000}, id="N")], default=read_all(path)
+        [
+            ScriptedModel.tool_call("shout", {"fill": "A"}, id="dup"),
+            ScriptedModel.tool_call("shout", {"fill": "B"}, id="dup"),
+            "ok",
+        ]
     )
-    agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()])
-    try:
-        assert (await agent.call("go", RuntimeContext(session_id=session))).text == "done"
-        assert fallback_workspace().read_text(path) == big_text(100_000)
-        assert pages(model.agent_requests[-1]) == big_text(100_000)
-    finally:
-        purge_session(fallback_workspace(), session)
-    assert not fallback_workspace().exists(path)
+    agent = HarnessAgent(model=model, tools=[shout], stack=[ToolResultOffload()], workspace=ws)
+    await agent.call("go")
+    previews = offloaded(model.agent_requests[-1])
+    assert len(previews) == 2
+    paths = [str(m.meta("offloaded")) for m in previews]
+    assert len(set(paths)) == 2
+    for fill, message, path in zip("AB", previews, paths, strict=True):
+        assert (
+            fill * 2_000 in message.text and ("B" if fill == "A" else "A") * 10 not in message.text
+        )
+        assert (tmp_path / path).read_text() == fill * 90_000
+    assert sorted(ws.list("large_tool_results", recursive=True)) == sorted(paths)
+
+
+TRICKY = "ä€𝄞😀\r\n\t\x00\u200b\ufeffmixed\rline\n日本語\U0010fffd"
+
+
+async def test_offload_is_byte_exact_for_any_text(tmp_path: Path) -> None:
+    """Non-ASCII, astral characters, CR/LF, NUL and BOM come back exactly."""
+    original = "".join(f"{i:05d}{TRICKY}" for i in range(9_000))
+    assert len(original) > 80_000
+
+    def tricky() -> str:
+        """Return tricky text."""
+        return original
+
+    ws = Workspace(tmp_path)
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("tricky", {}, id="t")], default=read_all(limit=33_333)
+    )
+    agent = HarnessAgent(model=model, tools=[tricky], stack=[ToolResultOffload()], workspace=ws)
+    assert (await agent.call("go")).text == "done"
+    path = offloaded(model.agent_requests[1])[0].meta("offloaded")
+    assert (tmp_path / path).read_bytes() == original.encode("utf-8")
+    assert pages(model.agent_requests[-1]) == original
+    (preview,) = offloaded(model.agent_requests[1])
+    assert original[:2_000] in preview.text and original[-2_000:] in preview.text
+
+
+async def test_offloads_are_scoped_by_user_and_session(tmp_path: Path) -> None:
+    """Two users with the same session id: separate folders, neither reads the other's."""
+    ws = Workspace(tmp_path)
+    secret = {"alice": "alice-secret " * 8_000, "bob": "bob-secret " * 9_000}
+
+    def fetch(ctx: ToolContext) -> str:
+        """Return the caller's large data."""
+        return secret[ctx.user_id]
+
+    found: dict[str, str] = {}
+
+    def steal(request: ModelRequest) -> Message | str:
+        last = request.history[-1]
+        if last.role == "tool" and last.name == "read_file":
+            return "done"
+        return ScriptedModel.tool_call("read_file", {"path": found["alice"]})
+
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("fetch", {}, id="c"), "ok"],
+    )
+    agent = HarnessAgent(model=model, tools=[fetch], stack=[ToolResultOffload()], workspace=ws)
+    await agent.call("go", RuntimeContext(user_id="alice", session_id="same"))
+    found["alice"] = str(offloaded(model.agent_requests[1])[0].meta("offloaded"))
+    model.add(ScriptedModel.tool_call("fetch", {}, id="c"), steal, steal)
+    await agent.call("go", RuntimeContext(user_id="bob", session_id="other"))
+    bob_requests = model.agent_requests[2:]
+    bob_path = str(offloaded(bob_requests[1])[0].meta("offloaded"))
+    assert bob_path.split("/")[1] != found["alice"].split("/")[1]
+    refused = bob_requests[-1].history[-1].text
+    assert refused.startswith("Error: PathEscapeError:") and "alice-secret" not in refused
+    assert all("alice-secret" not in m.text for r in bob_requests for m in r.history)
 
 
 async def test_preview_without_head_and_tail(tmp_path: Path) -> None:
