@@ -22,15 +22,24 @@ each, with the class it must map to), and by status and exception class after th
 A successful answer can also say the input did not fit (`overflow_from_finish`): a
 ``model_context_window_exceeded`` stop reason, or ``length`` with nothing generated.
 
+Some failures happen *before any request was made*: litellm cannot route a model name
+without a ``provider/`` prefix, the SDK finds no API key, or the request's text cannot be
+encoded as UTF-8 (a lone surrogate). litellm reports them with a made-up HTTP status (400,
+500); we report them with ``status=None`` and ``sent=False`` in the context, a message that
+says nothing was sent and what to change, and a class that is never retried.
+
 Only exceptions that come from a provider SDK or the network are translated; a bug in our
 own code (a ``TypeError``) propagates unchanged, and cancellation is never caught.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
 from harness.errors import (
@@ -45,11 +54,14 @@ from harness.errors import (
 
 __all__ = [
     "classify",
+    "is_lasting_limit_text",
     "is_overflow_text",
     "is_quota_text",
     "overflow_from_finish",
     "provider_errors",
+    "retry_after_of",
     "translate_error",
+    "unknown_model_error",
 ]
 
 _OVERFLOW_PATTERNS: tuple[str, ...] = (
@@ -125,9 +137,22 @@ _UNAVAILABLE_CLASSES = (
 _DETAIL_LIMIT = 600
 _MISSING_KEY = re.compile(
     r"missing credentials|api[_ ]key (?:must be set|is (?:missing|required|not set))"
-    r"|no api key|set the `?\w*API_KEY`? environment variable",
+    r"|no api key|set the `?\w*API_KEY`? environment variable"
+    r"|missing \w+ api key|no key is set",
     re.IGNORECASE,
 )
+_UNROUTABLE = re.compile(r"LLM Provider NOT provided", re.IGNORECASE)
+"""litellm's words when a model name does not say which provider serves it."""
+_PLACEHOLDER_HOST = "litellm.ai"
+"""The host of the placeholder request litellm attaches when no HTTP answer exists."""
+
+_LASTING_LIMIT_PATTERNS: tuple[str, ...] = (
+    r"insufficient_quota|exceeded your (current )?quota",  # the account has no credit left
+    r"billing|payment required|credit balance",
+    r"extra usage is required",  # Anthropic plan limit for long context
+    r"request too large",  # one request over the per-minute token limit on its own
+)
+_LASTING_LIMIT = re.compile("|".join(f"(?:{p})" for p in _LASTING_LIMIT_PATTERNS), re.IGNORECASE)
 
 
 def is_overflow_text(text: str) -> bool:
@@ -145,6 +170,15 @@ def is_overflow_text(text: str) -> bool:
 def is_quota_text(text: str) -> bool:
     """Return whether ``text`` talks about a rate, a per-period limit or a quota."""
     return bool(_QUOTA.search(_scrub(text)))
+
+
+def is_lasting_limit_text(text: str) -> bool:
+    """Return whether a rate-limit ``text`` describes a limit that waiting will not lift.
+
+    An exhausted quota or billing limit, or one request larger than the per-minute token
+    limit on its own: retrying the same request after a pause fails the same way.
+    """
+    return bool(_LASTING_LIMIT.search(_scrub(text)))
 
 
 def classify(
@@ -194,14 +228,17 @@ def translate_error(exc: BaseException, *, provider: str = "", model: str = "") 
     """
     if isinstance(exc, ProviderError):
         return exc
+    text = _text_of(exc)
+    provider = str(getattr(exc, "llm_provider", "") or provider or "")
+    unsent = _never_sent(exc, text, provider=provider, model=model)
+    if unsent is not None:
+        return unsent
     classes = _class_names(exc)
     status = _status_of(exc, classes)
-    text = _text_of(exc)
     kind = classify(status, text, classes=classes)
     if isinstance(exc, TimeoutError | ConnectionError) and kind is ProviderBadRequest:
         kind = ProviderUnavailable
-    provider = str(getattr(exc, "llm_provider", "") or provider or "")
-    detail = _detail(text)
+    detail = _detail(text, exc)
     return kind(
         _message(kind, provider=provider, model=model, status=status, detail=detail),
         provider=provider,
@@ -209,7 +246,48 @@ def translate_error(exc: BaseException, *, provider: str = "", model: str = "") 
         model=model,
         detail=detail,
         cause=type(exc).__name__,
+        retry_after=retry_after_of(exc),
     )
+
+
+def unknown_model_error(model: str, *, detail: str = "") -> ProviderBadRequest:
+    """Return the error for a model name litellm cannot route to a provider.
+
+    Nothing was sent, so the error has no HTTP status; the message shows the
+    ``provider/model`` form litellm needs.
+    """
+    return ProviderBadRequest(
+        f"litellm cannot tell which provider serves model {model!r}, so nothing was sent — "
+        "name the model as 'provider/model': 'openai/<name>' for an OpenAI-compatible "
+        "server (with api_base=), 'anthropic/claude-sonnet-4-5', 'gemini/gemini-2.5-pro', "
+        "'deepseek/deepseek-chat', 'ollama/<name>' … (https://docs.litellm.ai/docs/providers).",
+        provider="",
+        status=None,
+        model=model,
+        detail=detail,
+        cause="unknown_model",
+        sent=False,
+    )
+
+
+def retry_after_of(exc: BaseException | None) -> float | None:
+    """Return the seconds the provider asked the client to wait, or ``None`` when it did not.
+
+    Reads ``retry-after-ms`` (milliseconds, OpenAI and Azure) first, then ``retry-after``
+    (seconds, or an HTTP date) from the headers of the answer the exception carries.
+
+    Args:
+        exc: the SDK or transport exception (a `ProviderError`'s ``__cause__``).
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen and len(seen) < 16:
+        seen.add(id(exc))
+        for headers in _headers_of(exc):
+            wait = _parse_retry_after(headers)
+            if wait is not None:
+                return wait
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 @contextmanager
@@ -281,6 +359,116 @@ def overflow_from_finish(
 
 
 # ----------------------------------------------------------------------------- helpers
+def _never_sent(
+    exc: BaseException, text: str, *, provider: str, model: str
+) -> ProviderError | None:
+    """Return the error for a failure that happened before any request was made, if it was.
+
+    Three failures are recognised: text that cannot be encoded (a ``UnicodeError`` under
+    the exception), a model name litellm cannot route, and a missing API key. The last two
+    count only when nothing answered: litellm attached its placeholder request, or the
+    SDK's own client-side ``OpenAIError`` is the root cause.
+    """
+    chain = _chain(exc)
+    detail = _detail(text, exc)
+    if any(isinstance(e, UnicodeError) for e in chain):
+        return ProviderBadRequest(
+            f"{_who(provider, model)}: the request could not be encoded as UTF-8, so nothing "
+            f"was sent ({detail}). The text holds a lone surrogate or another character that "
+            "cannot be encoded: replace it (e.g. text.encode('utf-8', 'replace').decode()) "
+            "before sending; retrying will not help.",
+            provider=provider,
+            status=None,
+            model=model,
+            detail=detail,
+            cause=type(exc).__name__,
+            sent=False,
+        )
+    if not _nothing_answered(exc, chain):
+        return None
+    if _UNROUTABLE.search(text):
+        return unknown_model_error(model or str(getattr(exc, "model", "") or ""), detail=detail)
+    if _MISSING_KEY.search(text):
+        return ProviderAuthError(
+            f"{_who(provider, model)}: no API key was found, so nothing was sent ({detail}). "
+            "Pass api_key= to LiteLLMClient or set the provider's key variable "
+            "(e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY); an OpenAI-compatible server that "
+            "needs no key still wants one: pass any string.",
+            provider=provider,
+            status=None,
+            model=model,
+            detail=detail,
+            cause=type(exc).__name__,
+            sent=False,
+        )
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first (bounded)."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(out) < 16:
+        seen.add(id(current))
+        out.append(current)
+        current = current.__cause__ or current.__context__
+    return out
+
+
+def _nothing_answered(exc: BaseException, chain: list[BaseException]) -> bool:
+    """Whether the exception shows that no provider answered (the request was never made)."""
+    response = getattr(exc, "response", None)
+    request = getattr(response, "request", None) if response is not None else None
+    with suppress(Exception):
+        if request is not None and request.url.host == _PLACEHOLDER_HOST:
+            return True
+    root = chain[-1]
+    # The OpenAI SDK raises its base class itself for client-side problems (no key);
+    # every answer from a server is a subclass (APIStatusError, APIConnectionError …).
+    return type(root).__name__ == "OpenAIError" and type(root).__module__.startswith("openai")
+
+
+def _headers_of(exc: BaseException) -> list[Mapping[str, str]]:
+    found: list[Mapping[str, str]] = []
+    for source in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "headers", None),
+    ):
+        if isinstance(source, Mapping):
+            found.append(source)
+    return found
+
+
+def _parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    with suppress(Exception):
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            value = float(millis) / 1000
+            if math.isfinite(value) and value >= 0:
+                return value
+    with suppress(Exception):
+        raw = headers.get("retry-after")
+        if raw is None:
+            return None
+        raw = str(raw).strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(raw)
+            value = parsed.timestamp() - time.time()
+            value = max(value, 0.0)
+        if math.isfinite(value) and value >= 0:
+            return value
+    return None
+
+
+def _who(provider: str, model: str) -> str:
+    who = provider or "the provider"
+    return f"{who} (model {model!r})" if model else who
+
+
 def _scrub(text: str) -> str:
     """Drop SDK class names (``litellm.RateLimitError``) so only the provider's words count."""
     return _SDK_NAMES.sub(" ", text)
@@ -353,11 +541,43 @@ def _text_of(exc: BaseException) -> str:
     return "\n".join(unique)
 
 
-def _detail(text: str) -> str:
-    """The provider's own words, shortened: the first line of the text without SDK names."""
+def _detail(text: str, exc: BaseException | None = None) -> str:
+    """The provider's own words, shortened.
+
+    The first line of the text without SDK names; when that line says no more than
+    "Error code: 422" (litellm found no ``error.message`` in the body, e.g. Hugging Face
+    TGI's ``{"error": "…"}``), the message read from the answer's body instead.
+    """
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     first = re.sub(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)\b:?\s*-?\s*)+", "", first)
+    if exc is not None and (not first or _BARE_CODE.fullmatch(first)):
+        first = _body_message(exc) or first
     return first if len(first) <= _DETAIL_LIMIT else first[: _DETAIL_LIMIT - 1] + "…"
+
+
+_BARE_CODE = re.compile(r"(?:Error code: ?)?\d{3}\.?", re.IGNORECASE)
+
+
+def _body_message(exc: BaseException) -> str:
+    """The message in the body of the answer ``exc`` carries, or ``""``."""
+    body: object = getattr(exc, "body", None)
+    if body is None:
+        response = getattr(exc, "response", None)
+        with suppress(Exception):
+            body = json.loads(response.text) if response is not None else None
+    if isinstance(body, list) and body:
+        body = body[0]
+    if isinstance(body, str):
+        return body.strip().splitlines()[0] if body.strip() else ""
+    for _ in range(3):
+        if not isinstance(body, dict):
+            break
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip().splitlines()[0]
+        body = body.get("error")
+    return ""
 
 
 _NEXT_STEP: dict[type[ProviderError], str] = {
@@ -387,9 +607,7 @@ _NEXT_STEP: dict[type[ProviderError], str] = {
 def _message(
     kind: type[ProviderError], *, provider: str, model: str, status: int | None, detail: str
 ) -> str:
-    who = provider or "the provider"
-    if model:
-        who += f" (model {model!r})"
+    who = _who(provider, model)
     code = f"HTTP {status}" if status is not None else "no HTTP answer"
     said = f": {detail}" if detail else ""
     return f"{who} failed with {code}{said} — {_NEXT_STEP[kind]}."

@@ -9,13 +9,23 @@ text, reasoning and tool-call deltas and hands it over on the last chunk.
 
 Every failure leaves as a typed `ProviderError` (`providers.errors`), including an
 overflow that arrives as a *successful* answer (a ``model_context_window_exceeded`` stop
-reason, or ``length`` with nothing generated), so `OverflowRetry` sees one error class.
+reason, or ``length`` with nothing generated), so `OverflowRetry` sees one error class;
+the SDK's exception is always its ``__cause__``. Two checks run before anything is sent,
+and fail with ``status=None`` and a message naming the fix: the model name must route to
+a provider (``provider/model``), and every string of the request must encode as UTF-8 (a
+lone surrogate names the message and the part that holds it).
+
+Rate limits and transient 5xx answers are retried here (`providers.retry`): by default up
+to 3 times, waiting what ``retry-after-ms`` / ``retry-after`` asks for, at most 30 s per
+wait (``max_retries``, ``max_retry_wait``, ``retry_base_delay``). Each retry is recorded as
+a `ProviderRetry`: on a successful response in the assistant message's metadata (read it
+with `retries_of`), on the error that ends the attempts in ``error.context["retries"]``.
 
 litellm is imported on first use, never at module import: it takes seconds to import and,
 unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, fetches its model map from the network.
 We set that variable before importing, so nothing leaves the machine but the requests.
-Retries are off by default (``num_retries=0``, ``max_retries=0``): retrying is the chain's
-decision, and a hidden SDK back-off would make an overflow or a 5xx surface seconds late.
+litellm's own retries stay off (``num_retries=0``, ``max_retries=0``): a hidden SDK
+back-off would retry an overflow, ignore our bounds and leave no record.
 litellm runs on asyncio only, so this client does too (not on trio).
 """
 
@@ -24,17 +34,29 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from harness.errors import ConfigurationError, ProviderUnavailable
+import anyio
+import msgspec
+
+from harness.errors import (
+    ConfigurationError,
+    ProviderBadRequest,
+    ProviderError,
+    ProviderUnavailable,
+)
 from harness.messages import Message, ToolCall, new_id
 from harness.request import ModelRequest, ModelResponse, Usage
 from providers.base import StreamChunk
-from providers.errors import overflow_from_finish, provider_errors
+from providers.errors import overflow_from_finish, provider_errors, unknown_model_error
+from providers.retry import ProviderRetry, RetryDecision, RetryPolicy
 
-__all__ = ["LiteLLMClient", "load_litellm"]
+__all__ = ["RETRIES_KEY", "LiteLLMClient", "load_litellm", "retries_of"]
+
+RETRIES_KEY = "provider_retries"
+"""The assistant message's metadata key holding the retries of the request (`retries_of`)."""
 
 _RESERVED = frozenset({"model", "messages", "tools", "stream", "api_key", "api_base"})
 """Keys the client sets itself; settings may not override them."""
@@ -56,12 +78,29 @@ def load_litellm() -> Any:
 
 
 @cache
-def _provider_of(model: str) -> str:
-    """Return litellm's provider name for ``model`` (``openai``, ``anthropic`` …)."""
+def _provider_of(
+    model: str, api_base: str | None = None, custom_llm_provider: str | None = None
+) -> str | None:
+    """Return litellm's provider name for ``model`` (``openai``, ``anthropic`` …).
+
+    Returns ``None`` when litellm cannot route the name (no ``provider/`` prefix and not
+    a model it knows), which is what ``litellm.acompletion`` would refuse too.
+    """
     try:
-        return str(load_litellm().get_llm_provider(model)[1])
+        routed = load_litellm().get_llm_provider(
+            model, custom_llm_provider=custom_llm_provider, api_base=api_base
+        )
     except Exception:  # litellm raises a bare BadRequestError for names it cannot route
-        return model.split("/", 1)[0] if "/" in model else ""
+        return None
+    return str(routed[1])
+
+
+def retries_of(response: ModelResponse) -> tuple[ProviderRetry, ...]:
+    """Return the retries `LiteLLMClient` made before ``response`` came (``()`` for none)."""
+    recorded = response.message.meta(RETRIES_KEY)
+    if not recorded:
+        return ()
+    return msgspec.convert(recorded, tuple[ProviderRetry, ...])
 
 
 @cache
@@ -86,12 +125,18 @@ class LiteLLMClient:
         api_base: the provider's base URL, for self-hosted or compatible servers.
         api_key: the API key; by default litellm reads the provider's usual variable.
         timeout: seconds the HTTP client waits for the provider (passed to litellm).
+        max_retries: retries of a rate-limited (429) or transiently failed (500, 502, 503,
+            504, 529) request; ``0`` turns retrying off.
+        max_retry_wait: the longest wait before one retry, in seconds; a provider asking
+            for longer (``retry-after``) is not retried.
+        retry_base_delay: the first back-off when the provider gives no ``retry-after``;
+            it doubles with each retry (with jitter).
         **settings: provider settings sent with every request (``temperature``,
-            ``max_tokens``, ``num_retries`` …); a request's own settings override them.
+            ``max_tokens`` …); a request's own settings override them.
 
     Raises:
-        ConfigurationError: when the model name is empty, the timeout is not positive
-            or a setting names a key the client sets itself.
+        ConfigurationError: when the model name is empty, the timeout or a retry bound is
+            out of range, or a setting names a key the client sets itself.
     """
 
     def __init__(
@@ -101,6 +146,9 @@ class LiteLLMClient:
         api_base: str | None = None,
         api_key: str | None = None,
         timeout: float = 120,
+        max_retries: int = 3,
+        max_retry_wait: float = 30.0,
+        retry_base_delay: float = 0.5,
         **settings: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -115,12 +163,18 @@ class LiteLLMClient:
         self.model = model
         self.api_base = api_base
         self.timeout = float(timeout)
+        self.retry = RetryPolicy(
+            max_retries=max_retries, max_wait=max_retry_wait, base_delay=retry_base_delay
+        )
         self.settings: dict[str, Any] = {"num_retries": 0, "max_retries": 0, **settings}
         self._api_key = api_key
 
     def __repr__(self) -> str:
         base = f", api_base={self.api_base!r}" if self.api_base else ""
-        return f"LiteLLMClient({self.model!r}{base}, timeout={self.timeout})"
+        return (
+            f"LiteLLMClient({self.model!r}{base}, timeout={self.timeout}, "
+            f"max_retries={self.retry.max_retries})"
+        )
 
     # ------------------------------------------------------------------ ModelClient
     def context_window(self, model: str | None = None) -> int | None:
@@ -136,18 +190,22 @@ class LiteLLMClient:
         Raises:
             ContextOverflowError: the provider says the input is too long (as an error or
                 as a finish reason).
-            ProviderError: any other provider failure, as a typed subclass.
+            ProviderBadRequest: with ``status=None``, nothing was sent: the model name
+                does not route to a provider, or the request's text cannot be encoded.
+            ProviderError: any other provider failure, as a typed subclass; after retries
+                its ``context["retries"]`` lists them.
         """
         model = request.model or self.model
-        provider = _provider_of(model)
         kwargs = self._kwargs(request, model, stream=False)
+        provider = self._route(model, kwargs)
+        _check_encodable(kwargs, provider=provider, model=model)
         litellm = load_litellm()
         started = time.perf_counter()
-        with provider_errors(provider=provider, model=model):
-            raw = await litellm.acompletion(**kwargs)
+        retries: list[ProviderRetry] = []
+        raw = await self._call(litellm, kwargs, provider, model, retries)
         latency = time.perf_counter() - started
         choice = _first_choice(raw, provider=provider, model=model)
-        message = _message_from(getattr(choice, "message", None))
+        message = _with_retries(_message_from(getattr(choice, "message", None)), retries)
         usage = _usage_from(getattr(raw, "usage", None))
         finish = _str_or_none(getattr(choice, "finish_reason", None))
         _raise_on_overflow(finish, _native_finish(choice), usage, message, provider, model)
@@ -165,18 +223,23 @@ class LiteLLMClient:
         Text and reasoning arrive as they come; each tool call is yielded once complete;
         the last chunk has the usage and the assembled `ModelResponse`.
 
+        Only opening the stream is retried (rate limits, transient 5xx): once chunks have
+        been yielded, a failure ends the stream.
+
         Raises:
             ContextOverflowError: the provider says the input is too long.
-            ProviderError: any other provider failure, as a typed subclass.
+            ProviderError: any other provider failure, as a typed subclass (see
+                `complete`).
         """
         model = request.model or self.model
-        provider = _provider_of(model)
         kwargs = self._kwargs(request, model, stream=True)
+        provider = self._route(model, kwargs)
+        _check_encodable(kwargs, provider=provider, model=model)
         litellm = load_litellm()
         started = time.perf_counter()
         assembly = _Assembly()
-        with provider_errors(provider=provider, model=model):
-            raw_stream = await litellm.acompletion(**kwargs)
+        retries: list[ProviderRetry] = []
+        raw_stream = await self._call(litellm, kwargs, provider, model, retries)
         try:
             chunks = aiter(raw_stream)
             while True:
@@ -200,7 +263,7 @@ class LiteLLMClient:
         if native and native != assembly.finish:
             assembly.native_finish = assembly.native_finish or native
         latency = time.perf_counter() - started
-        message = assembly.message()
+        message = _with_retries(assembly.message(), retries)
         _raise_on_overflow(
             assembly.finish, assembly.native_finish, assembly.usage, message, provider, model
         )
@@ -214,6 +277,53 @@ class LiteLLMClient:
         yield StreamChunk(usage=assembly.usage, response=response)
 
     # -------------------------------------------------------------------- helpers
+    def _route(self, model: str, kwargs: Mapping[str, Any]) -> str:
+        """Return the provider serving ``model``; refuse a name litellm cannot route.
+
+        Raises:
+            ProviderBadRequest: with ``status=None`` and the ``provider/model`` form.
+        """
+        custom = kwargs.get("custom_llm_provider")
+        provider = _provider_of(model, self.api_base, custom if isinstance(custom, str) else None)
+        if provider is None:
+            raise unknown_model_error(model)
+        return provider
+
+    async def _call(
+        self,
+        litellm: Any,
+        kwargs: dict[str, Any],
+        provider: str,
+        model: str,
+        retries: list[ProviderRetry],
+    ) -> Any:
+        """Call ``litellm.acompletion``, retrying as `RetryPolicy` decides; record retries.
+
+        Raises:
+            ProviderError: the last attempt's error, its message and context extended
+                with the retries made (its ``__cause__`` stays the SDK's exception).
+        """
+        while True:
+            try:
+                with provider_errors(provider=provider, model=model):
+                    return await litellm.acompletion(**kwargs)
+            except ProviderError as error:
+                decision = self.retry.decide(error, attempt=len(retries) + 1)
+                if decision.wait_s is None:
+                    if not retries and not decision.reason:
+                        raise
+                    raise _gave_up(error, retries, decision) from error.__cause__
+                retries.append(
+                    ProviderRetry(
+                        attempt=len(retries) + 1,
+                        status=error.status,
+                        error=type(error).__name__,
+                        wait_s=round(decision.wait_s, 3),
+                        retry_after_s=decision.retry_after_s,
+                    )
+                )
+            await anyio.sleep(retries[-1].wait_s)
+
     def _kwargs(self, request: ModelRequest, model: str, *, stream: bool) -> dict[str, Any]:
         """Return the keyword arguments for ``litellm.acompletion``."""
         if request.settings:
@@ -234,6 +344,100 @@ class LiteLLMClient:
             kwargs["stream"] = True
             kwargs.setdefault("stream_options", {"include_usage": True})
         return kwargs
+
+
+# ----------------------------------------------------------------- retries and checks
+def _gave_up(
+    error: ProviderError, retries: list[ProviderRetry], decision: RetryDecision
+) -> ProviderError:
+    """Return ``error`` again, its message and context saying what the retries were."""
+    notes: list[str] = []
+    if retries:
+        waited = sum(r.wait_s for r in retries)
+        notes.append(
+            f"Gave up after {len(retries)} {'retry' if len(retries) == 1 else 'retries'} "
+            f"(waited {waited:.2f} s in all; raise max_retries or max_retry_wait to wait longer)"
+        )
+    if decision.reason:
+        notes.append(decision.reason[:1].upper() + decision.reason[1:])
+    context = {**error.context, "retries": tuple(retries), "retry_after": decision.retry_after_s}
+    message = error.message.rstrip(".") + ". " + ". ".join(notes) + "."
+    return type(error)(message, **context)
+
+
+def _with_retries(message: Message, retries: list[ProviderRetry]) -> Message:
+    if not retries:
+        return message
+    metadata = {**(message.metadata or {}), RETRIES_KEY: msgspec.to_builtins(retries)}
+    return message.replace(metadata=metadata)
+
+
+def _check_encodable(kwargs: Mapping[str, Any], *, provider: str, model: str) -> None:
+    """Refuse a request whose text cannot be encoded as UTF-8, before anything is sent.
+
+    Raises:
+        ProviderBadRequest: with ``status=None``, naming the message and part that holds
+            the character, and what to do.
+    """
+    try:
+        msgspec.json.encode((kwargs.get("messages"), kwargs.get("tools")))
+    except UnicodeEncodeError as exc:
+        where, char = _first_unencodable(kwargs)
+        who = f"{provider or 'the provider'} (model {model!r})"
+        raise ProviderBadRequest(
+            f"{who}: {where} holds {char!r}, which cannot be encoded as UTF-8 (a lone "
+            "surrogate, usually from bytes decoded with errors='surrogateescape' or a string "
+            "cut inside a surrogate pair), so nothing was sent. Replace it before sending, "
+            "e.g. text.encode('utf-8', 'replace').decode(); retrying will not help.",
+            provider=provider,
+            status=None,
+            model=model,
+            detail=where,
+            cause=type(exc).__name__,
+            sent=False,
+        ) from exc
+    except (TypeError, ValueError):
+        return  # a value msgspec cannot encode: litellm serialises it its own way
+
+
+def _first_unencodable(kwargs: Mapping[str, Any]) -> tuple[str, str]:
+    """Return where the first string that cannot be encoded is, and the character."""
+    messages = kwargs.get("messages") or []
+    for index, message in enumerate(messages):
+        for path, text in _strings(message, ""):
+            char = _bad_char(text)
+            if char is not None:
+                role = message.get("role") if isinstance(message, Mapping) else None
+                return f"message {index} of {len(messages)} (role {role!r}) at {path}", char
+    for index, tool in enumerate(kwargs.get("tools") or []):
+        for path, text in _strings(tool, ""):
+            char = _bad_char(text)
+            if char is not None:
+                return f"tool schema {index} at {path}", char
+    return "the request", "?"
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Yield ``(path, string)`` for every key and string value in a JSON-like value."""
+    if isinstance(value, str):
+        yield path or "content", value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str):
+                yield f"{sub} (the key)", key
+            yield from _strings(item, sub)
+    elif isinstance(value, list | tuple):
+        for position, item in enumerate(value):
+            yield from _strings(item, f"{path}[{position}]")
+
+
+def _bad_char(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None
 
 
 # ------------------------------------------------------------------------ conversion

@@ -395,10 +395,11 @@ async def test_rejected_key_is_an_auth_error(openai_server: OpenAIServer) -> Non
 
 
 async def test_server_error_is_unavailable(openai_server: OpenAIServer) -> None:
+    """With retrying off, one 500 ends the call (retries: test_provider_faults.py)."""
     openai_server.push(error(500, SERVER_ERROR))
 
     with pytest.raises(ProviderUnavailable) as caught:
-        await client_for(openai_server).complete(make_request(Message.user("hi")))
+        await client_for(openai_server, max_retries=0).complete(make_request(Message.user("hi")))
 
     assert caught.value.status == 500
     assert len(openai_server.requests) == 1
@@ -432,16 +433,22 @@ async def test_refused_connection_is_unavailable() -> None:
 async def test_real_error_bodies_through_litellm(
     openai_server: OpenAIServer, case: dict[str, Any]
 ) -> None:
-    """Each real-shaped body, sent over HTTP and raised by litellm, maps to the right class."""
+    """Each real-shaped body, sent over HTTP and raised by litellm, maps to the right class.
+
+    Retrying is off here: this test is about the class; the provider's exception stays
+    the error's cause.
+    """
     openai_server.push(error(case["status"], case["body"]))
     expected = EXPECT[case["expect"]]
 
     with pytest.raises(ProviderError) as caught:
-        await client_for(openai_server).complete(make_request(Message.user("hi")))
+        await client_for(openai_server, max_retries=0).complete(make_request(Message.user("hi")))
 
     assert type(caught.value) is expected, f"{case['id']}: {caught.value}"
     assert caught.value.status == case["status"]
     assert caught.value.provider == "openai"
+    cause = caught.value.__cause__
+    assert cause is not None and type(cause).__module__.startswith("litellm")
 
 
 # -------------------------------------------------------------------- window and config
@@ -461,8 +468,23 @@ def test_context_window_known_and_unknown() -> None:
         {"model": MODEL, "timeout": 0},
         {"model": MODEL, "messages": []},
         {"model": MODEL, "stream": True},
+        {"model": MODEL, "max_retries": -1},
+        {"model": MODEL, "max_retries": True},
+        {"model": MODEL, "max_retry_wait": 0},
+        {"model": MODEL, "max_retry_wait": float("inf")},
+        {"model": MODEL, "retry_base_delay": -0.1},
     ],
-    ids=["empty-model", "zero-timeout", "messages-setting", "stream-setting"],
+    ids=[
+        "empty-model",
+        "zero-timeout",
+        "messages-setting",
+        "stream-setting",
+        "negative-retries",
+        "bool-retries",
+        "zero-retry-wait",
+        "infinite-retry-wait",
+        "negative-base-delay",
+    ],
 )
 def test_misconfiguration_is_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
