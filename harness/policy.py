@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -16,19 +16,45 @@ if TYPE_CHECKING:
 DEFAULT_INPUT_TOKENS = 64_000
 """The input budget when neither the policy nor the model says otherwise."""
 
+OUTPUT_SETTINGS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+"""Request settings that cap the answer's length (OpenAI's new and old names, Gemini's)."""
+
+
+def requested_output(settings: Mapping[str, Any] | None) -> int | None:
+    """Return the output tokens a request's settings ask for, or ``None`` when they do not.
+
+    Reads ``max_completion_tokens``, ``max_tokens`` and ``max_output_tokens``; when more
+    than one is set, the largest counts (the provider may honour any of them). Values that
+    are not positive ints are ignored (the provider rejects them on its own).
+
+    Args:
+        settings: the request's provider settings (``ModelRequest.settings``).
+    """
+    if not settings:
+        return None
+    found = [
+        value
+        for key in OUTPUT_SETTINGS
+        if isinstance(value := settings.get(key), int) and not isinstance(value, bool) and value > 0
+    ]
+    return max(found) if found else None
+
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """How large a request may be, how it is counted, and who hears about it.
 
     The effective input limit is ``max_input_tokens`` when given, bounded by the model's
-    window minus ``reserve_output`` and ``safety_margin``; with no explicit maximum it is
-    that window arithmetic, and 64,000 tokens when the window is unknown.
+    window minus the output reserve and ``safety_margin``; with no explicit maximum it is
+    that window arithmetic, and 64,000 tokens when the window is unknown. The output
+    reserve is the request's own ``max_tokens`` / ``max_completion_tokens`` when it sets
+    one (the provider refuses input plus requested output over the window), else
+    ``reserve_output``.
     """
 
     max_input_tokens: int | None = None
     """An explicit input cap in tokens (``None``: derive from the model's window)."""
     reserve_output: int = 4096
-    """Tokens kept free for the model's answer."""
+    """Tokens kept free for the model's answer when the request does not set ``max_tokens``."""
     safety_margin: int = 1024
     """Tokens kept free for estimation error."""
     estimator: TokenEstimator | None = None
@@ -55,19 +81,37 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
         """Return a copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
 
-    def input_limit(self, window: int | None) -> int:
+    def input_limit(self, window: int | None, *, max_output: int | None = None) -> int:
         """Return the input budget for a model whose context window is ``window``.
+
+        Args:
+            window: the model's context window in tokens, ``None`` when unknown.
+            max_output: the output tokens the request asks for (its ``max_tokens`` /
+                ``max_completion_tokens``, see `requested_output`); it replaces
+                ``reserve_output`` as the reserve when given.
 
         Raises:
             ConfigurationError: when the reserves leave no room for input.
         """
+        if max_output is not None and (
+            not isinstance(max_output, int) or isinstance(max_output, bool) or max_output <= 0
+        ):
+            raise ConfigurationError(
+                f"max_output must be a positive int or None, got {max_output!r}"
+            )
         derived = None
         if window is not None and window > 0:
-            derived = window - self.reserve_output - self.safety_margin
+            reserve = self.reserve_output if max_output is None else max_output
+            derived = window - reserve - self.safety_margin
             if derived <= 0:
+                named = (
+                    f"reserve_output ({reserve})"
+                    if max_output is None
+                    else f"the requested max_tokens ({reserve})"
+                )
                 raise ConfigurationError(
-                    f"the model's window ({window} tokens) is smaller than reserve_output "
-                    f"({self.reserve_output}) + safety_margin ({self.safety_margin}); lower them"
+                    f"the model's window ({window} tokens) is smaller than {named} + "
+                    f"safety_margin ({self.safety_margin}); lower them"
                 )
         if self.max_input_tokens is not None:
             return (
