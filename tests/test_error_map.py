@@ -9,7 +9,9 @@ same bodies over real HTTP through litellm.
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ import httpx
 import pytest
 
 from harness.errors import (
+    ConfigurationError,
     ContextOverflowError,
     HarnessError,
     InvalidInputError,
@@ -32,9 +35,11 @@ from providers.errors import (
     is_overflow_text,
     overflow_from_finish,
     provider_errors,
+    retry_after_of,
     translate_error,
 )
 from providers.litellm_client import load_litellm
+from providers.retry import RetryPolicy
 
 TABLE: dict[str, Any] = json.loads(
     (Path(__file__).parent / "data" / "overflow_bodies.json").read_text()
@@ -75,12 +80,13 @@ def provider_message(body: Any) -> str:
     return body_text(body)
 
 
-def litellm_exception(status: int, body: Any) -> Exception:
+def litellm_exception(status: int, body: Any, headers: dict[str, str] | None = None) -> Exception:
     """Build the exception litellm raises for an OpenAI-compatible answer ``status``/``body``."""
     litellm = load_litellm()
     response = httpx.Response(
         status,
         content=body_text(body).encode(),
+        headers=headers,
         request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"),
     )
     message = f"OpenAIException - {provider_message(body)}"
@@ -297,3 +303,156 @@ def test_a_missing_key_is_an_auth_error_even_when_litellm_reports_it_as_a_500() 
         "`OPENAI_API_KEY` environment variable."
     )
     assert classify(500, text, classes=frozenset({"InternalServerError"})) is ProviderAuthError
+
+
+# ----------------------------------------------------------------- retry-after and retries
+def by_id(case_id: str) -> dict[str, Any]:
+    return next(case for case in CASES if case["id"] == case_id)
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after": "0.5"}, 0.5),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after-ms": "soon", "retry-after": "9"}, 9.0),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "-1"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_from_the_answer_headers(
+    headers: dict[str, str], expected: float | None
+) -> None:
+    raised = litellm_exception(429, by_id("openai_rpm_rate_limit")["body"], headers)
+    assert retry_after_of(raised) == expected
+    assert translate_error(raised).context["retry_after"] == expected
+
+
+def test_retry_after_as_an_http_date() -> None:
+    when = email.utils.formatdate(time.time() + 120, usegmt=True)
+    raised = litellm_exception(503, "busy", {"retry-after": when})
+
+    wait = retry_after_of(raised)
+
+    assert wait is not None and 60 < wait <= 121
+
+
+def decide(
+    case_id: str, headers: dict[str, str] | None = None, *, attempt: int = 1, **policy: Any
+) -> float | None:
+    case = by_id(case_id)
+    raised = litellm_exception(case["status"], case["body"], headers)
+    try:
+        raise translate_error(raised) from raised
+    except ProviderError as error:
+        return RetryPolicy(**policy).decide(error, attempt=attempt).wait_s
+
+
+def test_rate_limits_and_transient_5xx_are_retried_others_not() -> None:
+    assert decide("openai_rpm_rate_limit", {"retry-after": "2"}) == 2.0
+    assert decide("anthropic_rate_limit_input_tokens", {"retry-after-ms": "100"}) == 0.1
+    assert decide("anthropic_overloaded_529", base_delay=1.0) is not None
+    assert decide("gateway_503_plain_text", {"retry-after": "1"}) == 1.0
+    for never in (
+        "openai_insufficient_quota",
+        "openai_tpm_request_too_large",
+        "anthropic_long_context_extra_usage",
+        "openai_context_length_exceeded",
+        "gateway_overflow_sent_as_429",
+        "llamacpp_context_exceeded_as_500",
+        "openai_invalid_api_key",
+        "openai_max_tokens_too_large",
+    ):
+        assert decide(never, {"retry-after": "1"}) is None, never
+
+
+def test_backoff_doubles_with_jitter_and_stays_bounded() -> None:
+    for attempt, (low, high) in enumerate([(0.5, 1.0), (1.0, 2.0), (2.0, 4.0)], start=1):
+        wait = decide("openai_server_error", attempt=attempt, base_delay=1.0, max_retries=5)
+        assert wait is not None and low <= wait <= high
+    assert decide("openai_server_error", attempt=6, max_retries=5) is None
+    capped = decide("openai_server_error", attempt=5, base_delay=1.0, max_retries=5, max_wait=3)
+    assert capped is not None and capped <= 3
+
+
+def test_a_retry_after_over_the_bound_is_not_retried_and_says_why() -> None:
+    case = by_id("openai_rpm_rate_limit")
+    raised = litellm_exception(429, case["body"], {"retry-after": "60"})
+    try:
+        raise translate_error(raised) from raised
+    except ProviderError as error:
+        decision = RetryPolicy(max_wait=30).decide(error, attempt=1)
+    assert decision.wait_s is None
+    assert decision.retry_after_s == 60
+    assert "asked to wait 60 s" in decision.reason and "max_retry_wait (30 s)" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"max_retries": -1}, {"max_retries": 1.5}, {"max_wait": 0}, {"base_delay": float("nan")}],
+)
+def test_retry_policy_refuses_bad_bounds(bad: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        RetryPolicy(**bad)
+
+
+# ---------------------------------------------------------- failures before any request
+def test_a_missing_key_litellm_raised_itself_has_no_status() -> None:
+    litellm = load_litellm()
+    raised = litellm.AuthenticationError(
+        message="Missing Anthropic API Key - A call is being made to anthropic but no key is set",
+        llm_provider="anthropic",
+        model="claude-x",
+    )
+
+    error = translate_error(raised, model="claude-x")
+
+    assert isinstance(error, ProviderAuthError)
+    assert error.status is None
+    assert error.context["sent"] is False
+    assert "nothing was sent" in str(error) and "HTTP" not in str(error)
+
+
+def test_the_same_words_from_a_real_answer_keep_the_status() -> None:
+    raised = litellm_exception(401, {"error": {"message": "Missing credentials: no api key"}})
+
+    error = translate_error(raised)
+
+    assert isinstance(error, ProviderAuthError)
+    assert error.status == 401
+    assert "sent" not in error.context
+
+
+def test_an_unroutable_model_has_no_status_and_names_the_provider_form() -> None:
+    litellm = load_litellm()
+    raised = litellm.BadRequestError(
+        message="LLM Provider NOT provided. Pass in the LLM provider you are trying to call.",
+        model="my-model",
+        llm_provider="",
+    )
+
+    error = translate_error(raised, model="my-model")
+
+    assert isinstance(error, ProviderBadRequest)
+    assert error.status is None
+    assert "'openai/<name>'" in str(error) and "'my-model'" in str(error)
+
+
+def test_an_encoding_failure_under_the_sdk_has_no_status() -> None:
+    litellm = load_litellm()
+    try:
+        try:
+            "\ud800".encode()
+        except UnicodeEncodeError as inner:
+            raise litellm.InternalServerError(
+                message=f"OpenAIException - {inner}", model="gpt-4o", llm_provider="openai"
+            ) from inner
+    except Exception as raised:
+        error = translate_error(raised, model="gpt-4o")
+
+    assert isinstance(error, ProviderBadRequest)
+    assert error.status is None
+    assert "retrying will not help" in str(error)

@@ -22,9 +22,10 @@ from harness import (
     estimator_for,
 )
 from middleware import default_stack
-from providers import LiteLLMClient
+from providers import LiteLLMClient, ProviderRetry
+from providers.litellm_client import RETRIES_KEY
 
-from .openai_server import OpenAIServer, context_length_exceeded, reply, tool_call
+from .openai_server import OpenAIServer, Raw, context_length_exceeded, reply, tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -148,3 +149,27 @@ async def test_the_demo_runs_on_a_real_provider_path(
     assert "model openai/e2e-model via litellm" in out
     assert out.count("validation passed") == 2
     assert "assistant: All done." in out
+
+
+async def test_a_429_with_retry_after_does_not_end_the_agent_call(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    """One rate limit used to end the call; the client now waits what the provider asks."""
+    openai_server.push(
+        Raw(
+            status=429,
+            body={"error": {"message": "Rate limit reached for requests", "code": "rate_limit"}},
+            headers={"retry-after": "0.01"},
+        ),
+        reply("answered after the rate limit"),
+    )
+    agent = HarnessAgent(
+        model=_client(openai_server), stack=default_stack(), workspace=str(tmp_path)
+    )
+
+    answer = await agent.call("hello", CTX)
+
+    assert answer.text == "answered after the rate limit"
+    assert len(openai_server.requests) == 2
+    recorded = answer.meta(RETRIES_KEY)  # the assistant message keeps the record
+    assert [ProviderRetry(**r).status for r in recorded] == [429]
