@@ -263,7 +263,6 @@ class HarnessAgent:
 
     async def _send(self, request: ModelRequest) -> ModelResponse:
         """The innermost handler: manifest, send, then commit the prepared history."""
-        request = request.without_superseded_blocks()
         manifest = build_manifest(request)
         report_manifest(manifest, request)
         started = time.perf_counter()

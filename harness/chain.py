@@ -1,5 +1,12 @@
 """The composer: fold a list of middleware around a handler, once.
 
+A stack whose order cannot work is refused here, when it is built: each middleware may state
+its `Concern`s and the concerns that must run before it (`harness.types.Ordered`); the
+composer checks those statements and knows no middleware by name. The innermost handler
+receives the request without the blocks its history supersedes
+(`ModelRequest.without_superseded_blocks`), so the rule holds for every stack, inside the
+agent or not.
+
 Each layer can open a tracing span named after its middleware. It does so only while
 `LAYER_SPANS` holds a span opener — set by the Tracing middleware for the requests it
 traces — so a stack without Tracing, or with no OpenTelemetry SDK configured, pays one
@@ -14,7 +21,7 @@ from contextvars import ContextVar
 
 from harness.errors import ConfigurationError
 from harness.request import ModelRequest, ModelResponse
-from harness.types import Handler, Middleware
+from harness.types import Handler, Middleware, Ordered
 
 
 def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
@@ -24,7 +31,8 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
     response last. The result is built once and can be awaited many times concurrently.
 
     Raises:
-        ConfigurationError: when an element of ``stack`` is not callable.
+        ConfigurationError: when an element of ``stack`` is not callable, or the order
+            breaks a middleware's stated constraint (see `check_order`).
     """
     for position, middleware in enumerate(stack):
         if not callable(middleware):
@@ -32,10 +40,37 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
                 f"stack[{position}] is {middleware!r}, which is not a middleware: pass an "
                 "object with 'async __call__(request, call_next)' or such an async function"
             )
-    composed = handler
+    check_order(stack)
+
+    async def innermost(request: ModelRequest) -> ModelResponse:
+        return await handler(request.without_superseded_blocks())
+
+    composed: Handler = innermost
     for middleware in reversed(stack):
         composed = _bind(middleware, composed)
     return composed
+
+
+def check_order(stack: Sequence[Middleware]) -> None:
+    """Refuse an order in which a middleware stands before one that must run before it.
+
+    Raises:
+        ConfigurationError: naming both middleware, the concern and what to do.
+    """
+    for position, middleware in enumerate(stack):
+        if not isinstance(middleware, Ordered):
+            continue
+        for later in stack[position + 1 :]:
+            if not isinstance(later, Ordered):
+                continue
+            clash = sorted(c.name for c in middleware.after & later.concerns)
+            if clash:
+                concern = next(c for c in later.concerns if c.name == clash[0])
+                raise ConfigurationError(
+                    f"{_name(middleware)} stands before {_name(later)} in the stack, but it "
+                    f"must come after every middleware that {concern.value} "
+                    f"({concern.name}); move {_name(middleware)} after {_name(later)}"
+                )
 
 
 SpanOpener = Callable[[str], AbstractContextManager[object]]

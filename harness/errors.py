@@ -25,7 +25,7 @@ and kept as attributes, so callers can branch on data rather than parse text.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 Validation = Literal[
     "passed",
@@ -133,8 +133,30 @@ class ProviderError(HarnessError):
         self.status = status
 
 
+NOTHING_TO_COMPACT: Final = "nothing_to_compact"
+"""`ContextOverflowError.reason` when a forced compaction found nothing left to compact."""
+
+
 class ContextOverflowError(ProviderError):
     """Raised when the provider reports that the input exceeds the model's context window."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        reason: str = "provider_overflow",
+        retries: int = 0,
+        **context: Any,
+    ) -> None:
+        super().__init__(
+            message, provider=provider, status=status, reason=reason, retries=retries, **context
+        )
+        self.reason = reason
+        """Why: ``provider_overflow``, ``nothing_to_compact``, ``retry_overflowed`` …"""
+        self.retries = retries
+        """How many retries with forced compaction were made before giving up."""
 
 
 class ProviderAuthError(ProviderError):

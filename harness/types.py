@@ -7,8 +7,9 @@ after, or call ``call_next`` again. A bare ``async def mw(request, call_next)`` 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from harness.request import ModelRequest, ModelResponse
@@ -34,3 +35,29 @@ class ProvidesTools(Protocol):
     def tools(self) -> list[Tool]:
         """Return the tools this middleware contributes to the agent."""
         ...
+
+
+class Concern(enum.Enum):
+    """What a middleware does to a request, as far as the order of a stack is concerned."""
+
+    ADDS_CONTEXT = "adds System parts or context blocks"
+    SHRINKS_TOOL_RESULTS = "shrinks large tool results"
+    FITS_BUDGET = "fits the blocks into the input budget"
+    COMPACTS = "compacts the history (and honours force_compaction)"
+    RETRIES_OVERFLOW = "retries a round after a provider overflow"
+    VALIDATES = "checks the request exactly as it will be sent"
+
+
+@runtime_checkable
+class Ordered(Protocol):
+    """A middleware that states its concerns, and which concerns must run before it.
+
+    `harness.chain.compose` refuses a stack in which a middleware stands before (outside)
+    one whose concern it lists in ``after``; any other order and any subset is accepted.
+    A middleware that does not state its concerns is accepted anywhere.
+    """
+
+    concerns: ClassVar[frozenset[Concern]]
+    """What this middleware does."""
+    after: ClassVar[frozenset[Concern]]
+    """Concerns that, when some middleware of the stack has them, must come before this one."""

@@ -31,13 +31,15 @@ of the optional blocks when (and only when) something must be dropped, then one 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from harness.accounting import counted_near_limit, fixed_tokens
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
-from harness.types import Handler
+from harness.types import Concern, Handler
 from middleware._selection import DefaultSelection, SelectionPolicy
 
 BLOCKS_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD + 6
@@ -92,6 +94,11 @@ class BudgetFit:
         ConfigurationError: when ``selection`` has no ``drop_order`` or
             ``min_history_tokens`` is negative.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.FITS_BUDGET})
+    after: ClassVar[frozenset[Concern]] = frozenset(
+        {Concern.ADDS_CONTEXT, Concern.SHRINKS_TOOL_RESULTS}
+    )
 
     def __init__(
         self,

@@ -34,9 +34,9 @@ The kept part is bounded by tokens (``keep_tokens``; ``None`` is 35 % of the his
 budget) or, with ``keep_tokens=0``, by ``keep_messages`` — and, by tokens, always by
 half of ``trigger_messages`` — so after a compaction the history is well below every
 trigger and the next rounds append to a byte-stable prefix (task, summary, kept
-messages) instead of compacting again. A forced compaction keeps only the last unit; when there is
-nothing left to summarise the history is returned unchanged, which OverflowRetry
-recognises.
+messages) instead of compacting again. A forced compaction keeps only the last unit; when it can shrink nothing it
+raises `ContextOverflowError` with ``reason="nothing_to_compact"``, which ends OverflowRetry's
+round without resending the same history.
 
 The summariser side (prompts, rendering, chunk packing, the summary requests and their
 manifests) lives in ``middleware/_summariser.py``.
@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import msgspec
 
@@ -61,6 +61,7 @@ from harness.accounting import (
     fixed_tokens,
 )
 from harness.errors import (
+    NOTHING_TO_COMPACT,
     ConfigurationError,
     ContextOverflowError,
     ProviderError,
@@ -73,7 +74,7 @@ from harness.policy import DEFAULT_INPUT_TOKENS
 from harness.request import ModelClientLike, ModelRequest, ModelResponse
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from harness.tools import Tool, ToolContext
-from harness.types import Handler
+from harness.types import Concern, Handler
 from middleware._history import safe_cut
 from middleware._summariser import (
     DEFAULT_SUMMARY_PROMPT,
@@ -231,6 +232,11 @@ class Compaction:
             client, or ``summary_prompt`` lacks ``{messages}``.
     """
 
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.COMPACTS})
+    after: ClassVar[frozenset[Concern]] = frozenset(
+        {Concern.ADDS_CONTEXT, Concern.RETRIES_OVERFLOW}
+    )
+
     def __init__(
         self,
         *,
@@ -363,6 +369,15 @@ class Compaction:
             history, done, keep = await self._compact(request, history, est, budget, layout, reason)
             transforms.extend(done)
         if history is request.history:
+            if request.force_compaction:
+                raise ContextOverflowError(
+                    "Compaction was forced after a context overflow but nothing is left to "
+                    "compact: the pinned task, the summary, the newest user message and the "
+                    "last tool results are all that remain. Shorten the system prompt, tool "
+                    "schemas or context blocks, or use a model with a larger window.",
+                    reason=NOTHING_TO_COMPACT,
+                    transforms=request.transforms,
+                )
             return request
         return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
 

@@ -34,7 +34,7 @@ import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import Literal
+from typing import ClassVar, Literal
 
 import anyio
 import msgspec
@@ -42,7 +42,7 @@ import msgspec
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, SourceError
 from harness.request import ModelRequest, ModelResponse
-from harness.types import Handler
+from harness.types import Concern, Handler
 
 OnFailure = Literal["fail", "omit"]
 DEFAULT_SOURCE_TIMEOUT = 5.0
@@ -177,6 +177,9 @@ class ContextSources:
         ConfigurationError: when two sources share a name or an element is not a
             `ContextSource`.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
+    after: ClassVar[frozenset[Concern]] = frozenset()
 
     def __init__(
         self,

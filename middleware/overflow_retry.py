@@ -4,40 +4,26 @@ Where it sits: outermost of the size-control group (right inside Tracing), so a 
 re-enters the whole preparation — sources, task state, offload, budget fitting and
 compaction — with ``force_compaction=True`` set on the round's original request. It only
 calls ``call_next`` again: the user's task is not re-submitted and no tool is re-run,
-because tools run in the agent loop, outside the chain.
+because tools run in the agent loop, outside the chain. A stack that puts a compacting
+middleware (`Concern.COMPACTS`) before it is refused when it is built: the retry would not
+pass through it.
 
 It catches `ContextOverflowError` and nothing else (no bare ``Exception``, never
 cancellation). The error reaches the caller when the retries overflow too, or when a retry
-could not shrink anything: the last middleware before the client (`PairValidation`) calls
-`note_attempt`, which records the history each attempt sends and stops a retry whose
-history has the same message ids as the attempt that overflowed — resending it could only
-overflow again. Without PairValidation in the stack the retry is sent anyway and the
-provider's second overflow ends it.
-
-Per-round bookkeeping lives in ``request.run.cache`` for the duration of the round; the
-middleware itself keeps no state.
+could not shrink anything: a compacting middleware that is forced but has nothing left to
+compact raises `ContextOverflowError` with ``reason="nothing_to_compact"`` itself
+(Compaction does), and the round ends with the provider's error as the cause. Without a
+compacting middleware the retry is sent as it is (a provider that overflowed once may
+accept it) and a second overflow ends it. The middleware keeps no state.
 """
 
 from __future__ import annotations
 
-import msgspec
+from typing import ClassVar
 
-from harness.errors import ConfigurationError, ContextOverflowError
+from harness.errors import NOTHING_TO_COMPACT, ConfigurationError, ContextOverflowError
 from harness.request import ModelRequest, ModelResponse
-from harness.types import Handler
-
-_KEY = "overflow_retry"
-
-
-class _Attempts(msgspec.Struct, kw_only=True):
-    """What the last middleware before the client saw of one round's attempts."""
-
-    sent: tuple[str, ...] | None = None
-    """The history message ids of the last attempt that went to the client."""
-    retrying: bool = False
-    """Whether the attempt now being prepared is a retry."""
-    unchanged: bool = False
-    """Set when a retry was stopped because its history equalled the last attempt's."""
+from harness.types import Concern, Handler
 
 
 class OverflowRetry:
@@ -49,6 +35,9 @@ class OverflowRetry:
     Raises:
         ConfigurationError: when ``max_retries`` is not an int ≥ 0.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.RETRIES_OVERFLOW})
+    after: ClassVar[frozenset[Concern]] = frozenset()
 
     def __init__(self, *, max_retries: int = 1) -> None:
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
@@ -67,67 +56,26 @@ class OverflowRetry:
         """
         if self.max_retries == 0:
             return await call_next(request)
-        attempts = _Attempts()
-        key = _key(request)
-        if request.run is not None:
-            request.run.cache[key] = attempts
         try:
+            return await call_next(request)
+        except ContextOverflowError as exc:
+            original = exc
+        last = original
+        for n in range(1, self.max_retries + 1):
+            retry = request.replace(force_compaction=True).with_transforms(f"overflow_retry:{n}")
             try:
-                return await call_next(request)
+                return await call_next(retry)
             except ContextOverflowError as exc:
-                original = exc
-            last = original
-            for n in range(1, self.max_retries + 1):
-                attempts.retrying = True
-                retry = request.replace(force_compaction=True).with_transforms(
-                    f"overflow_retry:{n}"
-                )
-                try:
-                    return await call_next(retry)
-                except ContextOverflowError as exc:
-                    if attempts.unchanged:
-                        raise _nothing_to_compact(original, n) from original
-                    last = exc
-            raise _still_too_long(original, last, self.max_retries) from last
-        finally:
-            if request.run is not None:
-                request.run.cache.pop(key, None)
-
-
-def note_attempt(request: ModelRequest) -> None:
-    """Record the history about to be sent, for `OverflowRetry` (call it just before the client).
-
-    `PairValidation` calls this after the request passed validation. Outside an
-    OverflowRetry round it does nothing.
-
-    Raises:
-        ContextOverflowError: when this is a retry whose history has the same message ids
-            as the attempt the provider rejected (nothing more could be compacted).
-    """
-    if request.run is None:
-        return
-    attempts = request.run.cache.get(_key(request))
-    if not isinstance(attempts, _Attempts):
-        return
-    ids = tuple(m.id for m in request.history)
-    if attempts.retrying and ids == attempts.sent:
-        attempts.unchanged = True
-        raise ContextOverflowError(
-            "the retry would resend the same history the provider rejected",
-            reason="nothing_to_compact",
-        )
-    attempts.sent = ids
-    attempts.retrying = False
-
-
-def _key(request: ModelRequest) -> str:
-    return f"{_KEY}:{request.ids.call_id}"
+                if exc.reason == NOTHING_TO_COMPACT:
+                    raise _nothing_to_compact(last, n) from last
+                last = exc
+        raise _still_too_long(original, last, self.max_retries) from last
 
 
 def _nothing_to_compact(original: ContextOverflowError, retries: int) -> ContextOverflowError:
     return ContextOverflowError(
         f"{original.message} — OverflowRetry forced compaction, but nothing more could be "
-        "compacted (the retry's history was the same), so the request was not resent. Shorten "
+        "compacted, so the request was not resent. Shorten "
         "the system prompt, tool schemas or context blocks, lower ContextPolicy.max_input_tokens "
         "so preparation fits earlier, or use a model with a larger window.",
         provider=original.provider,

@@ -18,15 +18,12 @@ started from, the kind is ``history_conflict`` if the working history no longer 
 the message the request's history ends with (compared by origin id, so an offloaded or
 trimmed copy still matches its original), and ``state_conflict`` otherwise (e.g. todos or
 other structured state changed). The agent does not commit a request that failed here.
-
-Finally it calls `middleware.overflow_retry.note_attempt`, which lets `OverflowRetry` stop
-a retry that could not shrink the history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 from harness.accounting import counted_near_limit
 from harness.errors import (
@@ -37,9 +34,8 @@ from harness.errors import (
 )
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
-from harness.types import Handler
+from harness.types import Concern, Handler
 from middleware._history import INTERRUPTED_TEXT, check_pairs, label, repair_pairs
-from middleware.overflow_retry import note_attempt
 
 Mode = Literal["fail", "repair"]
 _SHOWN = 5
@@ -55,6 +51,11 @@ class PairValidation:
     Raises:
         ConfigurationError: when ``mode`` is neither ``"fail"`` nor ``"repair"``.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.VALIDATES})
+    after: ClassVar[frozenset[Concern]] = frozenset(
+        {Concern.ADDS_CONTEXT, Concern.SHRINKS_TOOL_RESULTS, Concern.FITS_BUDGET, Concern.COMPACTS}
+    )
 
     def __init__(self, *, mode: Mode = "fail", interrupted_text: str = INTERRUPTED_TEXT) -> None:
         if mode not in ("fail", "repair"):
@@ -102,7 +103,6 @@ class PairValidation:
                     limit=request.input_limit,
                     transforms=request.transforms,
                 )
-        note_attempt(request)
         return await call_next(request)
 
 

@@ -29,7 +29,7 @@ appended to the persisted history.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Literal
+from typing import ClassVar, Literal
 
 import msgspec
 
@@ -39,7 +39,7 @@ from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse, SystemPart
 from harness.state import AgentState
 from harness.tools import Tool, ToolContext
-from harness.types import Handler
+from harness.types import Concern, Handler
 
 TODOS_KEY = "task_state/todos"
 """The `AgentState.extensions` key of the `TodoList`."""
@@ -389,6 +389,9 @@ class TaskState:
         ConfigurationError: for ``allow_requirement_proposals`` without
             ``include_requirements``, or a bad ``plan_mode``.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
+    after: ClassVar[frozenset[Concern]] = frozenset()
 
     def __init__(
         self,

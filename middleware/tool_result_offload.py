@@ -35,6 +35,7 @@ import errno
 import hashlib
 import time
 from collections.abc import Iterable
+from typing import ClassVar
 
 import anyio.to_thread
 
@@ -43,7 +44,7 @@ from harness.file_tools import read_file_tool, relative_folder, session_key
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tools import Tool
-from harness.types import Handler
+from harness.types import Concern, Handler
 from harness.workspace import Workspace, scope_key
 from middleware._history import label
 
@@ -76,6 +77,9 @@ class ToolResultOffload:
     Raises:
         ConfigurationError: when an argument is out of range.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.SHRINKS_TOOL_RESULTS})
+    after: ClassVar[frozenset[Concern]] = frozenset()
 
     def __init__(
         self,

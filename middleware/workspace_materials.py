@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio.to_thread
 import msgspec
@@ -42,7 +42,7 @@ from harness.errors import ConfigurationError, PathEscapeError, WorkspaceError
 from harness.memory import MEMORY_FOLDER, memory_path
 from harness.request import ModelRequest, ModelResponse, RequestIds, SystemPart
 from harness.tokens import TokenEstimator
-from harness.types import Handler
+from harness.types import Concern, Handler
 from harness.workspace import Workspace
 
 DEFAULT_MAX_CONTEXT_TOKENS = 32_000
@@ -112,6 +112,9 @@ class WorkspaceMaterials:
     Raises:
         ConfigurationError: for duplicate instruction names, a bad path or a bad budget.
     """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
+    after: ClassVar[frozenset[Concern]] = frozenset()
 
     def __init__(
         self,

@@ -732,15 +732,15 @@ async def test_force_compaction_is_honoured_below_every_trigger() -> None:
     assert "history_compaction:6" in model.agent_requests[4].transforms
 
 
-async def test_forced_compaction_with_nothing_to_compact_leaves_the_history_unchanged() -> None:
+async def test_forced_compaction_with_nothing_to_compact_says_so() -> None:
+    from harness import ContextOverflowError
+
     model = ScriptedModel([*calls(1), "done"])
-    a = agent(model, force_on({0, 1}), Compaction(trim_min_tokens=None, memory=None))
-    await a.call("go", CTX)
-    assert not summaries(model)
-    first, second = model.agent_requests
-    assert [m.text for m in first.history] == ["go"]
-    assert [m.role for m in second.history] == ["user", "assistant", "tool"]
-    assert not compacted(first) and not compacted(second)
+    a = agent(model, force_on({0}), Compaction(trim_min_tokens=None, memory=None))
+    with pytest.raises(ContextOverflowError) as info:
+        await a.call("go", CTX)
+    assert info.value.reason == "nothing_to_compact"
+    assert not summaries(model) and not model.agent_requests
 
 
 async def test_forced_compaction_after_a_compaction_summarises_the_rest() -> None:
@@ -1116,7 +1116,7 @@ async def test_an_overflow_with_nothing_to_compact_reaches_the_caller() -> None:
     )
     with pytest.raises(ContextOverflowError) as info:
         await a.call("go", CTX)
-    assert info.value.context["reason"] == "nothing_to_compact"
+    assert info.value.reason == "nothing_to_compact"
     assert not summaries(model) and model.overflows == 1
 
 

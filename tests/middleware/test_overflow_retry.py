@@ -9,7 +9,12 @@ import pytest
 
 from harness import HarnessAgent, Message, ModelRequest, ModelResponse, RunScope, RuntimeContext
 from harness.accounting import estimate_request
-from harness.errors import ConfigurationError, ContextOverflowError, ProviderUnavailable
+from harness.errors import (
+    NOTHING_TO_COMPACT,
+    ConfigurationError,
+    ContextOverflowError,
+    ProviderUnavailable,
+)
 from harness.state import AgentState
 from harness.types import Handler, Middleware
 from middleware._history import safe_cut
@@ -37,6 +42,8 @@ class KeepLast:
             self.passes += 1
             history = request.history
             cut = safe_cut(history, len(history) - self.keep)
+            if cut <= 0:  # the protocol: a forced compaction that can shrink nothing says so
+                raise ContextOverflowError("nothing to cut", reason=NOTHING_TO_COMPACT)
             request = request.replace(history=history[cut:]).with_transforms(f"keep_last:{cut}")
         return await call_next(request)
 
@@ -131,14 +138,15 @@ async def test_compaction_on_retry_lets_the_round_succeed() -> None:
 
 async def test_nothing_to_compact_raises_the_original_error_without_resending() -> None:
     spy = RunSpy()
+    keep = KeepLast(keep=3)
     model = ScriptedModel([overflow(), "never sent"])
-    agent = make_agent([OverflowRetry(), spy, PairValidation()], model)
+    agent = make_agent([OverflowRetry(), spy, keep, PairValidation()], model)
     with pytest.raises(ContextOverflowError) as caught:
         await agent.call("go", CTX)
     error = caught.value
     assert "input too long for the window" in error.message
     assert "nothing more could be compacted" in error.message
-    assert error.context["reason"] == "nothing_to_compact" and error.context["retries"] == 0
+    assert (error.reason, error.retries) == ("nothing_to_compact", 0)
     assert (error.provider, error.status) == ("scripted", 400)
     assert (
         isinstance(error.__cause__, ContextOverflowError)
@@ -146,7 +154,15 @@ async def test_nothing_to_compact_raises_the_original_error_without_resending() 
     )
     assert len(model.agent_requests) == 1  # the identical retry was not sent
     assert list(model.script) == ["never sent"]
-    assert len(spy.runs) == 2 and not any(k.startswith("overflow_retry") for k in spy.runs[0].cache)
+    assert len(spy.runs) == 2 and keep.passes == 1
+
+
+async def test_without_a_compacting_middleware_the_retry_is_sent_as_it_is() -> None:
+    model = ScriptedModel([overflow(), "accepted the second time"])
+    agent = make_agent([OverflowRetry(), PairValidation()], model)
+    assert (await agent.call("go", CTX)).text == "accepted the second time"
+    first, retry = model.agent_requests
+    assert [m.id for m in retry.history] == [m.id for m in first.history]
 
 
 async def test_a_retry_that_overflows_too_reaches_the_caller() -> None:
@@ -154,7 +170,7 @@ async def test_a_retry_that_overflows_too_reaches_the_caller() -> None:
     agent = make_agent([OverflowRetry()], model)
     with pytest.raises(ContextOverflowError) as caught:
         await agent.call("go", CTX)
-    assert caught.value.context["reason"] == "retry_overflowed"
+    assert caught.value.reason == "retry_overflowed"
     assert "after 1 retry with forced compaction" in caught.value.message
     assert len(model.agent_requests) == 2 and list(model.script) == ["never"]
 
@@ -166,14 +182,14 @@ async def test_a_compacted_retry_that_still_overflows_reaches_the_caller() -> No
     agent = make_agent([OverflowRetry(), keep, PairValidation()], model, history)
     with pytest.raises(ContextOverflowError) as caught:
         await agent.call("go", CTX)
-    assert caught.value.context["reason"] == "retry_overflowed"
+    assert caught.value.reason == "retry_overflowed"
     assert model.overflows == 2 and keep.passes == 1
     assert [m.id for m in agent.state(CTX).working_history][:-1] == [
         m.id for m in history
     ]  # not committed
 
 
-async def test_more_retries_stop_when_a_retry_changes_nothing() -> None:
+async def test_each_retry_forces_compaction_again() -> None:
     model = ScriptedModel(["never"], overflow_above=100)
     keep = KeepLast(keep=3)
     agent = make_agent(
@@ -181,10 +197,15 @@ async def test_more_retries_stop_when_a_retry_changes_nothing() -> None:
     )
     with pytest.raises(ContextOverflowError) as caught:
         await agent.call("go", CTX)
-    # Retry 1 compacted and overflowed; retry 2 would resend the same history: stopped.
-    assert caught.value.context["reason"] == "nothing_to_compact"
-    assert caught.value.context["retries"] == 1
-    assert model.overflows == 2 and keep.passes == 2
+    assert (caught.value.reason, caught.value.retries) == ("retry_overflowed", 3)
+    assert model.overflows == 4 and keep.passes == 3
+
+
+def test_a_compacting_middleware_outside_the_retry_is_refused_when_built() -> None:
+    from middleware.compaction import Compaction
+
+    with pytest.raises(ConfigurationError, match=r"Compaction stands before OverflowRetry"):
+        HarnessAgent(model=ScriptedModel(), stack=[Compaction(), OverflowRetry()])
 
 
 async def test_other_errors_are_not_retried() -> None:
