@@ -19,7 +19,7 @@ Rate limits and transient 5xx answers are retried here (`providers.retry`): by d
 to 3 times, waiting what ``retry-after-ms`` / ``retry-after`` asks for, at most 30 s per
 wait (``max_retries``, ``max_retry_wait``, ``retry_base_delay``). Each retry is recorded as
 a `ProviderRetry`: on a successful response in the assistant message's metadata (read it
-with `retries_of`), on the error that ends the attempts in ``error.context["retries"]``.
+with `retries_of`), on the error that ends the attempts in ``error.context["provider_retries"]``.
 
 litellm is imported on first use, never at module import: it takes seconds to import and,
 unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, fetches its model map from the network.
@@ -193,7 +193,7 @@ class LiteLLMClient:
             ProviderBadRequest: with ``status=None``, nothing was sent: the model name
                 does not route to a provider, or the request's text cannot be encoded.
             ProviderError: any other provider failure, as a typed subclass; after retries
-                its ``context["retries"]`` lists them.
+                its ``context["provider_retries"]`` lists them.
         """
         model = request.model or self.model
         kwargs = self._kwargs(request, model, stream=False)
@@ -360,7 +360,11 @@ def _gave_up(
         )
     if decision.reason:
         notes.append(decision.reason[:1].upper() + decision.reason[1:])
-    context = {**error.context, "retries": tuple(retries), "retry_after": decision.retry_after_s}
+    context = {
+        **error.context,
+        "provider_retries": tuple(retries),
+        "retry_after": decision.retry_after_s,
+    }
     message = error.message.rstrip(".") + ". " + ". ".join(notes) + "."
     return type(error)(message, **context)
 

@@ -136,7 +136,7 @@ async def test_rate_limit_forever_ends_after_the_bounded_retries(
     error_ = caught.value
     assert error_.status == 429
     assert len(openai_server.requests) == 3  # the first attempt and 2 retries
-    retries = error_.context["retries"]
+    retries = error_.context["provider_retries"]
     assert [(r.attempt, r.status, r.wait_s) for r in retries] == [(1, 429, 0.01), (2, 429, 0.01)]
     assert "Gave up after 2 retries" in str(error_)
     assert "Rate limit reached" in str(error_)  # the provider's own words are kept
@@ -150,7 +150,7 @@ async def test_default_client_retries_three_times(openai_server: OpenAIServer) -
         await client_for(openai_server).complete(make_request())
 
     assert len(openai_server.requests) == 4
-    assert len(caught.value.context["retries"]) == 3
+    assert len(caught.value.context["provider_retries"]) == 3
 
 
 async def test_retry_after_beyond_the_bound_is_not_waited_for(
@@ -165,7 +165,7 @@ async def test_retry_after_beyond_the_bound_is_not_waited_for(
     assert "asked to wait 120 s" in str(caught.value)
     assert "max_retry_wait" in str(caught.value)
     assert caught.value.context["retry_after"] == 120
-    assert caught.value.context["retries"] == ()
+    assert caught.value.context["provider_retries"] == ()
 
 
 @pytest.mark.parametrize(
@@ -190,7 +190,7 @@ async def test_failures_that_waiting_cannot_fix_are_not_retried(
         await client_for(openai_server).complete(make_request())
 
     assert len(openai_server.requests) == 1
-    assert "retries" not in caught.value.context
+    assert "provider_retries" not in caught.value.context
 
 
 async def test_max_retries_zero_turns_retrying_off(openai_server: OpenAIServer) -> None:
