@@ -256,11 +256,12 @@ def unknown_model_error(model: str, *, detail: str = "") -> ProviderBadRequest:
     Nothing was sent, so the error has no HTTP status; the message shows the
     ``provider/model`` form litellm needs.
     """
+    name = model.rsplit("/", 1)[-1] or "<name>"
     return ProviderBadRequest(
         f"litellm cannot tell which provider serves model {model!r}, so nothing was sent — "
-        "name the model as 'provider/model': 'openai/<name>' for an OpenAI-compatible "
+        f"name the model as 'provider/model': 'openai/{name}' for an OpenAI-compatible "
         "server (with api_base=), 'anthropic/claude-sonnet-4-5', 'gemini/gemini-2.5-pro', "
-        "'deepseek/deepseek-chat', 'ollama/<name>' … (https://docs.litellm.ai/docs/providers).",
+        f"'deepseek/deepseek-chat', 'ollama/{name}' … (https://docs.litellm.ai/docs/providers).",
         provider="",
         status=None,
         model=model,

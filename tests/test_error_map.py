@@ -438,7 +438,7 @@ def test_an_unroutable_model_has_no_status_and_names_the_provider_form() -> None
 
     assert isinstance(error, ProviderBadRequest)
     assert error.status is None
-    assert "'openai/<name>'" in str(error) and "'my-model'" in str(error)
+    assert "'openai/my-model'" in str(error) and "'my-model'" in str(error)
 
 
 def test_an_encoding_failure_under_the_sdk_has_no_status() -> None:

@@ -327,7 +327,7 @@ async def test_unknown_model_names_the_provider_model_form(
     assert caught.value.status is None
     assert caught.value.context["sent"] is False
     assert "'my-local-model'" in text
-    assert "'openai/<name>'" in text and "provider/model" in text and "anthropic/" in text
+    assert "'openai/my-local-model'" in text and "provider/model" in text and "anthropic/" in text
     assert "HTTP" not in text and "message shapes" not in text
     assert openai_server.requests == []
 
