@@ -34,6 +34,7 @@ from harness.errors import (
 )
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest
+from harness.markers import interrupted_result
 from harness.messages import Message, agent_input, new_id
 from harness.policy import ContextPolicy
 from harness.request import (
@@ -305,10 +306,6 @@ class HarnessAgent:
         return Message.tool(call.id, text, name=call.name)
 
 
-INTERRUPTED_RESULT = "no result: interrupted"
-"""The result given to a tool call whose execution was cancelled before it answered."""
-
-
 def interrupted_results(history: Sequence[Message]) -> list[Message]:
     """Return results for calls a cancelled call left unanswered at the end of the history.
 
@@ -321,13 +318,7 @@ def interrupted_results(history: Sequence[Message]) -> list[Message]:
             answered.add(message.tool_call_id)
             continue
         if message.role == "assistant" and message.tool_calls:
-            return [
-                Message.tool(
-                    call.id, INTERRUPTED_RESULT, name=call.name, metadata={"interrupted": True}
-                )
-                for call in message.tool_calls
-                if call.id not in answered
-            ]
+            return [interrupted_result(c) for c in message.tool_calls if c.id not in answered]
         return []
     return []
 

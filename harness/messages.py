@@ -187,7 +187,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             **changes: fields to change.
         """
         merged = dict(self.metadata or {})
-        merged.setdefault("origin_id", self.id)
+        merged.setdefault("origin_id", self.id)  # harness.markers.ORIGIN_ID
         if metadata:
             merged.update(metadata)
         return msgspec.structs.replace(self, id=f"{self.id}~{tag}", metadata=merged, **changes)

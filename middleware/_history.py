@@ -26,10 +26,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from harness.markers import INTERRUPTED_TEXT, interrupted_result
 from harness.messages import Message
-
-INTERRUPTED_TEXT = "no result: interrupted"
-"""The content of the synthetic result `repair_pairs` gives a call that has none."""
 
 _LABEL_MAX = 64
 
@@ -255,14 +253,11 @@ def repair_pairs(
                 out.append(history[found])
                 transforms.append(f"pair_repair:moved:{label(call_id)}")
                 continue
-            name = first.tool_calls[position].name
             out.append(
-                Message.tool(
-                    call_id,
-                    interrupted_text,
-                    name=name,
+                interrupted_result(
+                    first.tool_calls[position],
+                    text=interrupted_text,
                     id=f"{first.id}~interrupted{position}",
-                    metadata={"synthetic": "interrupted"},
                 )
             )
             transforms.append(f"pair_repair:dangling:{label(call_id)}")

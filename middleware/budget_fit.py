@@ -8,9 +8,10 @@ The budget is spent in this order:
 1. **Fixed cost** — the System parts, the tool schemas, reply priming, every *required*
    block and every *state* block (category ``task`` or placement ``TASK_STATE``). None of
    it can be dropped.
-2. **History minimum** — the newest user message and the trailing tool-call group (the
-   last assistant message with tool calls and its results, when the history ends with
-   them). Compaction keeps these too, so they cannot be made smaller here. When fixed cost
+2. **History minimum** — what Compaction never removes (`middleware._layout.minimum`):
+   the pinned task, the current summary, the newest user message and the last unit (the
+   last assistant message with tool calls and its results, or the last message). Compaction
+   keeps these, so they cannot be made smaller here. When fixed cost
    plus this minimum exceed ``request.input_limit`` the build stops with
    `ContextBudgetExceeded` and the model is not called: the request could never fit.
    ``min_history_tokens`` can reserve more history room than the minimum (never more than
@@ -40,6 +41,7 @@ from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.types import Concern, Handler
+from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection, SelectionPolicy
 
 BLOCKS_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD + 6
@@ -49,36 +51,6 @@ BLOCKS_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD + 6
 def is_fixed(block: ContextBlock) -> bool:
     """Return whether ``block`` counts as fixed cost (required or task state)."""
     return block.required or block.category == "task" or block.where == "TASK_STATE"
-
-
-def history_minimum(history: tuple[Message, ...]) -> tuple[Message, ...]:
-    """Return the messages the history must keep, in order — what Compaction never removes.
-
-    The pinned task (a first user message that is not a summary) and the summary after it,
-    the newest user message that is not a summary, and the tail: when the history ends
-    with tool results, the assistant message that asked for them and the results.
-    """
-    n = len(history)
-    start = n
-    # The trailing tool-call group: tool results at the end and the call that made them.
-    while start > 0 and history[start - 1].role == "tool":
-        start -= 1
-    if start < n and start > 0 and history[start - 1].tool_calls:
-        start -= 1
-    keep: list[int] = []
-    head = 0
-    if n and history[0].role == "user" and not history[0].meta("summary"):
-        keep.append(0)
-        head = 1
-    if head < n and head < start and history[head].meta("summary"):
-        keep.append(head)
-    # The newest user message (at or before the tail) that is not a summary.
-    user = start - 1
-    while user >= 0 and (history[user].role != "user" or history[user].meta("summary")):
-        user -= 1
-    if user >= 0 and user not in keep:
-        keep.append(user)
-    return tuple(history[i] for i in sorted(keep)) + history[start:]
 
 
 class BudgetFit:

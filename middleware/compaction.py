@@ -68,6 +68,15 @@ from harness.errors import (
     WorkspaceError,
 )
 from harness.events import AgentEvent
+from harness.markers import (
+    ARGS_TRUNCATED,
+    OFFLOADED,
+    SUMMARISED,
+    SUMMARY,
+    SUMMARY_FAILED,
+    SUMMARY_REQUEST,
+    TRIMMED,
+)
 from harness.memory import DEFAULT_MEMORY, MemoryStore
 from harness.messages import Message, ToolCall, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
@@ -76,6 +85,8 @@ from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
 from middleware._history import safe_cut
+from middleware._layout import Layout, current_user, last_unit_start
+from middleware._layout import layout as layout_of
 from middleware._summariser import (
     DEFAULT_SUMMARY_PROMPT,
     MERGE_PROMPT,
@@ -162,11 +173,6 @@ def select_cut(
     return cut
 
 
-def last_unit_start(body: Sequence[Message]) -> int:
-    """Return where the last unit of ``body`` starts (``0`` for an empty body)."""
-    return safe_cut(body, len(body) - 1) if body else 0
-
-
 def compact_conversation(context: ToolContext) -> str:
     """Summarise the earlier conversation before your next step, to free context.
 
@@ -177,26 +183,6 @@ def compact_conversation(context: ToolContext) -> str:
     return (
         "Compaction requested: the earlier conversation will be summarised before your next step."
     )
-
-
-class _Layout(msgspec.Struct, frozen=True):
-    """Where the compactable body starts, after the pinned task and the current summary."""
-
-    start: int
-    pinned: Message | None
-    previous: Message | None
-
-
-def _layout(history: Sequence[Message]) -> _Layout:
-    start = 0
-    pinned = previous = None
-    if history and history[0].role == "user" and not history[0].meta("summary"):
-        pinned = history[0]
-        start = 1
-    if start < len(history) and history[start].meta("summary"):
-        previous = history[start]
-        start += 1
-    return _Layout(start, pinned, previous)
 
 
 class Compaction:
@@ -356,7 +342,7 @@ class Compaction:
         history, trimmed = self._trim(history, est, budget)
         if trimmed:
             transforms.append(f"tool_output_trim:{trimmed}")
-        layout = _layout(history)
+        layout = layout_of(history)
         if self.truncate_args:
             body = history[layout.start :]
             end = layout.start + self._normal_cut(body, est, budget, layout)
@@ -415,8 +401,8 @@ class Compaction:
             if (
                 isinstance(content, str)
                 and len(content) > preview + 100
-                and not message.meta("trimmed")
-                and not message.meta("offloaded")
+                and not message.meta(TRIMMED)
+                and not message.meta(OFFLOADED)
             ):
                 candidates.append(i)
                 trimmable += tokens
@@ -429,7 +415,7 @@ class Compaction:
             rest = len(text) - preview
             out[i] = message.revise(
                 "trim",
-                metadata={"trimmed": True},
+                metadata={TRIMMED: True},
                 content=f"{text[:preview]}\n[… older tool output trimmed: {rest} more characters "
                 "not shown; the full output is in the session log …]",
             )
@@ -444,7 +430,7 @@ class Compaction:
         limit = self.max_arg_length
         for i in range(start, end):
             message = history[i]
-            if not message.tool_calls or message.meta("args_truncated"):
+            if not message.tool_calls or message.meta(ARGS_TRUNCATED):
                 continue
             calls: list[ToolCall] = []
             changed = 0
@@ -457,7 +443,7 @@ class Compaction:
                 if out is None:
                     out = list(history)
                 out[i] = message.revise(
-                    "truncate", metadata={"args_truncated": True}, tool_calls=tuple(calls)
+                    "truncate", metadata={ARGS_TRUNCATED: True}, tool_calls=tuple(calls)
                 )
                 changed_calls += changed
         return (tuple(out), changed_calls) if out is not None else (history, 0)
@@ -509,7 +495,7 @@ class Compaction:
         history: tuple[Message, ...],
         est: TokenEstimator,
         budget: int,
-        layout: _Layout,
+        layout: Layout,
     ) -> str | None:
         if request.force_compaction:
             return "forced"
@@ -521,23 +507,23 @@ class Compaction:
             return "tokens"
         return None
 
-    def _pending_request(self, request: ModelRequest, layout: _Layout) -> str | None:
+    def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
         """Return the token of a ``compact_conversation`` request not yet honoured."""
         if not self.compact_tool or request.state is None:
             return None
         token = request.state.extension(REQUEST_KEY)
         if not isinstance(token, str):
             return None
-        if layout.previous is not None and layout.previous.meta("request") == token:
+        if layout.previous is not None and layout.previous.meta(SUMMARY_REQUEST) == token:
             return None
         return token
 
     def _normal_cut(
-        self, body: Sequence[Message], est: TokenEstimator, budget: int, layout: _Layout
+        self, body: Sequence[Message], est: TokenEstimator, budget: int, layout: Layout
     ) -> int:
         """Return the keep boundary in ``body`` under the configured keep range."""
         pinned = est.count_message(layout.pinned) if layout.pinned is not None else 0
-        current = _current_user(body)
+        current = current_user(body)
         if current is not None:
             pinned += est.count_message(body[current])
         cap = max(0, int(max(budget, 0) * KEEP_CAP_FRACTION) - pinned)
@@ -566,7 +552,7 @@ class Compaction:
         history: tuple[Message, ...],
         est: TokenEstimator,
         budget: int,
-        layout: _Layout,
+        layout: Layout,
         reason: str,
     ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...] | None]:
         """Stage 3: summarise the early part of the body, keep the recent part.
@@ -583,7 +569,7 @@ class Compaction:
                 cut = last_unit_start(body)
         # The newest user message says what the agent is doing now: it is kept word for
         # word, right after the summary, even when it lies in the early part.
-        current = _current_user(body)
+        current = current_user(body)
         if current is not None and current < cut:
             early = (*body[:current], *body[current + 1 : cut])
             kept = (body[current], *body[cut:])
@@ -614,11 +600,11 @@ class Compaction:
             failure = "" if text else "empty_summary"
         if failure:
             return self._without_summary(request, history, layout, early, kept, failure, done)
-        total = len(early) + (int(layout.previous.meta("summarised", 0)) if layout.previous else 0)
-        metadata: dict[str, Any] = {"summary": True, "summarised": total}
+        total = len(early) + (int(layout.previous.meta(SUMMARISED, 0)) if layout.previous else 0)
+        metadata: dict[str, Any] = {SUMMARY: True, SUMMARISED: total}
         token = self._pending_request(request, layout)
         if token is not None:
-            metadata["request"] = token
+            metadata[SUMMARY_REQUEST] = token
         summary = Message.user(
             f"{SUMMARY_HEADER}: {total} messages were compacted; the full record is in the "
             f"session log.]\n\n{text}",
@@ -631,7 +617,7 @@ class Compaction:
         self,
         request: ModelRequest,
         history: tuple[Message, ...],
-        layout: _Layout,
+        layout: Layout,
         early: Sequence[Message],
         kept: Sequence[Message],
         failure: str,
@@ -645,7 +631,7 @@ class Compaction:
         notice = Message.user(
             f"[{len(early)} earlier messages are left out of this request because they could "
             f"not be summarised ({failure}); the full record is in the session log.]",
-            metadata={"summary_failed": failure},
+            metadata={SUMMARY_FAILED: failure},
         )
         head = tuple(m for m in (layout.pinned, layout.previous) if m is not None)
         if request.run is not None and request.run.emit is not None:
@@ -759,11 +745,3 @@ class Compaction:
 def _check_int(name: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be an int ≥ {minimum}, got {value!r}")
-
-
-def _current_user(body: Sequence[Message]) -> int | None:
-    """Return the index of the newest user message of ``body`` (not a summary), if any."""
-    for i in range(len(body) - 1, -1, -1):
-        if body[i].role == "user" and not body[i].meta("summary"):
-            return i
-    return None

@@ -32,10 +32,11 @@ from harness.errors import (
     InvalidToolPairs,
     StateConflict,
 )
+from harness.markers import INTERRUPTED_TEXT, ORIGIN_ID
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
-from middleware._history import INTERRUPTED_TEXT, check_pairs, label, repair_pairs
+from middleware._history import check_pairs, label, repair_pairs
 
 Mode = Literal["fail", "repair"]
 _SHOWN = 5
@@ -137,7 +138,7 @@ def _check_state(request: ModelRequest) -> None:
 
 
 def _origin(message: Message) -> str:
-    origin = message.meta("origin_id")
+    origin = message.meta(ORIGIN_ID)
     return origin if isinstance(origin, str) else message.id
 
 

@@ -35,6 +35,7 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, InvalidInputError
+from harness.markers import rewritten
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse, SystemPart
 from harness.state import AgentState
@@ -47,8 +48,6 @@ PLAN_KEY = "task_state/plan_mode"
 """The `AgentState.extensions` key of the `PlanMode` state."""
 TASK_KEY = "task_state/task"
 """The `AgentState.extensions` key of the `TaskContext`."""
-GONE_MARKERS: tuple[str, ...] = ("trimmed", "offloaded", "truncated", "compacted")
-"""Message metadata keys that mean a tool result no longer shows its full text."""
 DEFAULT_PLAN_FILE = "PLAN.md"
 """The plan file when neither the state nor the options name one."""
 DEFAULT_PLAN_RULES = (
@@ -527,7 +526,7 @@ def _receipt_shown(history: tuple[Message, ...], call_id: str | None) -> str | N
         return None
     for message in reversed(history):  # the receipt is usually recent
         if message.role == "tool" and message.tool_call_id == call_id:
-            return None if any(message.meta(key) for key in GONE_MARKERS) else message.id
+            return None if rewritten(message) else message.id
     return None
 
 

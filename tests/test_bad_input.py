@@ -21,7 +21,7 @@ from harness import (
     RuntimeContext,
     ToolCall,
 )
-from harness.agent import INTERRUPTED_RESULT
+from harness.markers import INTERRUPTED_TEXT as INTERRUPTED_RESULT
 from middleware.tool_result_offload import ToolResultOffload
 from providers import ScriptedModel
 

@@ -29,9 +29,10 @@ from harness.errors import (
     InvalidToolPairs,
     StateConflict,
 )
+from harness.markers import INTERRUPTED, INTERRUPTED_TEXT
 from harness.state import AgentState
 from harness.types import Handler, Middleware
-from middleware._history import INTERRUPTED_TEXT, check_pairs, label, repair_pairs, safe_cut, units
+from middleware._history import check_pairs, label, repair_pairs, safe_cut, units
 from middleware.pair_validation import Mode, PairValidation
 from providers import ScriptedModel
 
@@ -173,7 +174,7 @@ async def test_repair_mode_fixes_pairs_and_records_transforms(case: str) -> None
     assert ids(request.history) == expected_ids
     assert request.transforms == transforms
     assert oracle_valid(request.history)
-    synthetic = [m for m in request.history if m.meta("synthetic")]
+    synthetic = [m for m in request.history if m.meta(INTERRUPTED)]
     assert all(m.text == INTERRUPTED_TEXT for m in synthetic)
     # The repaired history was committed: the next call needs no repair.
     await agent.call("next", CTX)
@@ -382,10 +383,10 @@ def test_check_and_repair_invariants(history: list[Message]) -> None:
         m.id for m in history if m.role != "tool"
     ]
     originals = {m.id for m in history}
-    assert all(m.id in originals or m.meta("synthetic") == "interrupted" for m in repaired)
+    assert all(m.id in originals or m.meta(INTERRUPTED) is True for m in repaired)
     kinds = Counter(t.split(":")[1] for t in transforms)
     assert (
-        kinds["dangling"] == len(check.dangling) == sum(bool(m.meta("synthetic")) for m in repaired)
+        kinds["dangling"] == len(check.dangling) == sum(bool(m.meta(INTERRUPTED)) for m in repaired)
     )
     assert kinds["moved"] == len(check.misplaced)
     assert kinds["orphan"] == len(check.orphans)
