@@ -36,7 +36,7 @@ from harness.events import AgentEvent
 from harness.manifest import ContextManifest
 from harness.markers import interrupted_result
 from harness.messages import Message, agent_input, new_id
-from harness.policy import ContextPolicy
+from harness.policy import ContextPolicy, requested_output
 from harness.request import (
     ModelClientLike,
     ModelRequest,
@@ -125,7 +125,9 @@ class HarnessAgent:
                 )
             self.tools[t.name] = t
         self.policy = (policy or ContextPolicy()).resolve(self.model)
-        self.input_limit = self.policy.input_limit(model.context_window(self.model))
+        self.input_limit = self.policy.input_limit(
+            model.context_window(self.model), max_output=requested_output(settings)
+        )
         self._schemas = tuple(t.schema for t in self.tools.values())
         self._system = (SystemPart(name="prompt", text=system_prompt),) if system_prompt else ()
         self._handler = compose(self.stack, self._send)
@@ -268,6 +270,11 @@ class HarnessAgent:
         report_manifest(manifest, request)
         started = time.perf_counter()
         response = await self.client.complete(request)
+        if response.retries and request.run is not None and request.run.emit is not None:
+            for retry in response.retries:  # waited-out rate limits and 5xx, made visible
+                request.run.emit(
+                    AgentEvent(kind="warning", code="provider_retry", text=retry.label)
+                )
         state = request.state
         if state is not None and request.ids.purpose == "agent":
             if self.policy.calibrate and response.usage is not None:

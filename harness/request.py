@@ -218,14 +218,23 @@ def render_blocks(blocks: tuple[ContextBlock, ...]) -> str:
 
 
 class ProviderRetry(msgspec.Struct, frozen=True, kw_only=True):
-    """One retried provider failure (a rate limit or a transient 5xx)."""
+    """One retry of a model request after a failed attempt (a rate limit, a transient 5xx)."""
 
+    attempt: int
+    """Which retry this was (1 for the first)."""
+    status: int | None
+    """The HTTP status of the failed attempt."""
     error: str
-    """The error's class name, e.g. ``ProviderRateLimited``."""
-    status: int | None = None
-    """The HTTP status, when a response was received."""
-    waited_s: float = 0.0
-    """Seconds waited before the next attempt (``retry-after`` when the provider gave one)."""
+    """The error class of the failed attempt, e.g. ``ProviderRateLimited``."""
+    wait_s: float
+    """Seconds waited before this retry."""
+    retry_after_s: float | None = None
+    """What the provider asked for (``retry-after``), when it asked."""
+
+    @property
+    def label(self) -> str:
+        """A short record for a transform or event: ``provider_retry:429:1.00s``."""
+        return f"provider_retry:{self.status}:{self.wait_s:.2f}s"
 
 
 class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):

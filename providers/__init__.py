@@ -7,9 +7,10 @@ records each retry as a `ProviderRetry` (`retries_of(response)`).
 
 from __future__ import annotations
 
+from harness.request import ProviderRetry
 from providers.base import ModelClient, StreamChunk
 from providers.litellm_client import LiteLLMClient, retries_of
-from providers.retry import ProviderRetry, RetryPolicy
+from providers.retry import RetryPolicy
 from providers.scripted import ScriptedModel
 
 __all__ = [

@@ -18,8 +18,7 @@ lone surrogate names the message and the part that holds it).
 Rate limits and transient 5xx answers are retried here (`providers.retry`): by default up
 to 3 times, waiting what ``retry-after-ms`` / ``retry-after`` asks for, at most 30 s per
 wait (``max_retries``, ``max_retry_wait``, ``retry_base_delay``). Each retry is recorded as
-a `ProviderRetry`: on a successful response in the assistant message's metadata (read it
-with `retries_of`), on the error that ends the attempts in ``error.context["provider_retries"]``.
+a `ProviderRetry`: on a successful response in ``response.retries`` (also `retries_of`), on the error that ends the attempts in ``error.context["provider_retries"]``.
 
 litellm is imported on first use, never at module import: it takes seconds to import and,
 unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, fetches its model map from the network.
@@ -48,15 +47,13 @@ from harness.errors import (
     ProviderUnavailable,
 )
 from harness.messages import Message, ToolCall, new_id
-from harness.request import ModelRequest, ModelResponse, Usage
+from harness.request import ModelRequest, ModelResponse, ProviderRetry, Usage
 from providers.base import StreamChunk
 from providers.errors import overflow_from_finish, provider_errors, unknown_model_error
-from providers.retry import ProviderRetry, RetryDecision, RetryPolicy
+from providers.retry import RetryDecision, RetryPolicy
 
-__all__ = ["RETRIES_KEY", "LiteLLMClient", "load_litellm", "retries_of"]
+__all__ = ["LiteLLMClient", "load_litellm", "retries_of"]
 
-RETRIES_KEY = "provider_retries"
-"""The assistant message's metadata key holding the retries of the request (`retries_of`)."""
 
 _RESERVED = frozenset({"model", "messages", "tools", "stream", "api_key", "api_base"})
 """Keys the client sets itself; settings may not override them."""
@@ -96,11 +93,8 @@ def _provider_of(
 
 
 def retries_of(response: ModelResponse) -> tuple[ProviderRetry, ...]:
-    """Return the retries `LiteLLMClient` made before ``response`` came (``()`` for none)."""
-    recorded = response.message.meta(RETRIES_KEY)
-    if not recorded:
-        return ()
-    return msgspec.convert(recorded, tuple[ProviderRetry, ...])
+    """Return the retries the client made before ``response`` came (``()`` for none)."""
+    return response.retries
 
 
 @cache
@@ -205,7 +199,7 @@ class LiteLLMClient:
         raw = await self._call(litellm, kwargs, provider, model, retries)
         latency = time.perf_counter() - started
         choice = _first_choice(raw, provider=provider, model=model)
-        message = _with_retries(_message_from(getattr(choice, "message", None)), retries)
+        message = _message_from(getattr(choice, "message", None))
         usage = _usage_from(getattr(raw, "usage", None))
         finish = _str_or_none(getattr(choice, "finish_reason", None))
         _raise_on_overflow(finish, _native_finish(choice), usage, message, provider, model)
@@ -215,6 +209,7 @@ class LiteLLMClient:
             finish_reason=finish,
             model=str(getattr(raw, "model", None) or model),
             latency_s=latency,
+            retries=tuple(retries),
         )
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
@@ -263,7 +258,7 @@ class LiteLLMClient:
         if native and native != assembly.finish:
             assembly.native_finish = assembly.native_finish or native
         latency = time.perf_counter() - started
-        message = _with_retries(assembly.message(), retries)
+        message = assembly.message()
         _raise_on_overflow(
             assembly.finish, assembly.native_finish, assembly.usage, message, provider, model
         )
@@ -273,6 +268,7 @@ class LiteLLMClient:
             finish_reason=assembly.finish,
             model=assembly.model or model,
             latency_s=latency,
+            retries=tuple(retries),
         )
         yield StreamChunk(usage=assembly.usage, response=response)
 
@@ -367,13 +363,6 @@ def _gave_up(
     }
     message = error.message.rstrip(".") + ". " + ". ".join(notes) + "."
     return type(error)(message, **context)
-
-
-def _with_retries(message: Message, retries: list[ProviderRetry]) -> Message:
-    if not retries:
-        return message
-    metadata = {**(message.metadata or {}), RETRIES_KEY: msgspec.to_builtins(retries)}
-    return message.replace(metadata=metadata)
 
 
 def _check_encodable(kwargs: Mapping[str, Any], *, provider: str, model: str) -> None:

@@ -31,32 +31,13 @@ from harness.errors import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
+from harness.request import ProviderRetry
 from providers.errors import is_lasting_limit_text, retry_after_of
 
 __all__ = ["RETRIED_STATUSES", "ProviderRetry", "RetryDecision", "RetryPolicy"]
 
 RETRIED_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504, 529})
 """HTTP statuses worth retrying: rate limits and transient server failures."""
-
-
-class ProviderRetry(msgspec.Struct, frozen=True, kw_only=True):
-    """One retry of a model request after a failed attempt."""
-
-    attempt: int
-    """Which retry this was (1 for the first)."""
-    status: int | None
-    """The HTTP status of the failed attempt."""
-    error: str
-    """The error class of the failed attempt, e.g. ``ProviderRateLimited``."""
-    wait_s: float
-    """Seconds waited before this retry."""
-    retry_after_s: float | None = None
-    """What the provider asked for (``retry-after``), when it asked."""
-
-    @property
-    def label(self) -> str:
-        """A short record for a manifest transform: ``provider_retry:429:1.00s``."""
-        return f"provider_retry:{self.status}:{self.wait_s:.2f}s"
 
 
 class RetryDecision(NamedTuple):

@@ -63,3 +63,13 @@ def test_a_reserve_larger_than_the_window_names_max_tokens() -> None:
 def test_bad_max_output_is_refused(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match="max_output"):
         ContextPolicy().input_limit(128_000, max_output=bad)
+
+
+def test_the_agent_reserves_the_output_its_settings_ask_for() -> None:
+    from harness import HarnessAgent
+    from providers import ScriptedModel
+
+    asked = HarnessAgent(model=ScriptedModel(window=128_000), settings={"max_tokens": 16_000})
+    default = HarnessAgent(model=ScriptedModel(window=128_000))
+    assert asked.input_limit == 128_000 - 16_000 - 1_024
+    assert default.input_limit == 128_000 - 4_096 - 1_024

@@ -22,8 +22,7 @@ from harness import (
     estimator_for,
 )
 from middleware import default_stack
-from providers import LiteLLMClient, ProviderRetry
-from providers.litellm_client import RETRIES_KEY
+from providers import LiteLLMClient
 
 from .openai_server import OpenAIServer, Raw, context_length_exceeded, reply, tool_call
 
@@ -167,9 +166,11 @@ async def test_a_429_with_retry_after_does_not_end_the_agent_call(
         model=_client(openai_server), stack=default_stack(), workspace=str(tmp_path)
     )
 
-    answer = await agent.call("hello", CTX)
+    events = [e async for e in agent.stream_events("hello", CTX)]
 
-    assert answer.text == "answered after the rate limit"
+    final = events[-1].message
+    assert final is not None and final.text == "answered after the rate limit"
     assert len(openai_server.requests) == 2
-    recorded = answer.meta(RETRIES_KEY)  # the assistant message keeps the record
-    assert [ProviderRetry(**r).status for r in recorded] == [429]
+    warnings = [e for e in events if e.kind == "warning"]
+    assert [(e.code, e.text) for e in warnings] == [("provider_retry", "provider_retry:429:0.01s")]
+    assert final.metadata is None  # the record is on the response, not in the history
