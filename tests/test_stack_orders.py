@@ -37,6 +37,7 @@ from harness.types import Middleware
 from middleware import TaskState, default_stack, enable_task_list
 from middleware._history import check_pairs
 from providers import ScriptedModel
+from providers.scripted import Reply
 
 EXACT = exact_for_family("o200k")
 LIMIT = 6_000
@@ -53,8 +54,8 @@ def grep(pattern: str) -> str:
     return "".join(f"src/module_{i}.py:{i}: {pattern} found in a line of code\n" for i in range(70))
 
 
-def script() -> list[object]:
-    replies: list[object] = []
+def script() -> list[Reply]:
+    replies: list[Reply] = []
     for i in range(ROUNDS):
         if i == OVERFLOW_ON:
             replies.append(
@@ -98,12 +99,13 @@ def test_each_variant_recovers_or_is_refused_when_built(
                 workspace=folder,
                 max_rounds=ROUNDS + 5,
             )
-        except ConfigurationError as error:
-            assert label in REFUSED, f"{label} was refused: {error}"
-            assert "stands before" in str(error) and "move" in str(error)
+        except ConfigurationError as refusal:
+            assert label in REFUSED, f"{label} was refused: {refusal}"
+            assert "stands before" in str(refusal) and "move" in str(refusal)
             return
         assert label not in REFUSED, f"{label} should have been refused when built"
         error: Exception | None = None
+        reply: Message | None = None
         try:
             reply = anyio.run(agent.call, "find every needle", RuntimeContext(session_id="s"))
         except (ContextOverflowError, ContextBudgetExceeded) as exc:
@@ -119,7 +121,7 @@ def test_each_variant_recovers_or_is_refused_when_built(
         assert isinstance(error, ContextBudgetExceeded) and "Compaction" in str(error)
         return
     assert error is None, f"{label}: {error!r}"
-    assert reply.text == "finished"
+    assert reply is not None and reply.text == "finished"
     assert model.overflows == 0 and sum(isinstance(r, Exception) for r in script()) == 1
     assert any("overflow_retry:1" in r.transforms for r in model.agent_requests), label
     done = {t.split(":")[0] for r in model.agent_requests for t in r.transforms}
