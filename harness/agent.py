@@ -28,6 +28,7 @@ from harness.calibration import CalibratedEstimator, updated_factor
 from harness.chain import compose
 from harness.errors import (
     ConfigurationError,
+    ContextBuildError,
     MaxRoundsExceeded,
     ProviderError,
     validation_of,
@@ -337,7 +338,7 @@ def _drain(pending: list[AgentEvent]) -> list[AgentEvent]:
 
 
 def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
-    context = getattr(error, "context", {}) or {}
+    transforms = error.transforms if isinstance(error, ContextBuildError) else ()
     return ContextManifest(
         call_id=request.ids.call_id,
         purpose=request.ids.purpose,
@@ -346,7 +347,7 @@ def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextMani
         input_limit=request.input_limit,
         counting_method="unavailable",
         exact=False,
-        transforms=tuple(context.get("transforms", ())),
+        transforms=transforms,
         validation=validation_of(error),
         agent_id=request.ids.agent_id,
         session_id=request.ids.session_id,

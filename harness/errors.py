@@ -1,7 +1,9 @@
 """One error hierarchy for context-harness.
 
-Every message says what went wrong *and what to do next*. Context is passed as keywords
-and kept as attributes, so callers can branch on data rather than parse text.
+Every message says what went wrong *and what to do next*. The facts a caller branches on
+are typed attributes (``error.limit``, ``error.reason``, ``error.status`` …); every keyword
+is also kept in ``error.context``, so an error can be re-raised with a longer message as
+``type(error)(message, **error.context)``.
 
     HarnessError
     ├── ConfigurationError (ValueError)        a stack, policy or source is set up wrongly
@@ -59,6 +61,11 @@ class ContextBuildError(HarnessError):
 
     validation: Validation = "build_failed"
 
+    def __init__(self, message: str, *, transforms: tuple[str, ...] = (), **context: Any) -> None:
+        super().__init__(message, transforms=transforms, **context)
+        self.transforms = tuple(transforms)
+        """What the middleware before the failure had changed (for the failed manifest)."""
+
 
 class SourceError(ContextBuildError):
     """Raised when a context source fails, times out or returns malformed blocks."""
@@ -91,13 +98,19 @@ class InvalidToolPairs(ContextBuildError):
         *,
         dangling_calls: tuple[str, ...] = (),
         orphan_results: tuple[str, ...] = (),
+        misplaced_results: tuple[str, ...] = (),
         **context: Any,
     ) -> None:
         super().__init__(
-            message, dangling_calls=dangling_calls, orphan_results=orphan_results, **context
+            message,
+            dangling_calls=dangling_calls,
+            orphan_results=orphan_results,
+            misplaced_results=misplaced_results,
+            **context,
         )
         self.dangling_calls = dangling_calls
         self.orphan_results = orphan_results
+        self.misplaced_results = misplaced_results
 
 
 class StateConflict(ContextBuildError):
@@ -108,10 +121,23 @@ class StateConflict(ContextBuildError):
         message: str,
         *,
         kind: Literal["state_conflict", "history_conflict"] = "state_conflict",
+        expected_version: int | None = None,
+        actual_version: int | None = None,
         **context: Any,
     ) -> None:
-        super().__init__(message, kind=kind, **context)
+        super().__init__(
+            message,
+            kind=kind,
+            expected_version=expected_version,
+            actual_version=actual_version,
+            **context,
+        )
         self.validation = kind
+        self.kind = kind
+        self.expected_version = expected_version
+        """The state version the request was prepared from."""
+        self.actual_version = actual_version
+        """The state version found when it was about to be sent."""
 
 
 class WorkspaceError(HarnessError):
@@ -126,11 +152,43 @@ class ProviderError(HarnessError):
     """Raised when the model provider fails; ``status`` is the HTTP status when known."""
 
     def __init__(
-        self, message: str, *, provider: str = "", status: int | None = None, **context: Any
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        model: str = "",
+        detail: str = "",
+        sent: bool = True,
+        retry_after: float | None = None,
+        provider_retries: tuple[Any, ...] = (),
+        **context: Any,
     ) -> None:
-        super().__init__(message, provider=provider, status=status, **context)
+        super().__init__(
+            message,
+            provider=provider,
+            status=status,
+            model=model,
+            detail=detail,
+            sent=sent,
+            retry_after=retry_after,
+            provider_retries=provider_retries,
+            **context,
+        )
         self.provider = provider
+        """The provider litellm routed to (``openai``, ``anthropic`` …), when known."""
         self.status = status
+        """The HTTP status of the provider's answer; ``None`` when no answer came."""
+        self.model = model
+        """The model the request was for."""
+        self.detail = detail
+        """The provider's own words, when it gave any."""
+        self.sent = sent
+        """Whether the request left this process (``False``: refused before sending)."""
+        self.retry_after = retry_after
+        """Seconds the provider asked to wait (``retry-after``), when it asked."""
+        self.provider_retries = tuple(provider_retries)
+        """The retries the client made before giving up (`harness.request.ProviderRetry`)."""
 
 
 NOTHING_TO_COMPACT: Final = "nothing_to_compact"

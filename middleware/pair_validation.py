@@ -113,11 +113,7 @@ def _check_state(request: ModelRequest) -> None:
         return
     now = _origin(state.working_history[-1]) if state.working_history else None
     then = _origin(request.history[-1]) if request.history else None
-    context = {
-        "expected_version": request.state_version,
-        "actual_version": state.version,
-        "transforms": request.transforms,
-    }
+    versions = {"expected_version": request.state_version, "actual_version": state.version}
     if now != then:
         raise StateConflict(
             f"the working history changed while this request was prepared (it now ends with "
@@ -125,7 +121,8 @@ def _check_state(request: ModelRequest) -> None:
             "agent call per session at a time and do not change the history from middleware; "
             "then call the agent again.",
             kind="history_conflict",
-            **context,
+            transforms=request.transforms,
+            **versions,
         )
     raise StateConflict(
         f"the agent state changed while this request was prepared (version "
@@ -133,7 +130,8 @@ def _check_state(request: ModelRequest) -> None:
         "must treat request.state as read-only and a session must run one agent call at a "
         "time; then call the agent again.",
         kind="state_conflict",
-        **context,
+        transforms=request.transforms,
+        **versions,
     )
 
 

@@ -139,10 +139,8 @@ def _record_failure(span: Span, error: BaseException) -> None:
     span.set_attribute("error.type", type(error).__name__)
     if isinstance(error, Exception):
         span.set_attribute("context_harness.validation", _validation(error))
-        context = getattr(error, "context", None)
-        transforms = context.get("transforms") if isinstance(context, dict) else None
-        if isinstance(transforms, tuple | list):
-            span.set_attribute("context_harness.transforms", len(transforms))
+        if isinstance(error, ContextBuildError):
+            span.set_attribute("context_harness.transforms", len(error.transforms))
 
 
 def _validation(error: Exception) -> str:

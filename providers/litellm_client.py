@@ -18,7 +18,7 @@ lone surrogate names the message and the part that holds it).
 Rate limits and transient 5xx answers are retried here (`providers.retry`): by default up
 to 3 times, waiting what ``retry-after-ms`` / ``retry-after`` asks for, at most 30 s per
 wait (``max_retries``, ``max_retry_wait``, ``retry_base_delay``). Each retry is recorded as
-a `ProviderRetry`: on a successful response in ``response.retries`` (also `retries_of`), on the error that ends the attempts in ``error.context["provider_retries"]``.
+a `ProviderRetry`: on a successful response in ``response.retries`` (also `retries_of`), on the error that ends the attempts in ``error.provider_retries``.
 
 litellm is imported on first use, never at module import: it takes seconds to import and,
 unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, fetches its model map from the network.
@@ -187,7 +187,7 @@ class LiteLLMClient:
             ProviderBadRequest: with ``status=None``, nothing was sent: the model name
                 does not route to a provider, or the request's text cannot be encoded.
             ProviderError: any other provider failure, as a typed subclass; after retries
-                its ``context["provider_retries"]`` lists them.
+                its ``provider_retries`` lists them.
         """
         model = request.model or self.model
         kwargs = self._kwargs(request, model, stream=False)

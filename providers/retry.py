@@ -14,7 +14,7 @@ a refused connection (usually a wrong ``api_base``), and a rate limit that waiti
 not lift (an exhausted quota, or one request over the per-minute token limit on its own).
 
 Each retry is recorded as a `ProviderRetry`; the caller sees them on the response (see
-`LiteLLMClient`) or on the error that ends the attempts (``error.context["provider_retries"]``).
+`LiteLLMClient`) or on the error that ends the attempts (``error.provider_retries``).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _retryable(error: ProviderError) -> bool:
     if error.status not in RETRIED_STATUSES:
         return False
     if isinstance(error, ProviderRateLimited):
-        detail = str(error.context.get("detail") or error.message)
+        detail = str(error.detail or error.message)
         return not is_lasting_limit_text(detail)
     return isinstance(error, ProviderUnavailable)
 

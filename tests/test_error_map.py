@@ -151,9 +151,9 @@ def test_litellm_exception_is_translated(case: dict[str, Any]) -> None:
     assert type(error) is EXPECT[case["expect"]], str(error)
     assert error.status == case["status"]
     assert error.provider == "openai"
-    assert error.context["model"] == "gpt-4o"
-    assert error.context["detail"]  # the provider's own words are kept
-    assert "litellm." not in error.context["detail"]
+    assert error.model == "gpt-4o"
+    assert error.detail  # the provider's own words are kept
+    assert "litellm." not in error.detail
 
 
 # --------------------------------------------------------------------- specific rules
@@ -328,7 +328,7 @@ def test_retry_after_is_read_from_the_answer_headers(
 ) -> None:
     raised = litellm_exception(429, by_id("openai_rpm_rate_limit")["body"], headers)
     assert retry_after_of(raised) == expected
-    assert translate_error(raised).context["retry_after"] == expected
+    assert translate_error(raised).retry_after == expected
 
 
 def test_retry_after_as_an_http_date() -> None:
@@ -412,7 +412,7 @@ def test_a_missing_key_litellm_raised_itself_has_no_status() -> None:
 
     assert isinstance(error, ProviderAuthError)
     assert error.status is None
-    assert error.context["sent"] is False
+    assert error.sent is False
     assert "nothing was sent" in str(error) and "HTTP" not in str(error)
 
 
@@ -423,7 +423,7 @@ def test_the_same_words_from_a_real_answer_keep_the_status() -> None:
 
     assert isinstance(error, ProviderAuthError)
     assert error.status == 401
-    assert "sent" not in error.context
+    assert error.sent is True  # a real answer came back
 
 
 def test_an_unroutable_model_has_no_status_and_names_the_provider_form() -> None:

@@ -136,7 +136,7 @@ async def test_rate_limit_forever_ends_after_the_bounded_retries(
     error_ = caught.value
     assert error_.status == 429
     assert len(openai_server.requests) == 3  # the first attempt and 2 retries
-    retries = error_.context["provider_retries"]
+    retries = error_.provider_retries
     assert [(r.attempt, r.status, r.wait_s) for r in retries] == [(1, 429, 0.01), (2, 429, 0.01)]
     assert "Gave up after 2 retries" in str(error_)
     assert "Rate limit reached" in str(error_)  # the provider's own words are kept
@@ -150,7 +150,7 @@ async def test_default_client_retries_three_times(openai_server: OpenAIServer) -
         await client_for(openai_server).complete(make_request())
 
     assert len(openai_server.requests) == 4
-    assert len(caught.value.context["provider_retries"]) == 3
+    assert len(caught.value.provider_retries) == 3
 
 
 async def test_retry_after_beyond_the_bound_is_not_waited_for(
@@ -164,8 +164,8 @@ async def test_retry_after_beyond_the_bound_is_not_waited_for(
     assert len(openai_server.requests) == 1
     assert "asked to wait 120 s" in str(caught.value)
     assert "max_retry_wait" in str(caught.value)
-    assert caught.value.context["retry_after"] == 120
-    assert caught.value.context["provider_retries"] == ()
+    assert caught.value.retry_after == 120
+    assert caught.value.provider_retries == ()
 
 
 @pytest.mark.parametrize(
@@ -190,7 +190,7 @@ async def test_failures_that_waiting_cannot_fix_are_not_retried(
         await client_for(openai_server).complete(make_request())
 
     assert len(openai_server.requests) == 1
-    assert "provider_retries" not in caught.value.context
+    assert caught.value.provider_retries == ()
 
 
 async def test_max_retries_zero_turns_retrying_off(openai_server: OpenAIServer) -> None:
@@ -287,7 +287,7 @@ async def test_lone_surrogate_is_refused_before_sending_and_not_retried(
     error_ = caught.value
     assert openai_server.requests == []  # nothing was sent, and nothing was retried
     assert error_.status is None
-    assert error_.context["sent"] is False
+    assert error_.sent is False
     assert where in str(error_)
     assert "UTF-8" in str(error_) and "retrying will not help" in str(error_)
     assert "HTTP" not in str(error_)
@@ -305,7 +305,7 @@ async def test_unencodable_setting_is_caught_where_litellm_fails(
 
     assert openai_server.requests == []
     assert caught.value.status is None
-    assert caught.value.context["sent"] is False
+    assert caught.value.sent is False
     assert "nothing was sent" in str(caught.value)
     assert "500" not in str(caught.value)
 
@@ -325,7 +325,7 @@ async def test_unknown_model_names_the_provider_model_form(
 
     text = str(caught.value)
     assert caught.value.status is None
-    assert caught.value.context["sent"] is False
+    assert caught.value.sent is False
     assert "'my-local-model'" in text
     assert "'openai/my-local-model'" in text and "provider/model" in text and "anthropic/" in text
     assert "HTTP" not in text and "message shapes" not in text
@@ -342,7 +342,7 @@ async def test_missing_openai_key_is_reported_without_a_status(
         await client.complete(make_request())
 
     assert caught.value.status is None
-    assert caught.value.context["sent"] is False
+    assert caught.value.sent is False
     assert "api_key=" in str(caught.value) and "nothing was sent" in str(caught.value)
     assert "HTTP 500" not in str(caught.value)
     assert openai_server.requests == []

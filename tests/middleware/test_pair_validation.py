@@ -157,7 +157,7 @@ async def test_fail_mode_refuses_broken_pairs_without_calling_the_model(case: st
     assert error.validation == "invalid_tool_pairs"
     assert error.dangling_calls == fields["dangling_calls"]
     assert error.orphan_results == fields["orphan_results"]
-    assert error.context["misplaced_results"] == fields["misplaced_results"]
+    assert error.misplaced_results == fields["misplaced_results"]
     assert "mode='repair'" in error.message
     assert model.requests == []
     (manifest,) = manifests
@@ -296,7 +296,8 @@ async def test_state_changed_during_preparation_is_a_conflict(
     with pytest.raises(StateConflict) as caught:
         await agent.call(U("go"), CTX)
     assert caught.value.validation == kind
-    assert caught.value.context["expected_version"] < caught.value.context["actual_version"]
+    expected, actual = caught.value.expected_version, caught.value.actual_version
+    assert expected is not None and actual is not None and expected < actual
     assert model.requests == []
     assert [m.validation for m in manifests] == [kind]
 
