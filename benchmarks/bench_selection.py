@@ -39,9 +39,10 @@ from harness.blocks import ContextBlock
 from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, SystemPart
+from harness.task import TodoItem
 from harness.tokens import approximate
 from middleware.budget_fit import BudgetFit
-from middleware.task_state import TodoItem, render_todos
+from middleware.task_state import render_todos
 
 SIZES = (10, 1_000, 10_000)
 GOAL_N = 1_000

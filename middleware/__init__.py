@@ -3,20 +3,10 @@
 `default_stack()` returns them in their place; import any one to build your own list.
 """
 
-from middleware._selection import DefaultSelection, SelectionPolicy
-from middleware.budget_fit import BudgetFit
-from middleware.compaction import Compaction
-from middleware.context_sources import ContextRequest, ContextSource, ContextSources, context_source
-from middleware.overflow_retry import OverflowRetry
-from middleware.pair_validation import PairValidation
-from middleware.stack import default_stack
-from middleware.task_state import (
-    PlanModeOptions,
-    TaskState,
+from harness.task import (
     TodoItem,
     begin_task,
     confirm_requirement,
-    enable_task_list,
     enter_plan_mode,
     exit_plan_mode,
     propose_requirement,
@@ -25,6 +15,14 @@ from middleware.task_state import (
     set_subject_version,
     set_todos,
 )
+from middleware._selection import DefaultSelection, SelectionPolicy
+from middleware.budget_fit import BudgetFit
+from middleware.compaction import Compaction
+from middleware.context_sources import ContextRequest, ContextSource, ContextSources, context_source
+from middleware.overflow_retry import OverflowRetry
+from middleware.pair_validation import PairValidation
+from middleware.stack import default_stack
+from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
 from middleware.tool_result_offload import ToolResultOffload, purge_session
 from middleware.tracing import Tracing
 from middleware.workspace_materials import Instruction, WorkspaceMaterials, instruction

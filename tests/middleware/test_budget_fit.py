@@ -21,11 +21,12 @@ from harness import (
 )
 from harness.accounting import estimate_request, fixed_tokens
 from harness.errors import ConfigurationError
+from harness.task import TodoItem, set_todos
 from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection
 from middleware.budget_fit import BudgetFit
 from middleware.context_sources import ContextRequest, ContextSources, context_source
-from middleware.task_state import TaskState, TodoItem, set_todos
+from middleware.task_state import TaskState
 from providers import ScriptedModel
 
 

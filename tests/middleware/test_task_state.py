@@ -18,16 +18,13 @@ from harness import (
 )
 from harness.errors import ConfigurationError, InvalidInputError
 from harness.messages import new_id
-from middleware.task_state import (
+from harness.task import (
     TODOS_KEY,
-    PlanModeOptions,
-    TaskState,
     TodoItem,
     TodoList,
     add_requirement,
     begin_task,
     confirm_requirement,
-    enable_task_list,
     enter_plan_mode,
     exit_plan_mode,
     plan_mode,
@@ -38,6 +35,7 @@ from middleware.task_state import (
     task_context,
     todo_items,
 )
+from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
 from providers import ScriptedModel
 
 CTX = RuntimeContext(session_id="task")
