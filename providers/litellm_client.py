@@ -33,30 +33,32 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from functools import cache
 from typing import Any
 
 import anyio
-import msgspec
 
 from harness.errors import (
     ConfigurationError,
-    ProviderBadRequest,
     ProviderError,
-    ProviderUnavailable,
 )
-from harness.messages import Message, ToolCall, new_id
-from harness.request import ModelRequest, ModelResponse, ProviderRetry, Usage
+from harness.request import ModelRequest, ModelResponse, ProviderRetry
+from providers._encoding import check_encodable, check_settings
+from providers._response import (
+    first_choice,
+    message_from,
+    native_finish,
+    raise_on_overflow,
+    str_or_none,
+    usage_from,
+)
+from providers._stream import Assembly
 from providers.base import StreamChunk
-from providers.errors import overflow_from_finish, provider_errors, unknown_model_error
+from providers.errors import provider_errors, unknown_model_error
 from providers.retry import RetryDecision, RetryPolicy
 
 __all__ = ["LiteLLMClient", "load_litellm", "retries_of"]
-
-
-_RESERVED = frozenset({"model", "messages", "tools", "stream", "api_key", "api_base"})
-"""Keys the client sets itself; settings may not override them."""
 
 
 @cache
@@ -153,7 +155,7 @@ class LiteLLMClient:
             raise ConfigurationError(
                 f"timeout must be a positive number of seconds, got {timeout!r}"
             )
-        _check_settings(settings, where="LiteLLMClient(**settings)")
+        check_settings(settings, where="LiteLLMClient(**settings)")
         self.model = model
         self.api_base = api_base
         self.timeout = float(timeout)
@@ -192,17 +194,17 @@ class LiteLLMClient:
         model = request.model or self.model
         kwargs = self._kwargs(request, model, stream=False)
         provider = self._route(model, kwargs)
-        _check_encodable(kwargs, provider=provider, model=model)
+        check_encodable(kwargs, provider=provider, model=model)
         litellm = load_litellm()
         started = time.perf_counter()
         retries: list[ProviderRetry] = []
         raw = await self._call(litellm, kwargs, provider, model, retries)
         latency = time.perf_counter() - started
-        choice = _first_choice(raw, provider=provider, model=model)
-        message = _message_from(getattr(choice, "message", None))
-        usage = _usage_from(getattr(raw, "usage", None))
-        finish = _str_or_none(getattr(choice, "finish_reason", None))
-        _raise_on_overflow(finish, _native_finish(choice), usage, message, provider, model)
+        choice = first_choice(raw, provider=provider, model=model)
+        message = message_from(getattr(choice, "message", None))
+        usage = usage_from(getattr(raw, "usage", None))
+        finish = str_or_none(getattr(choice, "finish_reason", None))
+        raise_on_overflow(finish, native_finish(choice), usage, message, provider, model)
         return ModelResponse(
             message=message,
             usage=usage,
@@ -229,10 +231,10 @@ class LiteLLMClient:
         model = request.model or self.model
         kwargs = self._kwargs(request, model, stream=True)
         provider = self._route(model, kwargs)
-        _check_encodable(kwargs, provider=provider, model=model)
+        check_encodable(kwargs, provider=provider, model=model)
         litellm = load_litellm()
         started = time.perf_counter()
-        assembly = _Assembly()
+        assembly = Assembly()
         retries: list[ProviderRetry] = []
         raw_stream = await self._call(litellm, kwargs, provider, model, retries)
         try:
@@ -254,12 +256,12 @@ class LiteLLMClient:
             yield StreamChunk(tool_call=call)
         # litellm maps stop reasons to OpenAI's words in stream chunks too, and keeps the
         # provider's own (e.g. Anthropic's model_context_window_exceeded) only here.
-        native = _str_or_none(getattr(raw_stream, "received_finish_reason", None))
+        native = str_or_none(getattr(raw_stream, "received_finish_reason", None))
         if native and native != assembly.finish:
             assembly.native_finish = assembly.native_finish or native
         latency = time.perf_counter() - started
         message = assembly.message()
-        _raise_on_overflow(
+        raise_on_overflow(
             assembly.finish, assembly.native_finish, assembly.usage, message, provider, model
         )
         response = ModelResponse(
@@ -323,7 +325,7 @@ class LiteLLMClient:
     def _kwargs(self, request: ModelRequest, model: str, *, stream: bool) -> dict[str, Any]:
         """Return the keyword arguments for ``litellm.acompletion``."""
         if request.settings:
-            _check_settings(request.settings, where="ModelRequest.settings")
+            check_settings(request.settings, where="ModelRequest.settings")
         kwargs: dict[str, Any] = {
             "timeout": self.timeout,
             **self.settings,
@@ -363,312 +365,3 @@ def _gave_up(
     }
     message = error.message.rstrip(".") + ". " + ". ".join(notes) + "."
     return type(error)(message, **context)
-
-
-def _check_encodable(kwargs: Mapping[str, Any], *, provider: str, model: str) -> None:
-    """Refuse a request whose text cannot be encoded as UTF-8, before anything is sent.
-
-    Raises:
-        ProviderBadRequest: with ``status=None``, naming the message and part that holds
-            the character, and what to do.
-    """
-    try:
-        msgspec.json.encode((kwargs.get("messages"), kwargs.get("tools")))
-    except UnicodeEncodeError as exc:
-        where, char = _first_unencodable(kwargs)
-        who = f"{provider or 'the provider'} (model {model!r})"
-        raise ProviderBadRequest(
-            f"{who}: {where} holds {char!r}, which cannot be encoded as UTF-8 (a lone "
-            "surrogate, usually from bytes decoded with errors='surrogateescape' or a string "
-            "cut inside a surrogate pair), so nothing was sent. Replace it before sending, "
-            "e.g. text.encode('utf-8', 'replace').decode(); retrying will not help.",
-            provider=provider,
-            status=None,
-            model=model,
-            detail=where,
-            cause=type(exc).__name__,
-            sent=False,
-        ) from exc
-    except (TypeError, ValueError):
-        return  # a value msgspec cannot encode: litellm serialises it its own way
-
-
-def _first_unencodable(kwargs: Mapping[str, Any]) -> tuple[str, str]:
-    """Return where the first string that cannot be encoded is, and the character."""
-    messages = kwargs.get("messages") or []
-    for index, message in enumerate(messages):
-        for path, text in _strings(message, ""):
-            char = _bad_char(text)
-            if char is not None:
-                role = message.get("role") if isinstance(message, Mapping) else None
-                return f"message {index} of {len(messages)} (role {role!r}) at {path}", char
-    for index, tool in enumerate(kwargs.get("tools") or []):
-        for path, text in _strings(tool, ""):
-            char = _bad_char(text)
-            if char is not None:
-                return f"tool schema {index} at {path}", char
-    return "the request", "?"
-
-
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Yield ``(path, string)`` for every key and string value in a JSON-like value."""
-    if isinstance(value, str):
-        yield path or "content", value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            sub = f"{path}.{key}" if path else str(key)
-            if isinstance(key, str):
-                yield f"{sub} (the key)", key
-            yield from _strings(item, sub)
-    elif isinstance(value, list | tuple):
-        for position, item in enumerate(value):
-            yield from _strings(item, f"{path}[{position}]")
-
-
-def _bad_char(text: str) -> str | None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return text[exc.start]
-    return None
-
-
-# ------------------------------------------------------------------------ conversion
-def _check_settings(settings: Mapping[str, Any], *, where: str) -> None:
-    clash = sorted(_RESERVED & set(settings))
-    if clash:
-        raise ConfigurationError(
-            f"{where} may not set {', '.join(clash)}: the client sets these itself "
-            "(give api_base/api_key to LiteLLMClient, tools to the request)"
-        )
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _get(obj: Any, key: str) -> Any:
-    """Read ``key`` from a litellm object or a plain dict."""
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
-
-
-def _first_choice(raw: Any, *, provider: str, model: str) -> Any:
-    choices = _get(raw, "choices")
-    if not choices:
-        # A 200 without choices is a broken answer, not a reply we can use.
-        raise ProviderUnavailable(
-            f"{provider or 'the provider'} (model {model!r}) answered without any choice; "
-            "retry, and check that api_base points at a chat-completions endpoint",
-            provider=provider,
-            status=200,
-            model=model,
-        )
-    return choices[0]
-
-
-def _native_finish(choice: Any) -> str | None:
-    fields = _get(choice, "provider_specific_fields")
-    return _str_or_none(_get(fields, "native_finish_reason")) if fields else None
-
-
-def _usage_from(raw: Any) -> Usage | None:
-    if raw is None:
-        return None
-    prompt, completion = _int(_get(raw, "prompt_tokens")), _int(_get(raw, "completion_tokens"))
-    details = _get(raw, "prompt_tokens_details")
-    cached = _int(_get(details, "cached_tokens")) if details is not None else 0
-    if not cached:
-        cached = _int(_get(raw, "cache_read_input_tokens"))  # Anthropic's name, when unmapped
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=_int(_get(raw, "total_tokens")) or prompt + completion,
-        cached_tokens=cached,
-    )
-
-
-def _tool_call_from(raw: Any) -> ToolCall:
-    function = _get(raw, "function")
-    arguments = _get(function, "arguments")
-    return ToolCall(
-        id=_str_or_none(_get(raw, "id")) or f"call_{new_id()}",
-        name=str(_get(function, "name") or ""),
-        arguments=arguments if isinstance(arguments, str) and arguments else "{}",
-        type=_str_or_none(_get(raw, "type")) or "function",
-    )
-
-
-def _message_from(raw: Any) -> Message:
-    """Build our assistant `Message` from litellm's response message."""
-    content = _get(raw, "content")
-    if content is not None and not isinstance(content, str):
-        content = Message.from_openai({"role": "assistant", "content": content}).content
-    extra: dict[str, Any] = {}
-    thinking_blocks = _get(raw, "thinking_blocks")
-    if thinking_blocks:
-        # Anthropic-style signed thinking must be sent back unchanged with tool results.
-        extra["thinking_blocks"] = list(thinking_blocks)
-    return Message(
-        role="assistant",
-        content=content,
-        tool_calls=tuple(_tool_call_from(c) for c in _get(raw, "tool_calls") or ()),
-        reasoning_content=_str_or_none(_get(raw, "reasoning_content")),
-        extra=extra or None,
-    )
-
-
-def _raise_on_overflow(
-    finish: str | None,
-    native: str | None,
-    usage: Usage | None,
-    message: Message,
-    provider: str,
-    model: str,
-) -> None:
-    error = overflow_from_finish(
-        finish,
-        native_reason=native,
-        completion_tokens=usage.completion_tokens if usage is not None else None,
-        produced_output=bool(message.text or message.tool_calls or message.reasoning_content),
-        provider=provider,
-        model=model,
-    )
-    if error is not None:
-        raise error
-
-
-class _PartialCall:
-    """A tool call being assembled from stream deltas."""
-
-    __slots__ = ("arguments", "id", "name", "type")
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.type = "function"
-        self.arguments: list[str] = []
-
-    def done(self) -> ToolCall:
-        return ToolCall(
-            id=self.id or f"call_{new_id()}",
-            name=self.name,
-            arguments="".join(self.arguments) or "{}",
-            type=self.type,
-        )
-
-
-class _Assembly:
-    """Collects stream deltas into the final assistant message, usage and finish reason."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, _PartialCall] = {}
-        self.emitted: dict[int, ToolCall] = {}
-        self.thinking_blocks: list[dict[str, Any]] = []
-        self.thinking_text: list[str] = []
-        self.finish: str | None = None
-        self.native_finish: str | None = None
-        self.usage: Usage | None = None
-        self.model: str = ""
-
-    def add(self, raw: Any) -> list[StreamChunk]:
-        """Take one litellm chunk; return the stream chunks it produces."""
-        out: list[StreamChunk] = []
-        self.model = self.model or str(_get(raw, "model") or "")
-        usage = _get(raw, "usage")
-        if usage is not None:
-            self.usage = _usage_from(usage)
-        for choice in _get(raw, "choices") or ():
-            if _int(_get(choice, "index")) != 0:
-                continue  # n > 1 is not supported: the chain works with one answer
-            delta = _get(choice, "delta")
-            text = _str_or_none(_get(delta, "content"))
-            reasoning = _str_or_none(_get(delta, "reasoning_content"))
-            if text or reasoning:
-                self.text.append(text or "")
-                self.reasoning.append(reasoning or "")
-                out.append(StreamChunk(text=text or "", reasoning=reasoning or ""))
-            for block in _get(delta, "thinking_blocks") or ():
-                self._add_thinking(block)
-            for call_delta in _get(delta, "tool_calls") or ():
-                index = _int(_get(call_delta, "index"))
-                for finished in self._finish_before(index):
-                    out.append(StreamChunk(tool_call=finished))
-                self._merge(index, call_delta)
-            finish = _str_or_none(_get(choice, "finish_reason"))
-            if finish:
-                self.finish = finish
-                self.native_finish = _native_finish(choice) or self.native_finish
-        return out
-
-    def _add_thinking(self, fragment: Any) -> None:
-        """Join streamed thinking fragments into whole blocks, as litellm's own builder does.
-
-        Text fragments accumulate until the fragment carrying the signature closes the
-        block; a redacted block arrives whole. Only signed blocks are kept: the provider
-        rejects a thinking block it did not sign.
-        """
-        kind = _get(fragment, "type")
-        if kind == "redacted_thinking":
-            self.thinking_text.clear()
-            if _get(fragment, "data"):
-                self.thinking_blocks.append(
-                    {"type": "redacted_thinking", "data": _get(fragment, "data")}
-                )
-            return
-        text = _get(fragment, "thinking")
-        if isinstance(text, str) and text:
-            self.thinking_text.append(text)
-        signature = _get(fragment, "signature")
-        if isinstance(signature, str) and signature:
-            thinking = "".join(self.thinking_text)
-            self.thinking_blocks.append(
-                {"type": "thinking", "thinking": thinking, "signature": signature}
-            )
-            self.thinking_text.clear()
-
-    def _merge(self, index: int, delta: Any) -> None:
-        call = self.calls.setdefault(index, _PartialCall())
-        call.id = call.id or (_str_or_none(_get(delta, "id")) or "")
-        call.type = _str_or_none(_get(delta, "type")) or call.type
-        function = _get(delta, "function")
-        name = _str_or_none(_get(function, "name"))
-        if name and not call.name:
-            call.name = name
-        arguments = _get(function, "arguments")
-        if isinstance(arguments, str) and arguments:
-            call.arguments.append(arguments)
-
-    def _finish_before(self, index: int) -> list[ToolCall]:
-        """Calls with a lower index are complete once a later one starts."""
-        done = [i for i in sorted(self.calls) if i < index and i not in self.emitted]
-        for i in done:
-            self.emitted[i] = self.calls[i].done()
-        return [self.emitted[i] for i in done]
-
-    def flush_calls(self) -> list[ToolCall]:
-        """Return the calls not yet yielded (the stream has ended)."""
-        return self._finish_before(max(self.calls, default=-1) + 1)
-
-    def message(self) -> Message:
-        """Return the assembled assistant message."""
-        calls = tuple(
-            self.emitted[i] if i in self.emitted else self.calls[i].done()
-            for i in sorted(self.calls)
-        )
-        text = "".join(self.text)
-        reasoning = "".join(self.reasoning)
-        return Message(
-            role="assistant",
-            content=text or None,
-            tool_calls=calls,
-            reasoning_content=reasoning or None,
-            extra={"thinking_blocks": self.thinking_blocks} if self.thinking_blocks else None,
-        )
