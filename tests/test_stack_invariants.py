@@ -176,7 +176,9 @@ def test_default_stack_invariants_and_idempotence(
     with tempfile.TemporaryDirectory() as folder:
         first, error, second = _run(history, limit, Workspace(folder))
     if error is not None:
+        # A refusal must be justified: what may not be dropped is really over the limit.
         assert isinstance(error, ContextBudgetExceeded)
+        assert error.limit == limit and error.required_tokens > limit
         return
     assert first is not None and second is not None
     assert pairs_valid(first.history)
