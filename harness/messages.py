@@ -435,7 +435,7 @@ def history_message(message: Message) -> Message:
             "send '' if there is really nothing to say",
             field="content",
         )
-    if role == "tool" and not message.tool_call_id:
+    if role == "tool" and message.tool_call_id is None:
         raise InvalidInputError(
             "a tool message needs the tool_call_id of the call it answers; build it with "
             "Message.tool(call_id, text)",
