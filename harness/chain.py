@@ -7,10 +7,10 @@ receives the request without the blocks its history supersedes
 (`ModelRequest.without_superseded_blocks`), so the rule holds for every stack, inside the
 agent or not.
 
-Each layer can open a tracing span named after its middleware. It does so only while
-`LAYER_SPANS` holds a span opener — set by the Tracing middleware for the requests it
-traces — so a stack without Tracing, or with no OpenTelemetry SDK configured, pays one
-context-variable lookup per layer and nothing else.
+Each layer runs inside a *layer watcher* when one is set for the request in flight
+(`LAYER_WATCHER`, a context manager factory given the middleware's name) — an outer
+middleware sets it for the requests it wants to watch (Tracing opens a span per layer
+this way). Without one, a layer costs one context-variable lookup and nothing else.
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ def check_order(stack: Sequence[Middleware]) -> None:
                 )
 
 
-SpanOpener = Callable[[str], AbstractContextManager[object]]
-"""Opens a span (as a context manager) named after a middleware."""
+LayerWatcher = Callable[[str], AbstractContextManager[object]]
+"""Given a middleware's name, returns the context manager its layer runs in."""
 
-LAYER_SPANS: ContextVar[SpanOpener | None] = ContextVar("harness_layer_spans", default=None)
-"""The span opener of the request being traced, or ``None`` (no per-layer spans)."""
+LAYER_WATCHER: ContextVar[LayerWatcher | None] = ContextVar("harness_layer_watcher", default=None)
+"""The watcher of the request in flight, or ``None`` (layers run bare)."""
 
 
 def _bind(middleware: Middleware, call_next: Handler) -> Handler:
@@ -85,10 +85,10 @@ def _bind(middleware: Middleware, call_next: Handler) -> Handler:
     name = _name(middleware)
 
     async def layer(request: ModelRequest) -> ModelResponse:
-        opener = LAYER_SPANS.get()
-        if opener is None:
+        watcher = LAYER_WATCHER.get()
+        if watcher is None:
             return await middleware(request, call_next)
-        with opener(name):
+        with watcher(name):
             return await middleware(request, call_next)
 
     layer.__qualname__ = f"layer[{name}]"

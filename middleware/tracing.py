@@ -10,7 +10,7 @@ attributes (``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.respon
 manifest: the estimated input tokens, the input limit, the validation and the number of
 transforms. No prompt text is recorded.
 
-Per-middleware spans are opened by the chain itself (`harness.chain.LAYER_SPANS`): this
+Per-middleware spans are opened by the chain itself (`harness.chain.LAYER_WATCHER`): this
 middleware sets the span opener only while its request span is recording, so with no SDK
 configured (OpenTelemetry's default no-op provider) the layers pay one context-variable
 lookup each. Errors are recorded on the spans and set their status to ERROR.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from harness.chain import LAYER_SPANS
+from harness.chain import LAYER_WATCHER
 from harness.errors import ConfigurationError, ContextBuildError, validation_of
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Handler
@@ -83,14 +83,14 @@ class Tracing:
                     name, attributes={"context_harness.middleware": name}
                 )
 
-            token = LAYER_SPANS.set(open_layer)
+            token = LAYER_WATCHER.set(open_layer)
             try:
                 response = await call_next(request)
             except BaseException as exc:
                 _record_failure(span, exc)
                 raise
             finally:
-                LAYER_SPANS.reset(token)
+                LAYER_WATCHER.reset(token)
             _record_response(span, response)
             return response
 

@@ -37,7 +37,13 @@ def test_reserves_larger_than_the_window_are_rejected() -> None:
 
 
 def test_resolve_picks_the_models_family() -> None:
-    assert ContextPolicy().resolve("claude-sonnet-4").estimator is not None
-    resolved = ContextPolicy().resolve("claude-sonnet-4")
-    assert resolved.estimator is not None
-    assert resolved.estimator.method == "approximate:anthropic"
+    methods = {
+        model: getattr(ContextPolicy().resolve(model).estimator, "method", None)
+        for model in ("claude-sonnet-4", "gpt-4o", "gpt-4-turbo", "deepseek/deepseek-chat")
+    }
+    assert methods == {
+        "claude-sonnet-4": "approximate:anthropic",
+        "gpt-4o": "approximate:o200k",
+        "gpt-4-turbo": "approximate:cl100k",
+        "deepseek/deepseek-chat": "approximate:deepseek",
+    }

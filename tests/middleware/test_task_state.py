@@ -245,7 +245,11 @@ async def test_nothing_syncs_the_plan_file_into_todos() -> None:
     enter_plan_mode(agent.state(CTX))
     await agent.call("x", CTX)
     assert todo_items(agent.state(CTX)) == ()
-    assert "state/todos" not in state_blocks(model.agent_requests[0])
+    blocks = state_blocks(model.agent_requests[0])
+    # Plan mode is on and names its file, but the file's steps never become todos.
+    assert "PLAN.md" in blocks["state/plan_mode"].text
+    assert "state/todos" not in blocks
+    assert not any("step one" in b.text for b in blocks.values())
 
 
 # ---------------------------------------------------------------- task context
