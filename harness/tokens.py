@@ -1,24 +1,59 @@
-"""Token estimation: a fast approximate default and exact tokenizers, cached per message.
+"""Token estimation: a fast approximate default, exact tokenizers and a conservative bound.
 
-`approximate()` counts with a linear model over the UTF-8 bytes of the text — one weight per
-byte value, so letters, digits, punctuation, whitespace and CJK characters each cost what
-they cost in the family's tokenizer — fitted per family by ``benchmarks/fit_estimator.py``
-and scaled so that it does not under-count. It reads at most about 1 KB of any text (long
-texts are sampled at a prime stride) and sums the weights in C (``bytes.translate`` and
-``zlib.adler32``), so it runs at 25–100× tiktoken's speed; ``benchmarks/bench_estimation.py``
-measures speed and error. Exact estimators use tiktoken (``o200k_base``, ``cl100k_base``) and the
-``tokenizers`` JSON files for DeepSeek and Anthropic — all read from the files litellm
-ships, never downloaded, and without importing litellm itself.
+**Approximate** (`ApproximateEstimator`, the default): a linear model with non-negative
+weights over the whole text, read contiguously with C-speed primitives only:
 
-Every estimator caches message counts by message id, so preparing a request whose history
-grew by one message costs one new count, not a recount of the history.
+- every UTF-16 code unit adds the weight of its low byte (for ASCII and Latin-1 that is
+  the character itself: letters, digits, punctuation, spaces, newlines each cost their own)
+  and the weight of its high byte — its 256-character *page*, which names the script
+  (Cyrillic, Arabic, Devanagari, Thai, Hangul, CJK and its extensions, emoji via their
+  surrogates, full-width and half-width forms, private use …);
+- rare CJK ideographs (outside GB2312, or in the supplementary planes), which byte-level
+  tokenizers split into two to four tokens, add an extra weight;
+- runs of one character (spaces, ``=``, ``-``, newlines, zeros …) are counted per block of
+  32 and 256 characters at what the tokenizer really charges for them, since tokenizers
+  merge such runs into a few long tokens (one C scan tells whether a block can exist).
+
+Summing a weight table runs in C (``bytes.translate`` and ``zlib.adler32`` over 1 KB
+chunks), so a count costs about as much as one copy of the text: 25–60× faster than
+tiktoken. The weights are fitted per family by ``benchmarks/fit_estimator.py`` on one part
+of the data and checked on the rest (``benchmarks/bench_estimation.py``).
+
+**The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
+any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
+a caller recounts with ``exact_counter`` (one shared, lazily loaded exact estimator per
+family). Exact estimators have ``floor = 1``. An approximate family's floor is the lowest
+summed ratio of any text class seen out-of-sample on the wide evaluation set
+(``benchmarks/textgen.py``), minus a margin (see `FAMILY_FLOOR`).
+
+**Bound** (`BoundEstimator`, ``bound:unknown``): for models with no offline tokenizer
+(Gemini, Llama, Mistral, Qwen …). Each weight is the largest of the four families' weights
+and the result is divided by the smallest floor, so its count is at least every known
+family's approximate count ÷ its floor, hence at least every known family's exact count.
+
+**Exact** (`ExactEstimator`): tiktoken (``o200k_base``, ``cl100k_base``) and the
+``tokenizers`` JSON files for DeepSeek and Anthropic — all read from the files litellm ships,
+never downloaded, and without importing litellm itself.
+
+**Caches** are keyed by content, never by id alone: a message's key hashes its text or every
+part, every tool call's name and arguments, its reasoning and its name (Python caches a
+string's hash on the string, so a key costs O(parts), not O(text)). One cache can therefore
+serve many sessions and users, and a round costs O(new content).
+
+**Images** (non-text parts) are counted by the provider's rule where it is known (OpenAI:
+85 + 170 per 512-px tile; Anthropic: width × height / 750), read from the header of a
+base64 data URL; an unknown size or provider counts the largest allowance (`image_tokens`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib.util
 import math
 import os
+import re
+import struct
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
@@ -29,7 +64,7 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
-from harness.messages import Message, ToolSchema
+from harness.messages import ContentPart, Message, ToolSchema
 
 MESSAGE_OVERHEAD = 4
 """Tokens of framing per message (role markers, separators)."""
@@ -37,9 +72,9 @@ TOOL_CALL_OVERHEAD = 8
 """Tokens of framing per tool call (id, type, name and argument wrappers)."""
 TOOL_SCHEMA_OVERHEAD = 8
 """Tokens of framing per tool schema."""
+FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
+"""The tokenizer families with an exact tokenizer shipped offline."""
 _CACHE_LIMIT = 500_000
-_MARK = 0xFFFF_FFFF
-_TOKENS = 0xFFFF_FFFF
 
 
 @runtime_checkable
@@ -47,9 +82,17 @@ class TokenEstimator(Protocol):
     """Counts tokens of text, messages, tool schemas and blocks."""
 
     method: str
-    """A label for the manifest: ``approximate:o200k``, ``tiktoken:o200k_base`` …"""
+    """A label for the manifest: ``approximate:o200k``, ``tiktoken:o200k_base``,
+    ``bound:unknown`` …"""
     exact: bool
     """Whether counts are the provider's exact tokenizer's."""
+    floor: float
+    """A lower bound of count ÷ exact count for any text (1.0 for exact estimators)."""
+
+    @property
+    def exact_counter(self) -> TokenEstimator | None:
+        """The family's shared exact estimator, or ``None`` (exact already, or none offline)."""
+        ...
 
     def count(self, text: str) -> int:
         """Return the token count of ``text``."""
@@ -72,17 +115,178 @@ class TokenEstimator(Protocol):
         ...
 
 
+# ------------------------------------------------------------------- content keys
+def _frozen(value: Any) -> Any:
+    """Return a hashable stand-in for a JSON-like value (strings keep their cached hash)."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
+
+
+def message_key(message: Message) -> int:
+    """Return a 64-bit fingerprint of everything in ``message`` that is counted.
+
+    Covers the text or every content part (type, text and data), every tool call's name and
+    arguments, the reasoning and the name. String hashes are keyed per process (SipHash) and
+    cached on the strings, so the key costs O(parts) and cannot be forged across users.
+    """
+    content = message.content
+    parts: Any
+    if content is None or isinstance(content, str):
+        parts = content
+    else:
+        parts = tuple((p.type, p.text, _frozen(p.data)) for p in content)
+    calls = tuple((c.name, c.arguments) for c in message.tool_calls)
+    return hash((parts, calls, message.reasoning_content, message.name))
+
+
+# -------------------------------------------------------------------------- images
+OPENAI_LOW_DETAIL = 85
+"""Tokens of an OpenAI image at ``detail: low`` (and the base of every image)."""
+OPENAI_TILE = 170
+"""Tokens per 512-px tile of an OpenAI image at high detail."""
+OPENAI_MAX_IMAGE = OPENAI_LOW_DETAIL + OPENAI_TILE * 8
+"""The largest OpenAI image: 768 × 2048 after scaling is 2 × 4 tiles (1,445 tokens)."""
+ANTHROPIC_MAX_IMAGE = 1600
+"""Anthropic's cap: images are scaled to about 1.15 megapixels, ≈ 1,600 tokens."""
+IMAGE_BOUND = max(OPENAI_MAX_IMAGE, ANTHROPIC_MAX_IMAGE)
+"""What an image of unknown size or for an unknown provider counts: the largest allowance."""
+_HEADER_CHARS = 65_536
+"""Base64 characters decoded to find an image's size (48 KB: JPEG EXIF blocks come first)."""
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """Return (width, height) from the header of a PNG, JPEG, GIF or WebP file, else None."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        width, height = struct.unpack(">II", data[16:24])
+        return int(width), int(height)
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        width, height = struct.unpack("<HH", data[6:10])
+        return int(width), int(height)
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
+        kind = data[12:16]
+        if kind == b"VP8X":
+            return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(
+                data[27:30], "little"
+            )
+        if kind == b"VP8L":
+            bits = int.from_bytes(data[21:25], "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        if kind == b"VP8 ":
+            width, height = struct.unpack("<HH", data[26:30])
+            return int(width) & 0x3FFF, int(height) & 0x3FFF
+        return None
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        while i + 9 < len(data):
+            if data[i] != 0xFF:
+                i += 1
+                continue
+            marker = data[i + 1]
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+                i += 1 if marker == 0xFF else 2
+                continue
+            length = int.from_bytes(data[i + 2 : i + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                height, width = struct.unpack(">HH", data[i + 5 : i + 9])
+                return int(width), int(height)
+            i += 2 + length
+    return None
+
+
+def _image_source(part: ContentPart) -> tuple[str | None, str | None]:
+    """Return (base64 payload or None, detail or None) of an image part."""
+    data = part.data or {}
+    detail = None
+    payload: str | None = None
+    url: Any = data.get("image_url")
+    if isinstance(url, dict):
+        detail = url.get("detail")
+        url = url.get("url")
+    if isinstance(url, str) and url.startswith("data:") and "," in url[:200]:
+        payload = url[url.index(",") + 1 :]
+    source = data.get("source")
+    if isinstance(source, dict) and isinstance(source.get("data"), str):
+        payload = source["data"]
+    return payload, detail if isinstance(detail, str) else None
+
+
+def openai_image_tokens(width: int, height: int, detail: str | None = None) -> int:
+    """Return OpenAI's count: fit in 2048², shortest side to 768, 85 + 170 per 512-px tile."""
+    if detail == "low":
+        return OPENAI_LOW_DETAIL
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        w, h = w * 2048 / max(w, h), h * 2048 / max(w, h)
+    if min(w, h) > 768:
+        w, h = w * 768 / min(w, h), h * 768 / min(w, h)
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
+    return OPENAI_LOW_DETAIL + OPENAI_TILE * tiles
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Return Anthropic's count: width × height / 750, after scaling to its 1568-px edge."""
+    w, h = float(width), float(height)
+    if max(w, h) > 1568:
+        w, h = w * 1568 / max(w, h), h * 1568 / max(w, h)
+    return min(ANTHROPIC_MAX_IMAGE, math.ceil(w * h / 750))
+
+
+def image_tokens(part: ContentPart, rule: str) -> int:
+    """Return the token count of one non-text part under ``rule`` (openai, anthropic, bound).
+
+    The size comes from the header of a base64 data URL (PNG, JPEG, GIF, WebP). An image of
+    unknown size, a remote URL, another kind of part (audio …) or an unknown provider
+    counts `IMAGE_BOUND`, the largest allowance; OpenAI's ``detail: low`` counts 85.
+    """
+    payload, detail = _image_source(part)
+    if rule == "openai" and detail == "low":
+        return OPENAI_LOW_DETAIL
+    size = None
+    if payload:
+        head = payload[:_HEADER_CHARS]
+        head = head[: len(head) - len(head) % 4]
+        try:
+            size = image_size(base64.b64decode(head))
+        except (binascii.Error, ValueError, struct.error):
+            size = None
+    if size is None or min(size) <= 0:
+        return IMAGE_BOUND
+    if rule == "openai":
+        return openai_image_tokens(*size, detail)
+    if rule == "anthropic":
+        return anthropic_image_tokens(*size)
+    return max(openai_image_tokens(*size), anthropic_image_tokens(*size))
+
+
+def image_rule(family: str) -> str:
+    """Return the image rule of a tokenizer family (``bound`` when the provider's is unknown)."""
+    return {"o200k": "openai", "cl100k": "openai", "anthropic": "anthropic"}.get(family, "bound")
+
+
+# ------------------------------------------------------------------ the base class
 class CachedEstimator:
-    """Base class: message, tool and block counting with per-id caches over `count`."""
+    """Base class: message, tool and block counting with content-keyed caches over `count`."""
 
     method = "base"
     exact = False
+    floor = 1.0
+    """A lower bound of count ÷ exact count for any text."""
+    images = "bound"
+    """The image rule: ``openai``, ``anthropic`` or ``bound`` (see `image_tokens`)."""
 
     def __init__(self) -> None:
-        # message id → (content fingerprint << 32) | tokens: one int per message (~36 bytes)
-        self._messages: dict[str, int] = {}
-        self._blocks: dict[tuple[str, str], int] = {}
+        # content key (64-bit hash) → tokens: about 100 bytes per cached message
+        self._messages: dict[int, int] = {}
+        self._blocks: dict[int, int] = {}
         self._tools: dict[bytes, int] = {}
+
+    @property
+    def exact_counter(self) -> TokenEstimator | None:
+        """The family's shared exact estimator (``None`` here: subclasses say)."""
+        return None
 
     def count(self, text: str) -> int:  # pragma: no cover - abstract
         """Return the token count of ``text``."""
@@ -91,27 +295,24 @@ class CachedEstimator:
     def count_message(self, message: Message) -> int:
         """Return the token count of ``message``, framing included.
 
-        Cached by message id and checked against a fingerprint of the content (its string
-        hash, which Python caches on the string), so a message rewritten under the same id
-        is recounted rather than served a stale count.
+        Cached by `message_key` — a fingerprint of every counted field — so another message
+        with the same id and other content (another session, a rewrite) is counted afresh.
         """
-        content = message.content
-        mark = (hash(content) if isinstance(content, str) else -1) & _MARK
-        hit = self._messages.get(message.id)
-        if hit is not None and hit >> 32 == mark:
-            return hit & _TOKENS
-        tokens = self._count_message(message)
-        if len(self._messages) >= _CACHE_LIMIT:
-            self._messages.clear()
-        self._messages[message.id] = (mark << 32) | min(tokens, _TOKENS)
+        key = message_key(message)
+        tokens = self._messages.get(key)
+        if tokens is None:
+            tokens = self._count_message(message)
+            if len(self._messages) >= _CACHE_LIMIT:
+                self._messages.clear()
+            self._messages[key] = tokens
         return tokens
 
     def _count_message(self, message: Message) -> int:
         tokens = MESSAGE_OVERHEAD + self.count(message.text)
         if message.content is not None and not isinstance(message.content, str):
-            # Non-text parts (images, audio) have no honest text estimate; count a fixed
-            # allowance so they are never free.
-            tokens += sum(85 for part in message.content if part.text is None)
+            tokens += sum(
+                image_tokens(part, self.images) for part in message.content if part.text is None
+            )
         for call in message.tool_calls:
             tokens += TOOL_CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
         if message.reasoning_content:
@@ -133,13 +334,15 @@ class CachedEstimator:
             tokens = self._tools.get(encoded)
             if tokens is None:
                 tokens = TOOL_SCHEMA_OVERHEAD + self.count(encoded.decode())
+                if len(self._tools) >= _CACHE_LIMIT:
+                    self._tools.clear()
                 self._tools[encoded] = tokens
             total += tokens
         return total
 
     def count_block(self, block: ContextBlock) -> int:
-        """Return the token count of ``block`` as rendered (cached by id and revision)."""
-        key = (block.source_id, block.revision)
+        """Return the token count of ``block`` as rendered (cached by its source id and text)."""
+        key = hash((block.source_id, block.text))
         tokens = self._blocks.get(key)
         if tokens is None:
             tokens = 2 + self.count(block.source_id) + self.count(block.text)
@@ -149,159 +352,125 @@ class CachedEstimator:
         return tokens
 
 
-class Coefficients(msgspec.Struct, frozen=True):
-    """A linear model over UTF-8 bytes: tokens ≈ fixed + Σ (base + unit · table[byte]).
+# -------------------------------------------------------------- the approximate model
+_MAX_WEIGHT = 31
+_CHUNK = 2048
+"""Bytes one ``adler32`` call sums: ``1 + _CHUNK · _MAX_WEIGHT`` stays under its modulus 65521."""
+RUN_CHARS = " \t\n\r=-_*#.~0/+|:<>\\`'\"─━═"
+"""Characters whose runs tokenizers merge into long tokens; counted per block (see `RUN_BLOCK`)."""
+RUN_BLOCK = 32
+"""A run of this many characters counts its measured cost instead of its characters' weights."""
+RUN_LONG = 256
+"""… and each block of this many, inside a longer run, its measured long-run cost."""
+RUN_MIN_TEXT = RUN_BLOCK
+"""Texts shorter than a block skip the run check."""
+_RUN_MARK = bytes(
+    1 if (b < 0x80 and chr(b) in RUN_CHARS) or b in (0x00, 0x01, 0x50) else 0 for b in range(256)
+)
+"""Marks the (low) bytes of run characters: one C scan tells whether any block can exist."""
+_RUN_PROBE = b"\x01" * RUN_BLOCK
+_CJK_RUNS = re.compile("[\u4e00-\u9fff]+")
+_ASTRAL_IDEOGRAPHS = re.compile("[\U00020000-\U0003ffff]")
+_NOT_CJK_PAGES = bytes(b for b in range(256) if not (0x4E <= b <= 0x9F or 0xD8 <= b <= 0xDB))
 
-    Every byte value has its own weight, so the model tells letters from digits,
-    punctuation, spaces, newlines, CJK lead bytes and so on; ``table`` keeps the 256
-    weights as small integers (0–63, hex-encoded) so that the estimator can sum them in C
-    with ``bytes.translate`` and ``zlib.adler32``.
+
+def _hex_table(table: str, name: str) -> bytes:
+    try:
+        weights = bytes.fromhex(table)
+    except ValueError as error:
+        raise ConfigurationError(f"Coefficients.{name} must be hex digits: {error}") from None
+    if len(weights) != 256 or max(weights) > _MAX_WEIGHT:
+        raise ConfigurationError(
+            f"Coefficients.{name} must hold 256 weights of 0–{_MAX_WEIGHT}; "
+            "generate it with benchmarks/fit_estimator.py"
+        )
+    return weights
+
+
+class Coefficients(msgspec.Struct, frozen=True, kw_only=True):
+    """A linear model with non-negative weights over a text's UTF-16 code units.
+
+    tokens ≈ fixed + unit · Σ table[low byte] + page_unit · Σ pages[high byte]
+    + rare_cjk · (CJK ideographs outside GB2312) − run corrections (see `runs`).
+    For ASCII and Latin-1 the low byte is the character and the page is 0.
     """
 
     table: str
-    """512 hex digits: for each byte value, its weight in units of ``unit`` (0–63)."""
+    """512 hex digits: per low byte, its weight in units of ``unit`` (0–31)."""
     unit: float
-    """Tokens per weight step."""
-    base: float
-    """Tokens every byte adds whatever its weight (may be negative)."""
+    """Tokens per ``table`` step."""
+    pages: str = "00" * 256
+    """512 hex digits: per high byte (a 256-character page: a script), its weight (0–31)."""
+    page_unit: float = 0.0
+    """Tokens per ``pages`` step."""
+    rare_cjk: float = 0.0
+    """Extra tokens per rare CJK ideograph (see `rare_cjk_count`)."""
     fixed: float = 0.0
     """Tokens added once per text."""
+    runs: tuple[tuple[str, float, float], ...] = ()
+    """(character, tokens of a run of `RUN_BLOCK`, tokens per `RUN_LONG` characters of a long
+    run): each block of such characters counts its run cost instead of its weights."""
 
     def __post_init__(self) -> None:
-        try:
-            weights = bytes.fromhex(self.table)
-        except ValueError as error:
-            raise ConfigurationError(f"Coefficients.table must be hex digits: {error}") from None
-        if len(weights) != 256 or max(weights) > _MAX_WEIGHT:
+        _hex_table(self.table, "table")
+        _hex_table(self.pages, "pages")
+        numbers = (self.unit, self.page_unit, self.rare_cjk, self.fixed)
+        if min(numbers) < 0 or any(min(a, b) < 0 or len(c) != 1 for c, a, b in self.runs):
             raise ConfigurationError(
-                f"Coefficients.table must hold 256 weights of 0–{_MAX_WEIGHT}; "
-                "generate it with benchmarks/fit_estimator.py"
+                "Coefficients must be non-negative (a negative weight lets a long text of "
+                "one character count as nothing); refit with benchmarks/fit_estimator.py"
             )
 
     @property
     def weights(self) -> bytes:
-        """The 256 integer weights, one per byte value."""
+        """The 256 integer low-byte weights."""
         return bytes.fromhex(self.table)
 
-    def tokens_per_byte(self, byte: int) -> float:
-        """Return the tokens one occurrence of ``byte`` adds."""
-        return self.base + self.unit * self.weights[byte]
+    def char_tokens(self, char: str) -> float:
+        """Return the tokens one occurrence of ``char`` adds, outside runs and CJK rarity."""
+        total = 0.0
+        for unit in char.encode("utf-16-le", "surrogatepass")[0::2]:
+            total += self.unit * self.weights[unit]
+        for page in char.encode("utf-16-le", "surrogatepass")[1::2]:
+            total += self.page_unit * bytes.fromhex(self.pages)[page]
+        return total
 
 
-_MAX_WEIGHT = 63
-_CHUNK = 1024
-"""Bytes one ``adler32`` call sums: ``1 + _CHUNK · _MAX_WEIGHT`` stays under its modulus 65521."""
-FULL_ASCII = 1024
-"""ASCII texts up to this many characters are read whole; longer ones are sampled."""
-FULL_WIDE = 340
-"""Texts with non-ASCII characters are read whole up to this many characters."""
-
-# Fitted by benchmarks/fit_estimator.py (python -m benchmarks.fit_estimator); the
-# data and the per-workload errors are in its output.
-FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
-    "o200k": Coefficients(
-        table=(
-            "2020202020202020203f2f202004202020202020202020202020202020202020"
-            "0e1e1d0c221a1d231a1b161f240d2a1c3f1920382331383c2b2a111a240d251c"
-            "1f16131816101a1216121a1716160f1314170d191813161b1819171823192211"
-            "1c0e170e1b0b21101b0b1109130d0e0e120f0e1410060c221e16101c331b1d20"
-            "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e"
-            "0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e"
-            "1717171711111111111111111111111111111111111111111111111111111111"
-            "0d0d2c151c1c1c1c1c1c0d0d0d0d0d0018181818181818181818181818181818"
-        ),
-        unit=0.025380,
-        base=-0.221320,
-        fixed=0.2409,
-    ),
-    "cl100k": Coefficients(
-        table=(
-            "1b1b1b1b1b1b1b1b1b3f321b1b001b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b"
-            "0a1b1a071f171a221315111c210929173f161e382130383d2a290c1421092119"
-            "1c130f13130b150e140c181313120b0f10140816160f1219151614132114220c"
-            "1809140918081f0b1a080d050e070b080f0a09100d0207201a150b193217191b"
-            "1111111111111111111111111111111111111111111111111111111111111111"
-            "1111111111111111111111111111111111111111111111111111111111111111"
-            "1e1e1e1e1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a"
-            "0808160e1b1b1b1b1b1b08080808080115151515151515151515151515151515"
-        ),
-        unit=0.023028,
-        base=-0.095263,
-        fixed=0.2119,
-    ),
-    "deepseek": Coefficients(
-        table=(
-            "1f1f1f1f1f1f1f1f1f3f321f1f3f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
-            "081e190923191d221a1a141e22082f213e141a35203037392827101a240c231b"
-            "1e16131a170f171217111a1716160f1414180e191813161a1919181725192215"
-            "1c0b130b19071b0b17050e06110c090a0f0a090f0b00051e160e0c1c341a1d1f"
-            "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
-            "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
-            "1a1a1a1a0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c"
-            "0c0c1e0f0a0a0a0a0a0a0c0c0c0c0c110f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f"
-        ),
-        unit=0.022842,
-        base=-0.073531,
-        fixed=0.1352,
-    ),
-    "anthropic": Coefficients(
-        table=(
-            "1e1e1e1e1e1e1e1e1e3f381e1e3b1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e"
-            "09211c08231e1f26141911201f0a2d352d201c31232d30322928211e2513231d"
-            "20151214160e1311151017151614111413150c18161214181618151c281c1d22"
-            "200b110c1c0c200e13070f0e120a0c0a140d0c1311090e1b1b100f202b1f1f1e"
-            "1717171717171717171717171717171717171717171717171717171717171717"
-            "1717171717171717171717171717171717171717171717171717171717171717"
-            "2828282820202020202020202020202020202020202020202020202020202020"
-            "0a0a25090c0c0c0c0c0c0a0a0a0a0a001a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a"
-        ),
-        unit=0.024013,
-        base=-0.140408,
-        fixed=0.1820,
-    ),
-}
+def _weigh(data: bytes) -> int:
+    """Return the sum of ``data``'s bytes (each at most `_MAX_WEIGHT`), in C."""
+    size = len(data)
+    if size <= _CHUNK:
+        return (adler32(data) & 0xFFFF) - 1
+    return sum((adler32(data[i : i + _CHUNK]) & 0xFFFF) - 1 for i in range(0, size, _CHUNK))
 
 
-@cache
-def _stride(least: int) -> int:
-    """Return the smallest prime ≥ ``least``.
+def rare_cjk_count(text: str) -> int:
+    """Return how many rare CJK ideographs ``text`` holds.
 
-    A prime stride rarely lines up with a periodic layout (table columns, hex-dump lines),
-    so the sample stays representative.
+    Rare: in U+4E00–9FFF but not in GB2312 (whose 6,763 characters cover nearly all of
+    real Chinese text), or in the supplementary planes (extensions B and later).
     """
-    candidate = max(2, least)
-    while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
-        candidate += 1
-    return candidate
-
-
-def sample_text(text: str) -> tuple[str, float]:
-    """Return the part of ``text`` the approximate estimator reads, and its scale.
-
-    Short texts are read whole (scale 1). A longer one is read at every k-th character,
-    k prime, so that at most ``FULL_ASCII`` (ASCII) or ``FULL_WIDE`` characters are read
-    whatever the length: the estimate of a long tool output costs the same as a short one.
-    """
-    n = len(text)
-    if n <= FULL_WIDE:
-        return text, 1.0
-    limit = FULL_ASCII if text.isascii() else FULL_WIDE
-    if n <= limit:
-        return text, 1.0
-    sample = text[:: _stride(-(-n // limit))]
-    return sample, n / len(sample)
+    ideographs = "".join(_CJK_RUNS.findall(text))
+    rare = len(ideographs) - len(ideographs.encode("gb2312", "ignore")) // 2
+    return rare + len(_ASTRAL_IDEOGRAPHS.findall(text))
 
 
 class ApproximateEstimator(CachedEstimator):
-    """Fast, conservative estimate from per-byte weights, calibrated per tokenizer family.
+    """Fast estimate from non-negative per-character weights, calibrated per tokenizer family.
 
-    The cost of one count is a few C calls over at most ~1 KB, however long the text;
-    see `sample_text` and `Coefficients`.
+    One count reads the whole text in a few C calls; see `Coefficients` and the module
+    docstring. ``floor`` is the family's measured lower bound of estimate ÷ exact.
     """
 
     exact = False
 
-    def __init__(self, family: str = "o200k", coefficients: Coefficients | None = None) -> None:
+    def __init__(
+        self,
+        family: str = "o200k",
+        coefficients: Coefficients | None = None,
+        *,
+        floor: float | None = None,
+    ) -> None:
         super().__init__()
         if coefficients is None:
             if family not in FAMILY_COEFFICIENTS:
@@ -311,41 +480,354 @@ class ApproximateEstimator(CachedEstimator):
             coefficients = FAMILY_COEFFICIENTS[family]
         self.family = family
         self.method = f"approximate:{family}"
+        self.floor = FAMILY_FLOOR.get(family, 0.5) if floor is None else floor
+        self.images = image_rule(family)
         self.coefficients = coefficients
-        self._table = coefficients.weights
+        self._low = coefficients.weights
+        self._pages = bytes.fromhex(coefficients.pages)
         self._unit = coefficients.unit
-        self._base = coefficients.base
+        self._page_unit = coefficients.page_unit
+        self._rare = coefficients.rare_cjk
         self._fixed = coefficients.fixed
+        runs = []
+        per_long = RUN_LONG // RUN_BLOCK
+        for char, alone, long_run in coefficients.runs:
+            per_char = coefficients.char_tokens(char)
+            runs.append(
+                (
+                    char * RUN_BLOCK,
+                    RUN_BLOCK * per_char - alone,
+                    char * RUN_LONG,
+                    per_long * alone - long_run,
+                )
+            )
+        self._ascii_runs = tuple(r for r in runs if r[0].isascii())
+        self._runs = tuple(runs)
+
+    @property
+    def exact_counter(self) -> TokenEstimator | None:
+        """The family's shared exact estimator, loaded on first use."""
+        return shared_exact(self.family) if self.family in FAMILIES else None
 
     def count(self, text: str) -> int:
         """Return the estimated token count of ``text`` (0 for empty text, else ≥ 1)."""
-        n = len(text)
-        if n <= FULL_WIDE or (n <= FULL_ASCII and text.isascii()):
-            if not n:
-                return 0
-            scale = 1.0
+        if not text:
+            return 0
+        if text.isascii():
+            low = text.encode("ascii")
+            total = _weigh(low.translate(self._low)) * self._unit
+            runs = self._ascii_runs
         else:
-            text, scale = sample_text(text)
-        data = text.encode("utf-8", "surrogatepass").translate(self._table)
-        size = len(data)
-        if size <= _CHUNK:
-            weight = (adler32(data) & 0xFFFF) - 1
-        else:
-            weight = sum(
-                (adler32(data[i : i + _CHUNK]) & 0xFFFF) - 1 for i in range(0, size, _CHUNK)
+            data = text.encode("utf-16-le", "surrogatepass")
+            low, high = data[0::2], data[1::2]
+            total = (
+                _weigh(low.translate(self._low)) * self._unit
+                + _weigh(high.translate(self._pages)) * self._page_unit
             )
-        estimate = (weight * self._unit + size * self._base) * scale + self._fixed
+            if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
+                total += self._rare * rare_cjk_count(text)
+            runs = self._runs
+        if len(text) >= RUN_MIN_TEXT and _RUN_PROBE in low.translate(_RUN_MARK):
+            per_long = RUN_LONG // RUN_BLOCK
+            for block, saving, long_block, long_saving in runs:
+                blocks = text.count(block)
+                if blocks:
+                    total -= blocks * saving
+                    if blocks >= per_long:
+                        total -= text.count(long_block) * long_saving
+        estimate = total + self._fixed
         return 1 if estimate < 1.0 else math.ceil(estimate)
+
+
+# Fitted by benchmarks/fit_estimator.py (python -m benchmarks.fit_estimator --write).
+# BEGIN FITTED
+FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
+    "o200k": Coefficients(
+        table=(
+            "1010101010101010100108101008101010101010101010101010101010101010"
+            "06010d081f010116010c0707180e1f131f1519180f18180c010a010114010901"
+            "0101010101191f1f01021f0101010901081f15011f0f1f1f1f1f101f0f011607"
+            "0b04140d19021e0d0b01110105040101011f01050501011005161f1f1f011010"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+        ),
+        pages=(
+            "0013130a05080504040808080808081f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f0a"
+            "0008080808080808080808080808080809090909000000000000000000000000"
+            "0000000000000000000000000000060606060606060606060606060606060606"
+            "0606060606060606060606060606060606060606060606060606060606060606"
+            "0606060606060606060606060606060606060606060606060606060606060606"
+            "1f1f1f1f1f1f1f1f1f1f1f1f1313131313131313131313131313131313131313"
+            "1313131313131313131313131313131313131313131313130a0a0a0a0a0a0a0a"
+            "1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b00000000000010"
+        ),
+        unit=0.033946,
+        page_unit=0.101837,
+        rare_cjk=1.6091,
+        fixed=0.0000,
+        runs=(
+            (" ", 1.00, 2.00),
+            ("\t", 2.00, 16.00),
+            ("\n", 2.00, 16.00),
+            ("\r", 16.00, 128.00),
+            ("=", 1.00, 4.00),
+            ("-", 1.00, 4.00),
+            ("_", 1.00, 4.00),
+            ("*", 1.00, 4.00),
+            ("#", 1.00, 4.00),
+            (".", 1.00, 4.00),
+            ("~", 1.00, 8.00),
+            ("0", 11.00, 85.34),
+            ("/", 1.00, 4.00),
+            ("+", 1.00, 8.00),
+            ("|", 8.00, 64.00),
+            (":", 2.00, 16.00),
+            ("<", 4.00, 32.00),
+            (">", 4.00, 32.00),
+            ("\\", 8.00, 64.00),
+            ("`", 16.00, 128.00),
+            ("'", 8.00, 64.00),
+            ('"', 8.00, 64.00),
+            ("─", 2.00, 16.00),
+            ("━", 4.00, 32.00),
+            ("═", 4.00, 32.00),
+        ),
+    ),
+    "cl100k": Coefficients(
+        table=(
+            "1010101010101010100108101008101010101010101010101010101010101010"
+            "06010e081f01011c010e0608170d1f121f1619171017160c020b01011f010a1b"
+            "01010101011d1a1f01011f0101010f01071f03011f1b1f1f1f1f101f11011a08"
+            "09041c0816011f0d1701170105010101051f01030501030805181f1f1f010e10"
+            "0303030303030303030303030303030303030303030303030303030303030303"
+            "0303030303030303030303030303030303030303030303030303030303030303"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+        ),
+        pages=(
+            "0016160f07100807070f0f0f0f0f0d1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f0f"
+            "000808080808080808080808080808080c0c0c0c000000000000000000000000"
+            "00000000000000000000000000000a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"
+            "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"
+            "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"
+            "1f1f1f1f1f1f1f1f1f1f1f1f1717171717171717171717171717171717171717"
+            "1717171717171717171717171717171717171717171717170b0a0a0a0b0b0b0b"
+            "1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d00000000000012"
+        ),
+        unit=0.033873,
+        page_unit=0.101620,
+        rare_cjk=1.6146,
+        fixed=0.0000,
+        runs=(
+            (" ", 1.00, 2.00),
+            ("\t", 2.00, 16.00),
+            ("\n", 1.00, 8.00),
+            ("\r", 32.00, 256.00),
+            ("=", 1.00, 4.00),
+            ("-", 1.00, 4.00),
+            ("_", 1.00, 4.00),
+            ("*", 1.00, 4.00),
+            ("#", 1.00, 4.00),
+            (".", 1.00, 4.00),
+            ("~", 1.00, 8.00),
+            ("0", 11.00, 85.34),
+            ("/", 1.00, 4.00),
+            ("+", 1.00, 8.00),
+            ("|", 8.00, 64.00),
+            (":", 4.00, 32.00),
+            ("<", 4.00, 32.00),
+            (">", 4.00, 32.00),
+            ("\\", 8.00, 64.00),
+            ("`", 16.00, 128.00),
+            ("'", 16.00, 128.00),
+            ('"', 16.00, 128.00),
+            ("─", 4.00, 32.00),
+            ("━", 16.00, 128.00),
+            ("═", 16.00, 128.00),
+        ),
+    ),
+    "deepseek": Coefficients(
+        table=(
+            "101010101010101010010c10101f101010101010101010101010101010101010"
+            "05010b0a1f010117011b060619101f181f1618160e18160b020a020110020a01"
+            "01010109011f1a1201011f01010112010b1f1d01171f1f1f1f1f101f1901140e"
+            "0b041b0e16011f1017011f0109050101061f01030301010c05131f1f1f0b0f10"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+        ),
+        pages=(
+            "0013130a060a0505050a0a0a0a0a081f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f0a"
+            "0008080808080808080808080808080809090909000000000000000000000000"
+            "0000000000000000000000000000050505050505050505050505050505050505"
+            "0505050505050505050505050505050505050505050505050505050505050505"
+            "0505050505050505050505050505050505050505050505050505050505050505"
+            "1f1f1f1f1f1f1f1f1f1f1f1f1515151515151515151515151515151515151515"
+            "1515151515151515151515151515151515151515151515150a0a0a0a0a0a0a0a"
+            "1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e00000000000011"
+        ),
+        unit=0.034460,
+        page_unit=0.103380,
+        rare_cjk=1.6146,
+        fixed=0.0000,
+        runs=(
+            (" ", 1.00, 2.00),
+            ("\t", 4.00, 32.00),
+            ("\n", 2.00, 16.00),
+            ("\r", 32.00, 256.00),
+            ("=", 1.00, 4.00),
+            ("-", 1.00, 4.00),
+            ("_", 1.00, 4.00),
+            ("*", 1.00, 4.00),
+            ("#", 1.00, 4.00),
+            (".", 1.00, 2.00),
+            ("~", 2.00, 16.00),
+            ("0", 11.00, 85.34),
+            ("/", 1.00, 4.00),
+            ("+", 4.00, 32.00),
+            ("|", 8.00, 64.00),
+            (":", 4.00, 32.00),
+            ("<", 16.00, 128.00),
+            (">", 8.00, 64.00),
+            ("\\", 1.00, 8.00),
+            ("`", 16.00, 128.00),
+            ("'", 16.00, 128.00),
+            ('"', 16.00, 128.00),
+            ("─", 2.00, 16.00),
+            ("━", 16.00, 128.00),
+            ("═", 8.00, 64.00),
+        ),
+    ),
+    "anthropic": Coefficients(
+        table=(
+            "1010101010101010100406101008101010101010101010101010101010101010"
+            "04010b071f06011d011f050a120c1f1f121f09191814160d1404170d1f050b01"
+            "06010108061f0a1501011f0101011f01021f01010b161f1f1f1f0f1f10010f16"
+            "0d021d0c15021f1117011f060a0101010a1f01020601080102171f1f1d090f10"
+            "0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c"
+            "0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+            "0101010101010101010101010101010101010101010101010101010101010101"
+        ),
+        pages=(
+            "0015150e080e0909091010101010111f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f0e"
+            "000f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0c0c0c0c000000000000000000000000"
+            "0000000000000000000000000000080808080808080808080808080808080808"
+            "0808080808080808080808080808080808080808080808080808080808080808"
+            "0808080808080808080808080808080808080808080808080808080808080808"
+            "1f1f1f1f1f1f1f1f1f1f1f1f1717171717171717171717171717171717171717"
+            "1717171717171717171717171717171717171717171717170908080809090909"
+            "1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d0000000000000a"
+        ),
+        unit=0.034983,
+        page_unit=0.104950,
+        rare_cjk=1.3577,
+        fixed=0.0000,
+        runs=(
+            (" ", 1.00, 0.25),
+            ("\t", 4.00, 32.00),
+            ("\n", 1.00, 8.00),
+            ("\r", 16.00, 128.00),
+            ("=", 1.00, 4.00),
+            ("-", 1.00, 1.00),
+            ("_", 1.00, 4.00),
+            ("*", 1.00, 4.00),
+            ("#", 1.00, 4.00),
+            (".", 1.00, 8.00),
+            ("~", 1.00, 8.00),
+            ("0", 1.00, 8.00),
+            ("/", 1.00, 8.00),
+            ("+", 1.00, 8.00),
+            ("|", 16.00, 128.00),
+            (":", 4.00, 32.00),
+            ("<", 4.00, 32.00),
+            (">", 2.00, 16.00),
+            ("\\", 8.00, 64.00),
+            ("`", 2.00, 16.00),
+            ("'", 1.00, 8.00),
+            ('"', 4.00, 32.00),
+            ("─", 4.00, 32.00),
+            ("━", 32.00, 256.00),
+            ("═", 2.00, 16.00),
+        ),
+    ),
+}
+FAMILY_FLOOR: dict[str, float] = {
+    "o200k": 0.50,
+    "cl100k": 0.50,
+    "deepseek": 0.55,
+    "anthropic": 0.55,
+}
+# END FITTED
+
+
+class BoundEstimator(ApproximateEstimator):
+    """A conservative bound for models whose tokenizer is not shipped offline.
+
+    Each weight is the largest of the known families' weights and the sum is divided by the
+    smallest family floor, so the count is at least every known family's exact count (on
+    the evaluation set, and by construction wherever the families' floors hold). Its own
+    ``floor`` is 1.0 relative to those families; the unknown tokenizer itself cannot be
+    measured, which is why the manifest names the method ``bound:unknown``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("o200k", bound_coefficients(), floor=1.0)
+        self.family = "unknown"
+        self.method = "bound:unknown"
+        self.images = "bound"
+
+    @property
+    def exact_counter(self) -> TokenEstimator | None:
+        """``None``: no exact tokenizer is known for these models."""
+        return None
+
+
+@cache
+def bound_coefficients() -> Coefficients:
+    """Return the bound's coefficients: the largest weight of any family, ÷ the least floor.
+
+    Per-character weights are the maximum over families (so every character costs at least
+    what any family charges it), run costs the maximum too, and everything is divided by the
+    smallest `FAMILY_FLOOR`.
+    """
+    families = [FAMILY_COEFFICIENTS[f] for f in FAMILIES]
+    scale = 1.0 / min(FAMILY_FLOOR[f] for f in FAMILIES)
+    unit = max(c.unit for c in families)
+    page_unit = max(c.page_unit for c in families)
+    low = [max(c.weights[b] * c.unit for c in families) for b in range(256)]
+    high = [max(bytes.fromhex(c.pages)[b] * c.page_unit for c in families) for b in range(256)]
+    runs: dict[str, tuple[float, float]] = {}
+    for c in families:
+        for char, alone, long_run in c.runs:
+            old = runs.get(char, (0.0, 0.0))
+            runs[char] = (max(old[0], alone), max(old[1], long_run))
+    return Coefficients(
+        table=bytes(min(_MAX_WEIGHT, math.ceil(w / unit - 1e-9)) for w in low).hex(),
+        unit=unit * scale,
+        pages=bytes(min(_MAX_WEIGHT, math.ceil(w / page_unit - 1e-9)) for w in high).hex(),
+        page_unit=page_unit * scale,
+        rare_cjk=max(c.rare_cjk for c in families) * scale,
+        fixed=max(c.fixed for c in families) * scale,
+        runs=tuple((ch, a * scale, b * scale) for ch, (a, b) in runs.items()),
+    )
 
 
 class ExactEstimator(CachedEstimator):
     """Exact counts from a real tokenizer function."""
 
     exact = True
+    floor = 1.0
 
-    def __init__(self, method: str, encode_len: Callable[[str], int]) -> None:
+    def __init__(
+        self, method: str, encode_len: Callable[[str], int], *, images: str = "bound"
+    ) -> None:
         super().__init__()
         self.method = method
+        self.images = images
         self._encode_len = encode_len
 
     def count(self, text: str) -> int:
@@ -409,38 +891,71 @@ def _hf_len(filename: str) -> Callable[[str], int]:
 
 
 def exact_for_family(family: str) -> ExactEstimator:
-    """Return the exact estimator of one tokenizer family."""
+    """Return a new exact estimator of one tokenizer family (its own caches).
+
+    `shared_exact` returns the one process-wide instance that ``exact_counter`` hands out.
+    """
     if family in ("o200k", "cl100k"):
         name = f"{family}_base"
-        return ExactEstimator(f"tiktoken:{name}", _tiktoken_len(name))
+        return ExactEstimator(f"tiktoken:{name}", _tiktoken_len(name), images="openai")
     if family == "deepseek":
         return ExactEstimator("tokenizers:deepseek", _hf_len("deepseek_tokenizer.json"))
     if family == "anthropic":
-        return ExactEstimator("tokenizers:anthropic", _hf_len("anthropic_tokenizer.json"))
+        return ExactEstimator(
+            "tokenizers:anthropic", _hf_len("anthropic_tokenizer.json"), images="anthropic"
+        )
     raise ConfigurationError(
         f"unknown tokenizer family {family!r}; use o200k, cl100k, deepseek or anthropic"
     )
 
 
+@cache
+def shared_exact(family: str) -> ExactEstimator:
+    """Return the process-wide exact estimator of ``family`` (loaded once, caches shared).
+
+    Sharing is safe across sessions and users: its caches are keyed by content.
+    """
+    return exact_for_family(family)
+
+
+UNKNOWN_FAMILY = "unknown"
+"""What `family_for` returns for a model whose tokenizer is not shipped offline."""
+
+
 def family_for(model: str) -> str:
-    """Return the tokenizer family of ``model`` (``o200k`` when nothing better is known)."""
-    name = model.lower().rsplit("/", 1)[-1]
+    """Return the tokenizer family of ``model``, or `UNKNOWN_FAMILY`.
+
+    OpenAI models (``gpt-*``, ``o1``/``o3``/``o4``, ``chatgpt``, ``text-embedding``) map to
+    o200k or cl100k, Claude to anthropic, DeepSeek to deepseek; anything else (Gemini, Llama,
+    Mistral, Qwen, local models …) is unknown and gets `BoundEstimator`.
+    """
     full = model.lower()
+    name = full.rsplit("/", 1)[-1]
     if "claude" in name or full.startswith(("anthropic/", "bedrock/anthropic")):
         return "anthropic"
     if "deepseek" in full:
         return "deepseek"
     if name.startswith(("gpt-3.5", "gpt-4-", "text-embedding")) or name == "gpt-4":
         return "cl100k"
-    return "o200k"
+    if name.startswith(("gpt-", "chatgpt", "o1", "o3", "o4", "omni-moderation")):
+        return "o200k"
+    return UNKNOWN_FAMILY
 
 
 def approximate(family: str = "o200k") -> ApproximateEstimator:
     """Return the fast approximate estimator (the default) for a tokenizer family."""
+    if family == UNKNOWN_FAMILY:
+        return BoundEstimator()
     return ApproximateEstimator(family)
 
 
 def estimator_for(model: str, *, exact: bool = False) -> TokenEstimator:
-    """Return the estimator for ``model``: approximate (calibrated to its family) or exact."""
+    """Return the estimator for ``model``.
+
+    Approximate (calibrated to its family) by default, the family's exact one with
+    ``exact=True``; a model with no offline tokenizer gets `BoundEstimator` either way.
+    """
     family = family_for(model)
+    if family == UNKNOWN_FAMILY:
+        return BoundEstimator()
     return exact_for_family(family) if exact else ApproximateEstimator(family)
