@@ -1,0 +1,255 @@
+"""The session store's interface and the values it keeps.
+
+Per (user, agent, session) a store keeps:
+
+- an **append-only event log** — every message as it joined the full history, every
+  ``context_build`` manifest, compactions (which message ids a summary replaced), rewrites
+  (a trimmed, offloaded or truncated copy and the id of its original), tool runs, state
+  changes, warnings and errors. Nothing is ever deleted from it except by `purge`.
+- the **state** — the working history as message ids (every id resolves to a message of
+  the log: an original from a `MessageEvent`, a rewritten copy or a summary from a
+  `RewriteEvent` / `CompactionEvent`), the typed middleware state, calibration, a title and
+  a version.
+
+A round's events and its new state are written in one transaction by `commit`; a commit
+from a stale version raises `StateConflict` and writes nothing. Every read takes the
+caller's `SessionKey` (or user id): another user's session is indistinguishable from one
+that does not exist.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from harness.errors import ConfigurationError
+from harness.manifest import ContextManifest
+from harness.messages import Message
+
+
+class SessionKey(msgspec.Struct, frozen=True):
+    """Whose session: the end user, the agent and the conversation."""
+
+    user_id: str
+    agent_id: str
+    session_id: str
+
+
+def _now() -> float:
+    return time.time()
+
+
+class MessageEvent(msgspec.Struct, frozen=True, kw_only=True, tag="message"):
+    """A message joined the full history."""
+
+    message: Message
+    at: float = msgspec.field(default_factory=_now)
+
+
+class ManifestEvent(msgspec.Struct, frozen=True, kw_only=True, tag="manifest"):
+    """A model request was prepared (a ``context_build`` manifest, success or failure)."""
+
+    manifest: ContextManifest
+    at: float = msgspec.field(default_factory=_now)
+
+
+class CompactionEvent(msgspec.Struct, frozen=True, kw_only=True, tag="compaction"):
+    """A summary replaced earlier messages of the working history."""
+
+    summary: Message
+    """The summary message (its id appears in the working history)."""
+    replaced: tuple[str, ...]
+    """The ids of the messages it replaced (originals resolve through the log)."""
+    at: float = msgspec.field(default_factory=_now)
+
+
+class RewriteEvent(msgspec.Struct, frozen=True, kw_only=True, tag="rewrite"):
+    """A message of the working history was replaced by a rewritten copy."""
+
+    message: Message
+    """The rewritten copy (trimmed, offloaded, truncated …)."""
+    original_id: str
+    """The id of the message it was made from."""
+    how: str
+    """``trim``, ``offload``, ``truncate``, ``repair`` …"""
+    at: float = msgspec.field(default_factory=_now)
+
+
+class ToolRunEvent(msgspec.Struct, frozen=True, kw_only=True, tag="tool_run"):
+    """A tool ran (or was denied)."""
+
+    name: str
+    call_id: str
+    duration_s: float
+    error: bool = False
+    denied: bool = False
+    at: float = msgspec.field(default_factory=_now)
+
+
+class StateEvent(msgspec.Struct, frozen=True, kw_only=True, tag="state"):
+    """Structured state changed (todos, plan mode, permissions …): which keys."""
+
+    keys: tuple[str, ...]
+    at: float = msgspec.field(default_factory=_now)
+
+
+class WarningEvent(msgspec.Struct, frozen=True, kw_only=True, tag="warning"):
+    """Something degraded but the call went on (``summary_failed``, ``provider_retry`` …)."""
+
+    code: str
+    text: str
+    at: float = msgspec.field(default_factory=_now)
+
+
+class ErrorEvent(msgspec.Struct, frozen=True, kw_only=True, tag="error"):
+    """A call ended with an error."""
+
+    error: str
+    """The error's class name."""
+    text: str
+    at: float = msgspec.field(default_factory=_now)
+
+
+Event = (
+    MessageEvent
+    | ManifestEvent
+    | CompactionEvent
+    | RewriteEvent
+    | ToolRunEvent
+    | StateEvent
+    | WarningEvent
+    | ErrorEvent
+)
+"""One entry of a session's log (a tagged union: encoded with its ``type`` tag)."""
+
+
+class LoggedEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event as stored: its position in the session's log."""
+
+    seq: int
+    """1-based, gap-free, in commit order within the session."""
+    event: Event
+
+
+class StoredState(msgspec.Struct, kw_only=True):
+    """The durable part of `harness.state.AgentState`, without the messages themselves."""
+
+    working_ids: tuple[str, ...] = ()
+    """The working history as message ids, in order (each resolves through the log)."""
+    extensions: dict[str, Any] = {}
+    """Middleware state by key, as JSON-ready builtins (see `harness.sessions.codec`)."""
+    calibration: dict[str, float] = {}
+    """Per-model correction factors."""
+    title: str = ""
+    """A short title (the first user message, cut), for listings."""
+    version: int = 0
+    """Bumped by every commit; a commit must name the version it read."""
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One session in a listing (scoped to its user)."""
+
+    agent_id: str
+    session_id: str
+    title: str
+    messages: int
+    """Messages in the full history."""
+    events: int
+    created_at: float
+    updated_at: float
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """A message that matched a search over the user's sessions."""
+
+    agent_id: str
+    session_id: str
+    seq: int
+    message_id: str
+    role: str
+    snippet: str
+    """A short excerpt around the match."""
+    at: float
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Where sessions live. Every method is async and safe to call from many tasks."""
+
+    url: str
+    """The URL it was opened from, with any password masked."""
+
+    async def load(self, key: SessionKey) -> tuple[StoredState, dict[str, Message]] | None:
+        """Return the state and its working messages by id, or ``None`` for a new session."""
+        ...
+
+    async def commit(
+        self, key: SessionKey, *, expected_version: int, events: Sequence[Event], state: StoredState
+    ) -> int:
+        """Append ``events`` and replace the state in one transaction; return the new version.
+
+        Raises:
+            StateConflict: the stored version is not ``expected_version`` (nothing written).
+        """
+        ...
+
+    async def events(
+        self, key: SessionKey, *, offset: int = 0, limit: int = 100, kinds: Sequence[str] = ()
+    ) -> list[LoggedEvent]:
+        """Return a page of the log, oldest first (``kinds`` filters by event tag)."""
+        ...
+
+    async def messages(self, key: SessionKey, ids: Sequence[str]) -> dict[str, Message]:
+        """Return the messages of the log with these ids (originals, copies and summaries)."""
+        ...
+
+    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
+        """Return the user's sessions, most recently active first."""
+        ...
+
+    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+        """Full-text search over the messages of the user's sessions (CJK included)."""
+        ...
+
+    async def purge(self, key: SessionKey) -> bool:
+        """Delete one session entirely; return whether it existed."""
+        ...
+
+    async def purge_older_than(self, seconds: float) -> list[SessionKey]:
+        """Delete every session whose last activity is older; return their keys."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+def open_store(url: str) -> SessionStore:
+    """Return the store at ``url``.
+
+    ``sqlite:///path.db`` (a file, created when missing), ``sqlite://`` (a private database
+    in memory) or ``postgresql://user@host:port/db``.
+
+    Raises:
+        ConfigurationError: an unknown scheme, or a backend whose driver is not installed.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigurationError(
+            f"a session store URL looks like 'sqlite:///path/to/sessions.db' or "
+            f"'postgresql://user@host/db', got {url!r}"
+        )
+    scheme = url.split("://", 1)[0].lower()
+    if scheme == "sqlite":
+        from harness.sessions.sqlite import SqliteStore
+
+        return SqliteStore(url)
+    if scheme in ("postgresql", "postgres"):
+        from harness.sessions.postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ConfigurationError(
+        f"unknown session store scheme {scheme!r} in {url!r}; use sqlite:/// or postgresql://"
+    )
