@@ -23,6 +23,7 @@ import hashlib
 import os
 import posixpath
 import tempfile
+import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import fsspec
+from anyio.lowlevel import RunVar
 from fsspec.implementations.local import LocalFileSystem
 
 from harness.errors import PathEscapeError, WorkspaceError
@@ -45,7 +47,11 @@ T = TypeVar("T")
 PRIVATE_PREFIX = "memory://context-harness-private"
 """Where `Workspace.private` workspaces live (one fresh sub-folder each)."""
 
-_LOCKS: weakref.WeakValueDictionary[tuple[str, str], anyio.Lock] = weakref.WeakValueDictionary()
+_Key = tuple[str, str]
+_ASYNC_LOCKS: RunVar[weakref.WeakValueDictionary[_Key, anyio.Lock]] = RunVar("workspace_locks")
+"""Per event loop (an anyio lock belongs to one loop): one lock per file being updated."""
+_THREAD_LOCKS = tuple(threading.Lock() for _ in range(64))
+"""Striped locks for updates from several event loops or threads of one process."""
 
 
 def scope_key(kind: str, *parts: str) -> str:
@@ -265,21 +271,27 @@ class Workspace:
         ``change`` receives the current text (``""`` when the file is missing) and returns
         ``(new text or None to leave the file alone, value)``; ``value`` is returned. Updates
         of one file are serialised in this process by an anyio lock (waiting tasks hold no
-        worker thread) and, on a local folder, across processes by ``flock`` on its folder.
+        worker thread), across event loops and threads by a striped thread lock and, on a
+        local folder, across processes by ``flock`` on its folder.
 
         Raises:
             WorkspaceError: when the file cannot be read or written.
         """
         full = self.resolve(path)
         key = (str(self.fs.protocol), full)
-        lock = _LOCKS.get(key)
+        try:
+            locks = _ASYNC_LOCKS.get()
+        except LookupError:
+            locks = weakref.WeakValueDictionary()
+            _ASYNC_LOCKS.set(locks)
+        lock = locks.get(key)
         if lock is None:
-            lock = _LOCKS.setdefault(key, anyio.Lock())
+            lock = locks[key] = anyio.Lock()
         async with lock:
-            return await anyio.to_thread.run_sync(self._update_text, path, full, change)
+            return await anyio.to_thread.run_sync(self._update_text, path, full, change, key)
 
     def _update_text(
-        self, path: str, full: str, change: Callable[[str], tuple[str | None, T]]
+        self, path: str, full: str, change: Callable[[str], tuple[str | None, T]], key: _Key
     ) -> T:
         parent = os.path.dirname(full) if self.local else posixpath.dirname(full)
         try:
@@ -289,7 +301,8 @@ class Workspace:
                 f"cannot create the folder of {path!r}: {exc}; make the workspace writable",
                 path=path,
             ) from exc
-        with _folder_lock(parent if self.local else None):
+        stripe = _THREAD_LOCKS[hash(key) % len(_THREAD_LOCKS)]
+        with stripe, _folder_lock(parent if self.local else None):
             existing = self.read_text(path) if self.exists(path) else ""
             new, value = change(existing)
             if new is not None and new != existing:
