@@ -13,12 +13,16 @@ from harness import (
     ContextPolicy,
     HarnessAgent,
     ModelRequest,
+    RequestIds,
+    RuntimeContext,
     ToolContext,
     Workspace,
 )
 from harness.accounting import estimate_request
 from harness.errors import ConfigurationError
+from harness.memory import memory_path
 from harness.messages import new_id
+from harness.tokens import shared_exact
 from middleware.budget_fit import BudgetFit
 from middleware.context_sources import ContextRequest, ContextSources, context_source
 from middleware.workspace_materials import WorkspaceMaterials, instruction
@@ -239,7 +243,7 @@ async def test_workspace_material_is_dropped_first_under_the_request_budget(tmp_
     probe, probe_model = agent_on(tmp_path, WorkspaceMaterials(), extra=stack_extra)
     await probe.call("x")
     full = probe_model.agent_requests[0]
-    limit = estimate_request(full) - 5
+    limit = estimate_request(full, shared_exact("o200k")) - 5  # exact near the limit
     agent, model = agent_on(tmp_path, WorkspaceMaterials(), extra=stack_extra, limit=limit)
     await agent.call("x")
     (request,) = model.agent_requests
@@ -302,3 +306,40 @@ def test_instruction_arguments_are_validated(name: str, text: str) -> None:
 def test_constructor_arguments_are_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         WorkspaceMaterials(**kwargs)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ scoped memory
+async def test_each_user_sees_the_project_memory_and_only_their_own(tmp_path: Path) -> None:
+    ids = {user: RequestIds(user_id=user, agent_id="agent") for user in ("alice", "bob")}
+    write(
+        tmp_path,
+        {
+            "MEMORY.md": "project: uses Python 3.11",
+            memory_path("agent", ids["alice"]): "agent: answer in English",
+            memory_path("user", ids["alice"]): "alice: prefers tabs",
+            memory_path("user", ids["bob"]): "bob: prefers spaces",
+        },
+    )
+    agent, model = agent_on(tmp_path, WorkspaceMaterials(), replies=["ok", "ok"])
+    await agent.call("hi", RuntimeContext(user_id="alice", session_id="a"))
+    await agent.call("hi", RuntimeContext(user_id="bob", session_id="b"))
+    seen = {}
+    for request in model.agent_requests:
+        memory = [b for b in request.blocks if b.category == "memory"]
+        seen[request.ids.user_id] = [b.text for b in memory]
+        assert [b.source_id for b in memory] == [
+            "workspace/MEMORY.md",
+            f"workspace/{memory_path('agent', request.ids)}",
+            f"workspace/{memory_path('user', request.ids)}",
+        ]
+    assert seen == {
+        "alice": ["project: uses Python 3.11", "agent: answer in English", "alice: prefers tabs"],
+        "bob": ["project: uses Python 3.11", "agent: answer in English", "bob: prefers spaces"],
+    }
+    # Without a memory folder, only the project's file is loaded.
+    agent, model = agent_on(tmp_path, WorkspaceMaterials(memory_folder=None))
+    await agent.call("hi", RuntimeContext(user_id="alice", session_id="a"))
+    (request,) = model.agent_requests
+    assert [b.text for b in request.blocks if b.category == "memory"] == [
+        "project: uses Python 3.11"
+    ]
