@@ -209,8 +209,9 @@ class Compaction:
         truncation_text: appended to the first 20 characters of a truncated argument.
         summary_chunk_tokens: the most tokens one summary request may hold (default: 60 %
             of the summariser's input limit, from its window and the policy).
-        memory: the long-term-memory store called before summarising (default:
-            ``MEMORY.md`` in the agent's workspace); ``None`` disables it.
+        memory: the long-term-memory store called before summarising (default: each
+            user's own memory file in the agent's workspace, `harness.memory.WorkspaceMemory`;
+            shared scopes only when configured); ``None`` disables it.
         compact_tool: give the agent a ``compact_conversation`` tool to ask for a summary.
 
     Raises:
