@@ -99,17 +99,15 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
 
     Far from ``request.input_limit`` the request is returned as it is with its estimate.
     Near it (see `near_limit`), the request's policy gets the exact estimator — so every
-    later decision on it counts exactly — with an ``exact_count`` transform, and the exact
-    total is returned.
+    later decision on it counts exactly, and its manifest names the exact counting method —
+    and the exact total is returned.
     """
     est = request.estimator
     tokens = estimate_request(request, est)
     exact = exact_counter_of(est)
     if exact is None or not near_limit(tokens, request.input_limit, est):
         return request, tokens
-    switched = request.replace(policy=request.policy.replace(estimator=exact)).with_transforms(
-        f"exact_count:{exact.method}"
-    )
+    switched = request.replace(policy=request.policy.replace(estimator=exact))
     return switched, estimate_request(switched, exact)
 
 

@@ -939,6 +939,8 @@ def family_for(model: str) -> str:
         return "cl100k"
     if name.startswith(("gpt-", "chatgpt", "o1", "o3", "o4", "omni-moderation")):
         return "o200k"
+    if full == "scripted":  # providers.ScriptedModel, the offline model, counts like o200k
+        return "o200k"
     return UNKNOWN_FAMILY
 
 

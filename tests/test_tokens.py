@@ -177,7 +177,7 @@ def test_estimator_for_picks_the_family(model: str, family: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "model", ["gemini/gemini-1.5-pro", "ollama/llama3", "mistral-large", "qwen2.5", "scripted"]
+    "model", ["gemini/gemini-1.5-pro", "ollama/llama3", "mistral-large", "qwen2.5", "scripted-v2"]
 )
 def test_models_without_an_offline_tokenizer_get_the_bound(model: str) -> None:
     est = estimator_for(model)

@@ -22,6 +22,7 @@ from harness import (
 from harness.accounting import estimate_request, fixed_tokens
 from harness.errors import ConfigurationError
 from harness.task import TodoItem, set_todos
+from harness.tokens import shared_exact
 from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection
 from middleware.budget_fit import BudgetFit
@@ -29,9 +30,11 @@ from middleware.context_sources import ContextRequest, ContextSources, context_s
 from middleware.task_state import TaskState
 from providers import ScriptedModel
 
+EXACT = shared_exact("o200k")
+
 
 def words(n: int, word: str = "lorem") -> str:
-    """Text of about ``0.3 * 6 * n`` approximate tokens."""
+    """Text of ``n`` words (o200k: about one token each)."""
     return " ".join([word] * n)
 
 
@@ -58,7 +61,8 @@ def agent_for(
         model=model,
         system_prompt=system_prompt,
         stack=[source_of(blocks), *extra, budget or BudgetFit()],  # type: ignore[list-item]
-        policy=ContextPolicy(max_input_tokens=limit, observer=observer),
+        # Exact counts: these tests are about the selection, not about estimation error.
+        policy=ContextPolicy(max_input_tokens=limit, observer=observer, estimator=EXACT),
     )
     return agent, model
 
@@ -181,7 +185,7 @@ async def test_tool_schemas_count_as_fixed_cost() -> None:
         model=ScriptedModel(["ok"]),
         system_prompt="s",
         stack=[BudgetFit()],
-        policy=ContextPolicy(max_input_tokens=10_000),
+        policy=ContextPolicy(max_input_tokens=10_000, estimator=EXACT),
     )
     await plain.call("x")
     with_tool_model = ScriptedModel(["ok"])
@@ -190,7 +194,7 @@ async def test_tool_schemas_count_as_fixed_cost() -> None:
         system_prompt="s",
         tools=[lookup],
         stack=[BudgetFit()],
-        policy=ContextPolicy(max_input_tokens=10_000),
+        policy=ContextPolicy(max_input_tokens=10_000, estimator=EXACT),
     )
     await with_tool.call("x")
     plain_request = plain.client.requests[0]  # type: ignore[attr-defined]
@@ -204,7 +208,7 @@ async def test_tool_schemas_count_as_fixed_cost() -> None:
         system_prompt="s",
         tools=[lookup],
         stack=[BudgetFit()],
-        policy=ContextPolicy(max_input_tokens=limit),
+        policy=ContextPolicy(max_input_tokens=limit, estimator=EXACT),
     )
     with pytest.raises(ContextBudgetExceeded):
         await tight.call("x")

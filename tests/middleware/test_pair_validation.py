@@ -31,6 +31,7 @@ from harness.errors import (
 )
 from harness.markers import INTERRUPTED, INTERRUPTED_TEXT
 from harness.state import AgentState
+from harness.tokens import shared_exact
 from harness.types import Handler, Middleware
 from middleware._history import check_pairs, label, repair_pairs, safe_cut, units
 from middleware.pair_validation import Mode, PairValidation
@@ -217,7 +218,7 @@ async def test_budget_is_checked_on_the_final_request() -> None:
     history = [U("x" * 4_000)]
     probe_agent, probe = agent_with(history, PairValidation())
     await probe_agent.call(U("go"), CTX)
-    needed = estimate_request(probe.requests[0])
+    needed = estimate_request(probe.requests[0], shared_exact("o200k"))  # exact near the limit
 
     agent, model = agent_with(history, PairValidation(), max_input_tokens=needed)
     await agent.call(U("go"), CTX)  # exactly at the limit: sent
