@@ -1,0 +1,127 @@
+"""What both backends share: JSON codecs, the searchable text of an event, search terms, snippets.
+
+A backend stores each event as its msgspec JSON (with the ``type`` tag) plus a few columns it
+queries by: the tag, the time, and for events that carry a message (`MessageEvent`,
+`RewriteEvent`, `CompactionEvent`) the message's id, role and text. Keeping these rules in one
+place makes the two backends answer `search`, `messages` and `sessions` alike.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from harness.errors import StateConflict
+from harness.messages import Message
+from harness.sessions.store import (
+    CompactionEvent,
+    Event,
+    MessageEvent,
+    RewriteEvent,
+    SessionKey,
+    StoredState,
+)
+
+SCHEMA_VERSION: Final = 1
+"""The layout both backends write; a database with a newer one is refused."""
+
+ENCODER: Final = msgspec.json.Encoder()
+EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+STATE_DECODER: Final = msgspec.json.Decoder(StoredState)
+
+SNIPPET_CHARS: Final = 160
+"""About how long a search snippet is."""
+
+
+class EventRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One event as the columns a backend writes."""
+
+    seq: int
+    tag: str
+    body: bytes
+    at: float
+    message_id: str | None
+    role: str | None
+    text: str | None
+    """The searchable text, or ``None`` for events that carry no message."""
+
+
+def carried_message(event: Event) -> Message | None:
+    """Return the message an event brings into the log (original, rewritten copy or summary)."""
+    if isinstance(event, MessageEvent | RewriteEvent):
+        return event.message
+    if isinstance(event, CompactionEvent):
+        return event.summary
+    return None
+
+
+def event_rows(events: tuple[Event, ...] | list[Event], first_seq: int) -> list[EventRow]:
+    """Encode ``events`` as rows numbered from ``first_seq``."""
+    rows: list[EventRow] = []
+    for offset, event in enumerate(events):
+        message = carried_message(event)
+        tag = event.__struct_config__.tag
+        rows.append(
+            EventRow(
+                seq=first_seq + offset,
+                tag=str(tag),
+                body=ENCODER.encode(event),
+                at=event.at,
+                message_id=None if message is None else message.id,
+                role=None if message is None else message.role,
+                text=None if message is None else searchable_text(message),
+            )
+        )
+    return rows
+
+
+def searchable_text(message: Message) -> str:
+    """Return what `search` matches for a message: its text and its tool calls' names and arguments."""
+    parts = [message.text]
+    parts.extend(f"{call.name} {call.arguments}" for call in message.tool_calls)
+    return "\n".join(part for part in parts if part)
+
+
+def count_messages(events: tuple[Event, ...] | list[Event]) -> int:
+    """Return how many events are messages joining the full history."""
+    return sum(1 for event in events if isinstance(event, MessageEvent))
+
+
+def search_terms(query: str) -> list[str]:
+    """Split a query into terms that must all occur (case-insensitively) in a matching text.
+
+    Terms are separated by whitespace; a CJK phrase without spaces is one term and matches as a
+    substring (``上下文管理`` finds ``…的上下文管理策略…``).
+    """
+    return [term for term in query.split() if term]
+
+
+def escape_like(term: str) -> str:
+    r"""Escape ``%``, ``_`` and ``\`` for a ``LIKE … ESCAPE '\'`` pattern."""
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def snippet(text: str, terms: list[str]) -> str:
+    """Return an excerpt of ``text`` around the first match of a term."""
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    folded = text.casefold()
+    hits = [pos for pos in (folded.find(term.casefold()) for term in terms) if pos >= 0]
+    start = max(0, min(hits, default=0) - SNIPPET_CHARS // 3)
+    end = min(len(text), start + SNIPPET_CHARS)
+    start = max(0, end - SNIPPET_CHARS)
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def conflict(key: SessionKey, expected: int, actual: int) -> StateConflict:
+    """Return the `StateConflict` for a commit from a stale version."""
+    return StateConflict(
+        f"session {key.session_id!r} is at version {actual}, but this commit was prepared from "
+        f"version {expected}: another writer committed first and nothing was written. Load the "
+        "session again and redo the round from the stored state.",
+        kind="state_conflict",
+        expected_version=expected,
+        actual_version=actual,
+        session_id=key.session_id,
+    )

@@ -1,0 +1,531 @@
+"""The embedded session store: one SQLite file (or a private in-memory database).
+
+``sqlite:///path/to/sessions.db`` opens (and creates, with its folder) a database file;
+``sqlite://`` opens a private database in memory. The standard library's ``sqlite3`` runs in
+worker threads (`anyio.to_thread.run_sync`) on one connection guarded by a lock, so many tasks
+can call the store at once while SQLite sees one writer at a time; other processes on the same
+file wait on SQLite's own lock (busy timeout). The file is crash-safe: WAL journal,
+``synchronous=FULL``, and every commit is one ``BEGIN IMMEDIATE`` transaction.
+
+Search uses an FTS5 index with the ``trigram`` tokenizer (any script, CJK included); terms
+shorter than three characters fall back to ``LIKE``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, TypeVar
+
+import anyio.to_thread
+import msgspec
+
+from harness.errors import ConfigurationError, WorkspaceError
+from harness.messages import Message
+from harness.sessions import _rows
+from harness.sessions.store import (
+    Event,
+    LoggedEvent,
+    SearchHit,
+    SessionInfo,
+    SessionKey,
+    StoredState,
+)
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS: Final = 30_000
+"""How long a writer waits for another process's transaction before giving up."""
+
+_IN_CHUNK: Final = 500
+"""Ids per ``IN (…)`` query (SQLite's variable limit is 32766, but short queries plan better)."""
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    state BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    n_events INTEGER NOT NULL DEFAULT 0,
+    n_messages INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (user_id, agent_id, session_id)
+);
+CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (user_id, updated_at);
+CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions (updated_at);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    session INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    tag TEXT NOT NULL,
+    body BLOB NOT NULL,
+    at REAL NOT NULL,
+    message_id TEXT,
+    role TEXT,
+    text TEXT,
+    UNIQUE (session, seq)
+);
+CREATE INDEX IF NOT EXISTS events_by_message ON events (session, message_id)
+    WHERE message_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS events_by_tag ON events (session, tag, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5 (
+    text, content='events', content_rowid='id', tokenize='trigram'
+);
+CREATE TRIGGER IF NOT EXISTS texts_insert AFTER INSERT ON events WHEN new.text IS NOT NULL
+BEGIN
+    INSERT INTO texts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS texts_delete AFTER DELETE ON events WHEN old.text IS NOT NULL
+BEGIN
+    INSERT INTO texts (texts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+"""
+
+
+class SqliteStore:
+    """A `SessionStore` in one SQLite file, or in memory for ``sqlite://``."""
+
+    def __init__(self, url: str) -> None:
+        """Parse ``url``; the database is opened on first use.
+
+        Raises:
+            ConfigurationError: the URL is not ``sqlite://`` or ``sqlite:///path``.
+        """
+        self.url = url
+        self.path = _parse(url)
+        """The database file, or ``None`` for a private in-memory database."""
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.url!r})"
+
+    # ------------------------------------------------------------------ plumbing
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await anyio.to_thread.run_sync(self._locked, work)
+
+    def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise ConfigurationError(f"the session store {self.url} is closed; open a new one")
+            if self._conn is None:
+                self._conn = self._open()
+            conn = self._conn
+            try:
+                return work(conn)
+            except sqlite3.Error as error:
+                _rollback(conn)
+                raise self._failure(error) from error
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def _failure(self, error: sqlite3.Error) -> WorkspaceError:
+        where = "the in-memory session store" if self.path is None else f"{self.path}"
+        return WorkspaceError(
+            f"the session database {where} failed: {error}. Check that the file is a "
+            "context-harness session database, that the disk is not full and that no other "
+            "program holds a lock on it.",
+            path=str(self.path or ""),
+        )
+
+    def _open(self) -> sqlite3.Connection:
+        target = ":memory:" if self.path is None else str(self.path)
+        if self.path is not None:
+            _check_file(self.path)
+        try:
+            conn = sqlite3.connect(
+                target,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as error:
+            raise WorkspaceError(
+                f"cannot open the session database {target}: {error}. Check the path and its "
+                "permissions.",
+                path=target,
+            ) from error
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            _migrate(conn, target)
+        except sqlite3.DatabaseError as error:
+            conn.close()
+            raise WorkspaceError(
+                f"{target} is not a usable session database: {error}. Point the store at a "
+                "new file or at a database that context-harness created.",
+                path=target,
+            ) from error
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # ------------------------------------------------------------------ the API
+    async def load(self, key: SessionKey) -> tuple[StoredState, dict[str, Message]] | None:
+        """Return the state and its working messages by id, or ``None`` for a new session."""
+
+        def work(conn: sqlite3.Connection) -> tuple[StoredState, dict[str, Message]] | None:
+            row = conn.execute(
+                "SELECT id, state, version FROM sessions "
+                "WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+                (key.user_id, key.agent_id, key.session_id),
+            ).fetchone()
+            if row is None:
+                return None
+            state = _rows.STATE_DECODER.decode(row[1])
+            state.version = row[2]
+            return state, _messages(conn, row[0], state.working_ids)
+
+        return await self._run(work)
+
+    async def commit(
+        self, key: SessionKey, *, expected_version: int, events: Sequence[Event], state: StoredState
+    ) -> int:
+        """Append ``events`` and replace the state in one transaction; return the new version.
+
+        Raises:
+            StateConflict: the stored version is not ``expected_version`` (nothing written).
+        """
+        batch = list(events)
+        new_version = expected_version + 1
+        body = _rows.ENCODER.encode(_with_version(state, new_version))
+        messages = _rows.count_messages(batch)
+
+        def work(conn: sqlite3.Connection) -> int:
+            now = time.time()
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT id, version, n_events FROM sessions "
+                "WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+                (key.user_id, key.agent_id, key.session_id),
+            ).fetchone()
+            actual = 0 if row is None else row[1]
+            if actual != expected_version:
+                raise _rows.conflict(key, expected_version, actual)
+            if row is None:
+                cursor = conn.execute(
+                    "INSERT INTO sessions (user_id, agent_id, session_id, state, version, title, "
+                    "created_at, updated_at, n_events, n_messages) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        key.user_id,
+                        key.agent_id,
+                        key.session_id,
+                        body,
+                        new_version,
+                        state.title,
+                        now,
+                        now,
+                        len(batch),
+                        messages,
+                    ),
+                )
+                session, first = int(cursor.lastrowid or 0), 1
+            else:
+                session, first = row[0], row[2] + 1
+                conn.execute(
+                    "UPDATE sessions SET state = ?, version = ?, title = ?, updated_at = ?, "
+                    "n_events = n_events + ?, n_messages = n_messages + ? WHERE id = ?",
+                    (body, new_version, state.title, now, len(batch), messages, session),
+                )
+            conn.executemany(
+                "INSERT INTO events (session, seq, tag, body, at, message_id, role, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (session, r.seq, r.tag, r.body, r.at, r.message_id, r.role, r.text)
+                    for r in _rows.event_rows(batch, first)
+                ],
+            )
+            conn.commit()
+            return new_version
+
+        return await self._run(work)
+
+    async def events(
+        self, key: SessionKey, *, offset: int = 0, limit: int = 100, kinds: Sequence[str] = ()
+    ) -> list[LoggedEvent]:
+        """Return a page of the log, oldest first (``kinds`` filters by event tag)."""
+        tags = tuple(kinds)
+
+        def work(conn: sqlite3.Connection) -> list[LoggedEvent]:
+            session = _session_id(conn, key)
+            if session is None:
+                return []
+            where = ""
+            if tags:
+                where = f" AND tag IN ({', '.join('?' * len(tags))})"
+            rows = conn.execute(
+                f"SELECT seq, body FROM events WHERE session = ?{where} "
+                "ORDER BY seq LIMIT ? OFFSET ?",
+                (session, *tags, max(0, limit), max(0, offset)),
+            ).fetchall()
+            return [
+                LoggedEvent(seq=seq, event=_rows.EVENT_DECODER.decode(body)) for seq, body in rows
+            ]
+
+        return await self._run(work)
+
+    async def messages(self, key: SessionKey, ids: Sequence[str]) -> dict[str, Message]:
+        """Return the messages of the log with these ids (originals, copies and summaries)."""
+        wanted = tuple(dict.fromkeys(ids))
+
+        def work(conn: sqlite3.Connection) -> dict[str, Message]:
+            session = _session_id(conn, key)
+            return {} if session is None else _messages(conn, session, wanted)
+
+        return await self._run(work)
+
+    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
+        """Return the user's sessions, most recently active first."""
+
+        def work(conn: sqlite3.Connection) -> list[SessionInfo]:
+            sql = (
+                "SELECT agent_id, session_id, title, n_messages, n_events, created_at, "
+                "updated_at FROM sessions WHERE user_id = ?"
+            )
+            args: tuple[str, ...] = (user_id,)
+            if agent_id is not None:
+                sql += " AND agent_id = ?"
+                args += (agent_id,)
+            rows = conn.execute(sql + " ORDER BY updated_at DESC, id DESC", args).fetchall()
+            return [
+                SessionInfo(
+                    agent_id=r[0],
+                    session_id=r[1],
+                    title=r[2],
+                    messages=r[3],
+                    events=r[4],
+                    created_at=r[5],
+                    updated_at=r[6],
+                )
+                for r in rows
+            ]
+
+        return await self._run(work)
+
+    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+        """Full-text search over the messages of the user's sessions (CJK included)."""
+        terms = _rows.search_terms(query)
+        if not terms or limit <= 0:
+            return []
+        long_terms = [t for t in terms if len(t) >= 3]
+        short_terms = [t for t in terms if len(t) < 3]
+
+        def work(conn: sqlite3.Connection) -> list[SearchHit]:
+            args: list[object] = []
+            if long_terms:
+                # Each term a quoted phrase: a trigram phrase matches as a substring.
+                match = " AND ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
+                sql = (
+                    "SELECT s.agent_id, s.session_id, e.seq, e.message_id, e.role, e.text, e.at "
+                    "FROM texts JOIN events e ON e.id = texts.rowid "
+                    "JOIN sessions s ON s.id = e.session "
+                    "WHERE texts MATCH ? AND s.user_id = ?"
+                )
+                args += [match, user_id]
+                order = " ORDER BY texts.rank, e.at DESC"
+            else:
+                sql = (
+                    "SELECT s.agent_id, s.session_id, e.seq, e.message_id, e.role, e.text, e.at "
+                    "FROM events e JOIN sessions s ON s.id = e.session "
+                    "WHERE s.user_id = ? AND e.text IS NOT NULL"
+                )
+                args.append(user_id)
+                order = " ORDER BY e.at DESC"
+            for term in short_terms:
+                sql += " AND e.text LIKE ? ESCAPE '\\'"
+                args.append(f"%{_rows.escape_like(term)}%")
+            rows = conn.execute(sql + order + " LIMIT ?", (*args, limit)).fetchall()
+            return [
+                SearchHit(
+                    agent_id=r[0],
+                    session_id=r[1],
+                    seq=r[2],
+                    message_id=r[3],
+                    role=r[4],
+                    snippet=_rows.snippet(r[5], terms),
+                    at=r[6],
+                )
+                for r in rows
+            ]
+
+        return await self._run(work)
+
+    async def purge(self, key: SessionKey) -> bool:
+        """Delete one session entirely; return whether it existed."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            session = _session_id(conn, key)
+            if session is not None:
+                _delete(conn, session)
+            conn.commit()
+            return session is not None
+
+        return await self._run(work)
+
+    async def purge_older_than(self, seconds: float) -> list[SessionKey]:
+        """Delete every session whose last activity is older; return their keys."""
+
+        def work(conn: sqlite3.Connection) -> list[SessionKey]:
+            cutoff = time.time() - seconds
+            conn.execute("BEGIN IMMEDIATE")
+            rows = conn.execute(
+                "SELECT id, user_id, agent_id, session_id FROM sessions WHERE updated_at < ?",
+                (cutoff,),
+            ).fetchall()
+            for row in rows:
+                _delete(conn, row[0])
+            conn.commit()
+            return [SessionKey(r[1], r[2], r[3]) for r in rows]
+
+        return await self._run(work)
+
+    async def aclose(self) -> None:
+        """Close the database (an in-memory store loses its sessions)."""
+
+        def work() -> None:
+            with self._lock:
+                self._closed = True
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await anyio.to_thread.run_sync(work)
+
+
+# ---------------------------------------------------------------------- helpers
+def _parse(url: str) -> Path | None:
+    if not isinstance(url, str) or not url.lower().startswith("sqlite://"):
+        raise ConfigurationError(
+            f"a SQLite session store URL is 'sqlite:///path/to/sessions.db' or 'sqlite://' "
+            f"(in memory), got {url!r}"
+        )
+    rest = url[len("sqlite://") :]
+    if rest in ("", "/:memory:", ":memory:"):
+        return None
+    if "?" in rest or "#" in rest:
+        raise ConfigurationError(
+            f"a SQLite session store URL takes no query or fragment, got {url!r}; "
+            "write 'sqlite:///path/to/sessions.db'"
+        )
+    if not rest.startswith("/"):
+        raise ConfigurationError(
+            f"a SQLite session store URL needs an absolute path after 'sqlite://' "
+            f"(three slashes: 'sqlite:///path/to/sessions.db'), got {url!r}"
+        )
+    return Path(rest)
+
+
+def _check_file(path: Path) -> None:
+    if path.is_dir():
+        raise WorkspaceError(
+            f"the session database path {path} is a folder; give the path of a file inside it, "
+            f"e.g. sqlite://{path / 'sessions.db'}",
+            path=str(path),
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise WorkspaceError(
+            f"cannot create the folder for the session database {path}: {error.strerror or error}",
+            path=str(path),
+        ) from error
+    if path.exists():
+        try:
+            with path.open("rb") as file:
+                file.read(16)
+        except OSError as error:
+            raise WorkspaceError(
+                f"cannot read the session database {path}: {error.strerror or error}. "
+                "Check its permissions.",
+                path=str(path),
+            ) from error
+
+
+def _migrate(conn: sqlite3.Connection, target: str) -> None:
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > _rows.SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"the session database {target} has schema version {found}, newer than this "
+            f"context-harness understands ({_rows.SCHEMA_VERSION}); upgrade context-harness "
+            "or use another database",
+            path=target,
+        )
+    if found == _rows.SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < _rows.SCHEMA_VERSION:
+            for statement in _statements(_SCHEMA):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {_rows.SCHEMA_VERSION}")
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    """Split the schema script into statements (triggers contain ``;`` before ``END``)."""
+    out: list[str] = []
+    current = ""
+    for line in script.strip().splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    return out
+
+
+def _session_id(conn: sqlite3.Connection, key: SessionKey) -> int | None:
+    row = conn.execute(
+        "SELECT id FROM sessions WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+        (key.user_id, key.agent_id, key.session_id),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _messages(conn: sqlite3.Connection, session: int, ids: Sequence[str]) -> dict[str, Message]:
+    """Return the logged messages with these ids (the latest event wins for a repeated id)."""
+    found: dict[str, Message] = {}
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), _IN_CHUNK):
+        chunk = unique[start : start + _IN_CHUNK]
+        rows = conn.execute(
+            f"SELECT body FROM events WHERE session = ? AND message_id IN "
+            f"({', '.join('?' * len(chunk))}) ORDER BY seq",
+            (session, *chunk),
+        ).fetchall()
+        for (body,) in rows:
+            message = _rows.carried_message(_rows.EVENT_DECODER.decode(body))
+            if message is not None:
+                found[message.id] = message
+    return {i: found[i] for i in ids if i in found}
+
+
+def _delete(conn: sqlite3.Connection, session: int) -> None:
+    conn.execute("DELETE FROM events WHERE session = ?", (session,))
+    conn.execute("DELETE FROM sessions WHERE id = ?", (session,))
+
+
+def _with_version(state: StoredState, version: int) -> StoredState:
+    return msgspec.structs.replace(state, working_ids=tuple(state.working_ids), version=version)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.rollback()
