@@ -17,7 +17,7 @@ from harness.sessions import SessionStore, open_store
 
 from .pg_server import PostgresServer, find_bindir
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgres")
 _databases = itertools.count(1)
 
 

@@ -1,0 +1,481 @@
+"""The shared session store: PostgreSQL, for several application instances or machines.
+
+``postgresql://user@host:port/db`` connects with psycopg 3 (async) through a
+`psycopg_pool.AsyncConnectionPool`, opened on first use (after one direct connection that
+creates the schema and turns an unreachable server into a clear error) and closed by `aclose`.
+Tables are prefixed ``harness_`` so the store can share a database with the application.
+
+A commit is one transaction that locks the session row (``SELECT … FOR UPDATE``; a new session
+is created with ``INSERT … ON CONFLICT DO NOTHING``), so two writers on one session serialize and
+the stale one gets `StateConflict` with nothing written. Search uses ``ILIKE`` per term over a GIN
+``pg_trgm`` index (any script, CJK included), ranked by ``word_similarity``.
+
+psycopg is imported here only, when a PostgreSQL store is opened, so importing `harness` stays
+fast; without it the store raises `ConfigurationError` naming the ``postgres`` extra.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import msgspec
+
+from harness.errors import ConfigurationError, WorkspaceError
+from harness.messages import Message
+from harness.sessions import _rows
+from harness.sessions.store import (
+    Event,
+    LoggedEvent,
+    SearchHit,
+    SessionInfo,
+    SessionKey,
+    StoredState,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+CONNECT_TIMEOUT_S: Final = 10
+"""How long opening a connection may take before the server counts as unreachable."""
+
+POOL_SIZE: Final = 10
+"""Connections per store at most."""
+
+_LOCK_ID: Final = 0x6861726E  # "harn": serializes schema creation across processes
+
+_SCHEMA: Final = (
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    "CREATE TABLE IF NOT EXISTS harness_schema (version integer NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS harness_sessions (
+        id bigserial PRIMARY KEY,
+        user_id text NOT NULL,
+        agent_id text NOT NULL,
+        session_id text NOT NULL,
+        state json NOT NULL,
+        version bigint NOT NULL,
+        title text NOT NULL DEFAULT '',
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        n_events bigint NOT NULL DEFAULT 0,
+        n_messages bigint NOT NULL DEFAULT 0,
+        UNIQUE (user_id, agent_id, session_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS harness_sessions_by_user ON harness_sessions (user_id, updated_at)",
+    "CREATE INDEX IF NOT EXISTS harness_sessions_by_activity ON harness_sessions (updated_at)",
+    """CREATE TABLE IF NOT EXISTS harness_events (
+        session bigint NOT NULL REFERENCES harness_sessions (id) ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        tag text NOT NULL,
+        body json NOT NULL,
+        at double precision NOT NULL,
+        message_id text,
+        role text,
+        text text,
+        PRIMARY KEY (session, seq)
+    )""",
+    "CREATE INDEX IF NOT EXISTS harness_events_by_message "
+    "ON harness_events (session, message_id) WHERE message_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS harness_events_by_tag ON harness_events (session, tag, seq)",
+    "CREATE INDEX IF NOT EXISTS harness_events_text "
+    "ON harness_events USING gin (text gin_trgm_ops) WHERE text IS NOT NULL",
+)
+
+
+class PostgresStore:
+    """A `SessionStore` in a PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        """Check ``url`` and the driver; the server is contacted on first use.
+
+        Raises:
+            ConfigurationError: a malformed URL, or psycopg / psycopg_pool not installed.
+        """
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as error:
+            raise ConfigurationError(
+                f"a PostgreSQL session store needs psycopg 3 and psycopg_pool ({error.name} is "
+                "missing); install them with: pip install 'context-harness[postgres]'"
+            ) from error
+        self._psycopg = psycopg
+        self._pool_module = psycopg_pool
+        self.url = _masked(url)
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as error:
+            raise ConfigurationError(
+                f"{self.url} is not a valid PostgreSQL URL ({_first_line(error)}); write "
+                "postgresql://user:password@host:port/database"
+            ) from error
+        self._conninfo = url
+        self._kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            self._kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._opening: anyio.Lock | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    # ------------------------------------------------------------------ plumbing
+    async def _ready(self) -> AsyncConnectionPool[Any]:
+        if self._closed:
+            raise ConfigurationError(f"the session store {self.url} is closed; open a new one")
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = anyio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                await self._migrate()
+                pool: AsyncConnectionPool[Any] = self._pool_module.AsyncConnectionPool(
+                    self._conninfo,
+                    min_size=1,
+                    max_size=POOL_SIZE,
+                    kwargs=self._kwargs,
+                    open=False,
+                    check=self._pool_module.AsyncConnectionPool.check_connection,
+                    name="harness-sessions",
+                )
+                await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+                self._pool = pool
+            return self._pool
+
+    async def _migrate(self) -> None:
+        psycopg = self._psycopg
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._conninfo, **self._kwargs)
+        except psycopg.Error as error:
+            raise ConfigurationError(
+                f"cannot connect to the session store {self.url}: {_first_line(error)}. Check "
+                "that the server is running and reachable and that the user, password and "
+                "database in the URL are right.",
+                url=self.url,
+            ) from error
+        try:
+            async with conn:
+                found = await _schema_version(conn)
+                if found == _rows.SCHEMA_VERSION:
+                    return
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+                    found = await _schema_version(conn)
+                    if found < _rows.SCHEMA_VERSION:
+                        for statement in _SCHEMA:
+                            await conn.execute(statement.encode())
+                        await conn.execute("DELETE FROM harness_schema")
+                        await conn.execute(
+                            "INSERT INTO harness_schema (version) VALUES (%s)",
+                            (_rows.SCHEMA_VERSION,),
+                        )
+                if found > _rows.SCHEMA_VERSION:
+                    raise ConfigurationError(
+                        f"the session store {self.url} has schema version {found}, newer than "
+                        f"this context-harness understands ({_rows.SCHEMA_VERSION}); upgrade "
+                        "context-harness or use another database",
+                        url=self.url,
+                    )
+        except psycopg.Error as error:
+            raise ConfigurationError(
+                f"cannot set up the session tables in {self.url}: {_first_line(error)}. The "
+                "user needs CREATE rights on the database, and the pg_trgm extension must be "
+                "available (an administrator can run CREATE EXTENSION pg_trgm).",
+                url=self.url,
+            ) from error
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        pool = await self._ready()
+        try:
+            async with pool.connection(timeout=CONNECT_TIMEOUT_S) as conn:
+                yield conn
+        except self._psycopg.Error as error:
+            raise WorkspaceError(
+                f"the session store {self.url} failed: {_first_line(error)}. Check that the "
+                "server is up and reachable; the operation was not completed.",
+                url=self.url,
+            ) from error
+
+    # ------------------------------------------------------------------ the API
+    async def load(self, key: SessionKey) -> tuple[StoredState, dict[str, Message]] | None:
+        """Return the state and its working messages by id, or ``None`` for a new session."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, state::text, version FROM harness_sessions "
+                "WHERE user_id = %s AND agent_id = %s AND session_id = %s",
+                (key.user_id, key.agent_id, key.session_id),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            state = _rows.STATE_DECODER.decode(row[1])
+            state.version = row[2]
+            return state, await _messages(conn, row[0], state.working_ids)
+
+    async def commit(
+        self, key: SessionKey, *, expected_version: int, events: Sequence[Event], state: StoredState
+    ) -> int:
+        """Append ``events`` and replace the state in one transaction; return the new version.
+
+        Raises:
+            StateConflict: the stored version is not ``expected_version`` (nothing written).
+        """
+        batch = list(events)
+        new_version = expected_version + 1
+        stored = msgspec.structs.replace(
+            state, working_ids=tuple(state.working_ids), version=new_version
+        )
+        body = _rows.ENCODER.encode(stored).decode()
+        messages = _rows.count_messages(batch)
+        async with self._connection() as conn, conn.transaction():
+            now = time.time()
+            cursor = await conn.execute(
+                "SELECT id, version, n_events FROM harness_sessions "
+                "WHERE user_id = %s AND agent_id = %s AND session_id = %s FOR UPDATE",
+                (key.user_id, key.agent_id, key.session_id),
+            )
+            row = await cursor.fetchone()
+            actual = 0 if row is None else row[1]
+            if actual != expected_version:
+                raise _rows.conflict(key, expected_version, actual)
+            if row is None:
+                cursor = await conn.execute(
+                    "INSERT INTO harness_sessions (user_id, agent_id, session_id, state, "
+                    "version, title, created_at, updated_at, n_events, n_messages) "
+                    "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (user_id, agent_id, session_id) DO NOTHING RETURNING id",
+                    (
+                        key.user_id,
+                        key.agent_id,
+                        key.session_id,
+                        body,
+                        new_version,
+                        _text(state.title),
+                        now,
+                        now,
+                        len(batch),
+                        messages,
+                    ),
+                )
+                created = await cursor.fetchone()
+                if created is None:  # another writer created it since our SELECT
+                    raise _rows.conflict(key, expected_version, await _version(conn, key))
+                session, first = created[0], 1
+            else:
+                session, first = row[0], row[2] + 1
+                await conn.execute(
+                    "UPDATE harness_sessions SET state = %s::json, version = %s, title = %s, "
+                    "updated_at = %s, n_events = n_events + %s, n_messages = n_messages + %s "
+                    "WHERE id = %s",
+                    (body, new_version, _text(state.title), now, len(batch), messages, session),
+                )
+            if batch:
+                async with conn.cursor() as insert:
+                    await insert.executemany(
+                        "INSERT INTO harness_events "
+                        "(session, seq, tag, body, at, message_id, role, text) "
+                        "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s)",
+                        [
+                            (
+                                session,
+                                r.seq,
+                                r.tag,
+                                r.body.decode(),
+                                r.at,
+                                r.message_id,
+                                r.role,
+                                None if r.text is None else _text(r.text),
+                            )
+                            for r in _rows.event_rows(batch, first)
+                        ],
+                    )
+        return new_version
+
+    async def events(
+        self, key: SessionKey, *, offset: int = 0, limit: int = 100, kinds: Sequence[str] = ()
+    ) -> list[LoggedEvent]:
+        """Return a page of the log, oldest first (``kinds`` filters by event tag)."""
+        tags = list(kinds)
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT e.seq, e.body::text FROM harness_events e "
+                "JOIN harness_sessions s ON s.id = e.session "
+                "WHERE s.user_id = %s AND s.agent_id = %s AND s.session_id = %s "
+                "AND (cardinality(%s::text[]) = 0 OR e.tag = ANY(%s::text[])) "
+                "ORDER BY e.seq LIMIT %s OFFSET %s",
+                (
+                    key.user_id,
+                    key.agent_id,
+                    key.session_id,
+                    tags,
+                    tags,
+                    max(0, limit),
+                    max(0, offset),
+                ),
+            )
+            rows = await cursor.fetchall()
+        return [LoggedEvent(seq=seq, event=_rows.EVENT_DECODER.decode(body)) for seq, body in rows]
+
+    async def messages(self, key: SessionKey, ids: Sequence[str]) -> dict[str, Message]:
+        """Return the messages of the log with these ids (originals, copies and summaries)."""
+        if not ids:
+            return {}
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id FROM harness_sessions "
+                "WHERE user_id = %s AND agent_id = %s AND session_id = %s",
+                (key.user_id, key.agent_id, key.session_id),
+            )
+            row = await cursor.fetchone()
+            return {} if row is None else await _messages(conn, row[0], ids)
+
+    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
+        """Return the user's sessions, most recently active first."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT agent_id, session_id, title, n_messages, n_events, created_at, "
+                "updated_at FROM harness_sessions "
+                "WHERE user_id = %s AND (%s::text IS NULL OR agent_id = %s) "
+                "ORDER BY updated_at DESC, id DESC",
+                (user_id, agent_id, agent_id),
+            )
+            rows = await cursor.fetchall()
+        return [
+            SessionInfo(
+                agent_id=r[0],
+                session_id=r[1],
+                title=r[2],
+                messages=r[3],
+                events=r[4],
+                created_at=r[5],
+                updated_at=r[6],
+            )
+            for r in rows
+        ]
+
+    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+        """Full-text search over the messages of the user's sessions (CJK included)."""
+        terms = [_text(t) for t in _rows.search_terms(query)]
+        if not terms or limit <= 0:
+            return []
+        patterns = [f"%{_rows.escape_like(term)}%" for term in terms]
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT s.agent_id, s.session_id, e.seq, e.message_id, e.role, e.text, e.at "
+                "FROM harness_events e JOIN harness_sessions s ON s.id = e.session "
+                "WHERE s.user_id = %s AND e.text IS NOT NULL "
+                "AND e.text ILIKE ALL (%s::text[]) "
+                "ORDER BY word_similarity(%s, e.text) DESC, e.at DESC LIMIT %s",
+                (user_id, patterns, " ".join(terms), limit),
+            )
+            rows = await cursor.fetchall()
+        return [
+            SearchHit(
+                agent_id=r[0],
+                session_id=r[1],
+                seq=r[2],
+                message_id=r[3],
+                role=r[4],
+                snippet=_rows.snippet(r[5], terms),
+                at=r[6],
+            )
+            for r in rows
+        ]
+
+    async def purge(self, key: SessionKey) -> bool:
+        """Delete one session entirely; return whether it existed."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM harness_sessions "
+                "WHERE user_id = %s AND agent_id = %s AND session_id = %s RETURNING id",
+                (key.user_id, key.agent_id, key.session_id),
+            )
+            return await cursor.fetchone() is not None
+
+    async def purge_older_than(self, seconds: float) -> list[SessionKey]:
+        """Delete every session whose last activity is older; return their keys."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM harness_sessions WHERE updated_at < %s "
+                "RETURNING user_id, agent_id, session_id",
+                (time.time() - seconds,),
+            )
+            rows = await cursor.fetchall()
+        return [SessionKey(r[0], r[1], r[2]) for r in rows]
+
+    async def aclose(self) -> None:
+        """Close the pool's connections."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+
+# ---------------------------------------------------------------------- helpers
+async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int:
+    cursor = await conn.execute("SELECT to_regclass('harness_schema') IS NOT NULL")
+    exists = await cursor.fetchone()
+    if not exists or not exists[0]:
+        return 0
+    cursor = await conn.execute("SELECT max(version) FROM harness_schema")
+    row = await cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+async def _version(conn: psycopg.AsyncConnection[Any], key: SessionKey) -> int:
+    cursor = await conn.execute(
+        "SELECT version FROM harness_sessions "
+        "WHERE user_id = %s AND agent_id = %s AND session_id = %s",
+        (key.user_id, key.agent_id, key.session_id),
+    )
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def _messages(
+    conn: psycopg.AsyncConnection[Any], session: int, ids: Sequence[str]
+) -> dict[str, Message]:
+    """Return the logged messages with these ids (the latest event wins for a repeated id)."""
+    cursor = await conn.execute(
+        "SELECT body::text FROM harness_events "
+        "WHERE session = %s AND message_id = ANY(%s::text[]) ORDER BY seq",
+        (session, list(dict.fromkeys(ids))),
+    )
+    found: dict[str, Message] = {}
+    for (body,) in await cursor.fetchall():
+        message = _rows.carried_message(_rows.EVENT_DECODER.decode(body))
+        if message is not None:
+            found[message.id] = message
+    return {i: found[i] for i in ids if i in found}
+
+
+def _text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; the JSON body keeps the exact text."""
+    return value.replace("\x00", "\ufffd")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _masked(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+    except ValueError:
+        return "postgresql://…"
