@@ -10,9 +10,17 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup postgres-binaries run test lint bench clean
 
-setup: $(VENV)/.synced
+setup: $(VENV)/.synced postgres-binaries
+
+# The session-store tests start their own PostgreSQL server (tests/sessions/pg_server.py) from the
+# machine's binaries; where there are none, Debian's package provides them (root only).
+postgres-binaries:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  echo "note: no PostgreSQL server binaries; the PostgreSQL session tests will be skipped" >&2
 
 $(UV):
 	$(PYTHON) -m venv .tools

@@ -191,6 +191,11 @@ class SessionStore(Protocol):
     ) -> int:
         """Append ``events`` and replace the state in one transaction; return the new version.
 
+        ``expected_version`` is the version `load` returned (``0`` for a session that does not
+        exist yet: the first commit creates it). The events get the next seqs of the log; the
+        state is stored with the returned version (``expected_version + 1``); ``state`` itself
+        is not changed.
+
         Raises:
             StateConflict: the stored version is not ``expected_version`` (nothing written).
         """
@@ -199,7 +204,11 @@ class SessionStore(Protocol):
     async def events(
         self, key: SessionKey, *, offset: int = 0, limit: int = 100, kinds: Sequence[str] = ()
     ) -> list[LoggedEvent]:
-        """Return a page of the log, oldest first (``kinds`` filters by event tag)."""
+        """Return a page of the log, oldest first (``kinds`` filters by event tag).
+
+        ``offset`` and ``limit`` count the events that pass the filter; an unknown session
+        (or another user's) gives ``[]``.
+        """
         ...
 
     async def messages(self, key: SessionKey, ids: Sequence[str]) -> dict[str, Message]:
@@ -211,7 +220,12 @@ class SessionStore(Protocol):
         ...
 
     async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
-        """Full-text search over the messages of the user's sessions (CJK included)."""
+        """Full-text search over the messages of the user's sessions (CJK included).
+
+        Whitespace separates terms that must all occur, case-insensitively, as substrings of
+        a logged message's text (originals, rewritten copies and summaries; tool calls count by
+        name and arguments); a CJK phrase is one term.
+        """
         ...
 
     async def purge(self, key: SessionKey) -> bool:
@@ -230,8 +244,9 @@ class SessionStore(Protocol):
 def open_store(url: str) -> SessionStore:
     """Return the store at ``url``.
 
-    ``sqlite:///path.db`` (a file, created when missing), ``sqlite://`` (a private database
-    in memory) or ``postgresql://user@host:port/db``.
+    ``sqlite:///abs/path/sessions.db`` (an absolute path after ``sqlite://``; the file and its
+    folders are created when missing), ``sqlite://`` (a private database in memory) or
+    ``postgresql://user:password@host:port/db``. Nothing is opened until the first call.
 
     Raises:
         ConfigurationError: an unknown scheme, or a backend whose driver is not installed.
