@@ -367,14 +367,15 @@ class PostgresStore:
         if not terms or limit <= 0:
             return []
         patterns = [f"%{_rows.escape_like(term)}%" for term in terms]
+        # One ILIKE per term (not ILIKE ALL (array)): the GIN trigram index serves each.
+        matches = " AND e.text ILIKE %s" * len(patterns)
         async with self._connection() as conn:
             cursor = await conn.execute(
                 "SELECT s.agent_id, s.session_id, e.seq, e.message_id, e.role, e.text, e.at "
                 "FROM harness_events e JOIN harness_sessions s ON s.id = e.session "
-                "WHERE s.user_id = %s AND e.text IS NOT NULL "
-                "AND e.text ILIKE ALL (%s::text[]) "
+                f"WHERE s.user_id = %s AND e.text IS NOT NULL{matches} "
                 "ORDER BY word_similarity(%s, e.text) DESC, e.at DESC LIMIT %s",
-                (user_id, patterns, " ".join(terms), limit),
+                (user_id, *patterns, " ".join(terms), limit),
             )
             rows = await cursor.fetchall()
         return [
