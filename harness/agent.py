@@ -46,6 +46,7 @@ from harness.request import (
     RunScope,
     SystemPart,
 )
+from harness.sessions.store import SessionKey
 from harness.state import AgentState
 from harness.tools import Tool, ToolContext, as_tool
 from harness.types import Middleware, ProvidesTools
@@ -80,7 +81,8 @@ class HarnessAgent:
         agent_id: the agent's id, passed to sources and recorded in manifests.
         max_rounds: the most model requests one call may make.
         settings: provider settings passed with every request (temperature …).
-        states: where session states live (default: an in-process dict).
+        states: the in-process session states, keyed by `SessionKey` (user, agent, session):
+            two users never share a state, whatever their session ids.
 
     Raises:
         WorkspaceError: when ``workspace`` is a file, or its folder cannot be created.
@@ -98,7 +100,7 @@ class HarnessAgent:
         agent_id: str = "agent",
         max_rounds: int = 25,
         settings: dict[str, Any] | None = None,
-        states: MutableMapping[str, AgentState] | None = None,
+        states: MutableMapping[SessionKey, AgentState] | None = None,
     ) -> None:
         if not isinstance(max_rounds, int) or max_rounds < 1:
             raise ConfigurationError(f"max_rounds must be a positive int, got {max_rounds!r}")
@@ -116,7 +118,7 @@ class HarnessAgent:
         self.agent_id = agent_id
         self.max_rounds = max_rounds
         self.settings = settings
-        self.states: MutableMapping[str, AgentState] = states if states is not None else {}
+        self.states: MutableMapping[SessionKey, AgentState] = states if states is not None else {}
         self.tools: dict[str, Tool] = {}
         for item in [*tools, *self._middleware_tools()]:
             t = as_tool(item)
@@ -141,13 +143,18 @@ class HarnessAgent:
         return found
 
     # ---------------------------------------------------------------- public
+    def key(self, ctx: RuntimeContext | None = None) -> SessionKey:
+        """Return whose session ``ctx`` names: its user, this agent (or its override), its id."""
+        ctx = ctx or RuntimeContext()
+        return SessionKey(ctx.user_id, ctx.agent_id or self.agent_id, ctx.session_id)
+
     def state(self, ctx: RuntimeContext | None = None) -> AgentState:
         """Return the state of ``ctx``'s session, creating it when new."""
-        session = (ctx or RuntimeContext()).session_id
-        state = self.states.get(session)
+        key = self.key(ctx)
+        state = self.states.get(key)
         if state is None:
-            state = AgentState(session_id=session)
-            self.states[session] = state
+            state = AgentState(session_id=key.session_id)
+            self.states[key] = state
         return state
 
     async def call(
@@ -191,7 +198,7 @@ class HarnessAgent:
             InvalidInputError: as in `call`, before the first event.
         """
         ctx = ctx or RuntimeContext()
-        known = self.states.get(ctx.session_id)
+        known = self.states.get(self.key(ctx))
         message = agent_input(input, known.working_history if known is not None else ())
         state = self.state(ctx)
         pending: list[AgentEvent] = []

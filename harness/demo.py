@@ -30,6 +30,7 @@ from harness.messages import Message
 from harness.policy import ContextPolicy
 from harness.report import format_manifest
 from harness.request import ModelRequest
+from harness.sessions.store import SessionKey
 from harness.tools import ToolContext
 from harness.workspace import Workspace
 
@@ -200,10 +201,11 @@ def _build_agent(
     from middleware.workspace_materials import instruction
 
     async def status_source(request: Any) -> list[ContextBlock]:
-        return [ContextBlock.runtime("latest", f"Build: {_status(request.session_id)}")]
+        return [ContextBlock.runtime("latest", f"Build: {_status(request)}")]
 
-    def _status(session_id: str) -> str:
-        state = agent.states.get(session_id)
+    def _status(request: Any) -> str:
+        key = SessionKey(request.user_id, request.agent_id, request.session_id)
+        state = agent.states.get(key)
         return str(state.extension("demo/build", "not run yet")) if state else "not run yet"
 
     if model:

@@ -183,3 +183,18 @@ async def test_agent_scope_is_shared_only_when_configured(tmp_path: Path) -> Non
 
 def ctx(user: str) -> RuntimeContext:
     return RuntimeContext(user_id=user, session_id=f"s-{user}")
+
+
+async def test_two_users_with_the_same_session_id_never_share_a_history() -> None:
+    from harness import HarnessAgent, RuntimeContext
+    from providers import ScriptedModel
+
+    model = ScriptedModel(default="ok")
+    agent = HarnessAgent(model=model, stack=[])
+    await agent.call("ALICE-SECRET", RuntimeContext(user_id="alice", session_id="default"))
+    await agent.call("hello", RuntimeContext(user_id="bob", session_id="default"))
+    bobs = model.agent_requests[-1]
+    assert [m.text for m in bobs.history] == ["hello"]
+    assert agent.state(RuntimeContext(user_id="alice", session_id="default")).full_history[
+        0
+    ].text == ("ALICE-SECRET")

@@ -801,7 +801,13 @@ async def test_memory_hook_appends_facts_to_memory_md(tmp_path: Path) -> None:
     model = ScriptedModel(script)
     a = agent(
         model,
-        Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None),
+        Compaction(
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            trim_min_tokens=None,
+            memory=WorkspaceMemory(scope="project"),
+        ),
         workspace=workspace,
     )
     await a.call("go", CTX)
@@ -812,7 +818,7 @@ async def test_memory_hook_appends_facts_to_memory_md(tmp_path: Path) -> None:
     at = next(r for r in model.agent_requests if compacted(r))
     assert "memory_record:2" in at.transforms
     # Recording the same facts again appends nothing.
-    store = WorkspaceMemory(workspace=workspace)
+    store = WorkspaceMemory(scope="project", workspace=workspace)
     assert await store.record(list(a.state(CTX).full_history), at) == 0
     assert workspace.read_text("MEMORY.md") == memory
 
@@ -822,7 +828,13 @@ async def test_memory_hook_records_user_preferences_from_later_calls(tmp_path: P
     model = ScriptedModel([*calls(2), "ok", "ok again", *calls(4, start=2), "done"])
     a = agent(
         model,
-        Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None),
+        Compaction(
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            trim_min_tokens=None,
+            memory=WorkspaceMemory(scope="project"),
+        ),
         workspace=workspace,
     )
     await a.call("first task", CTX)

@@ -15,6 +15,7 @@ from harness.errors import (
     ContextOverflowError,
     ProviderUnavailable,
 )
+from harness.sessions import SessionKey
 from harness.state import AgentState
 from harness.types import Handler, Middleware
 from middleware._history import safe_cut
@@ -74,7 +75,8 @@ def make_agent(
     stack: Sequence[Middleware], model: ScriptedModel, history: Sequence[Message] = (), **kw: object
 ) -> HarnessAgent:
     state = AgentState(session_id="s", working_history=list(history), full_history=list(history))
-    return HarnessAgent(model=model, stack=list(stack), states={"s": state}, **kw)  # type: ignore[arg-type]
+    states = {SessionKey("", "agent", "s"): state}
+    return HarnessAgent(model=model, stack=list(stack), states=states, **kw)  # type: ignore[arg-type]
 
 
 def counting_tool() -> tuple[list[int], object]:

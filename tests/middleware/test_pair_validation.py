@@ -30,6 +30,7 @@ from harness.errors import (
     StateConflict,
 )
 from harness.markers import INTERRUPTED, INTERRUPTED_TEXT
+from harness.sessions import SessionKey
 from harness.state import AgentState
 from harness.tokens import shared_exact
 from harness.types import Handler, Middleware
@@ -76,7 +77,11 @@ def agent_with(
         max_input_tokens=max_input_tokens,
     )
     agent = HarnessAgent(
-        model=model, stack=list(stack), policy=policy, states={"s": state}, tools=tools
+        model=model,
+        stack=list(stack),
+        policy=policy,
+        states={SessionKey("", "agent", "s"): state},
+        tools=tools,
     )
     return agent, model
 

@@ -23,6 +23,7 @@ from harness import (
 )
 from harness.errors import ConfigurationError
 from harness.file_tools import session_key
+from harness.sessions import SessionKey
 from harness.state import AgentState
 from middleware.tool_result_offload import (
     DEFAULT_EXEMPT_TOOLS,
@@ -186,7 +187,9 @@ async def test_exemption_uses_the_call_name_when_the_result_has_none(tmp_path: P
         Message.tool("x", big),
     ]
     states = {
-        "s": AgentState(session_id="s", working_history=list(history), full_history=list(history))
+        SessionKey("", "agent", "s"): AgentState(
+            session_id="s", working_history=list(history), full_history=list(history)
+        )
     }
     model = ScriptedModel(["ok"])
     agent = HarnessAgent(
@@ -209,7 +212,11 @@ async def test_non_text_results_are_left_alone(tmp_path: Path) -> None:
         Message.assistant(None, tool_calls=[ToolCall(id="img", name="screenshot")]),
         Message(role="tool", tool_call_id="img", name="screenshot", content=parts),
     ]
-    states = {"s": AgentState(working_history=list(history), full_history=list(history))}
+    states = {
+        SessionKey("", "agent", "s"): AgentState(
+            working_history=list(history), full_history=list(history)
+        )
+    }
     model = ScriptedModel(["ok"])
     agent = HarnessAgent(
         model=model, stack=[ToolResultOffload()], workspace=Workspace(tmp_path), states=states

@@ -1,0 +1,243 @@
+"""The budget promise, end to end: no request the model receives is over its limit by exact count.
+
+Random histories of every script and encoding we know of (Hangul, Thai, Devanagari, emoji,
+CJK extensions, base64, hex dumps, digit and whitespace runs …), sizes up to 90,000
+characters, hostile and repeated tool-call ids, dangling calls and orphan results, run
+through `HarnessAgent` with the default stack and small budgets. Every request the
+`ScriptedModel` receives — the agent's and the summariser's — is counted with the family's
+exact tokenizer, independently of the stack's own estimate. A refusal is accepted only when
+it is justified: `ContextBudgetExceeded` only when System, the tool schemas, the pinned task
+and the newest user message alone exceed the limit by exact count.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from collections.abc import Sequence
+
+import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import (
+    AgentState,
+    ContextBudgetExceeded,
+    ContextPolicy,
+    HarnessAgent,
+    Message,
+    ModelRequest,
+    RuntimeContext,
+    ToolCall,
+)
+from harness.accounting import estimate_request
+from harness.tokens import exact_for_family
+from middleware import PairValidation, default_stack
+from providers import ScriptedModel
+
+EXACT = exact_for_family("o200k")
+MODEL = "gpt-4o"  # an o200k model: its exact tokenizer ships offline
+
+
+def _chars(rng: random.Random, ranges: Sequence[tuple[int, int]], n: int) -> str:
+    out = []
+    for _ in range(n):
+        lo, hi = ranges[rng.randrange(len(ranges))]
+        out.append(chr(rng.randint(lo, hi)))
+    return "".join(out)
+
+
+def _words(rng: random.Random, alphabet: str, n: int) -> str:
+    out: list[str] = []
+    size = 0
+    while size < n:
+        word = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9)))
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)[:n]
+
+
+def generate(kind: str, n: int, seed: int) -> str:
+    """Return ``n`` characters of text class ``kind`` (deterministic for ``seed``)."""
+    rng = random.Random(seed)
+    if kind == "english":
+        return _words(rng, "etaoinshrdlucmfwypvbgkqjxz", n)
+    if kind == "hangul":
+        return _chars(rng, [(0xAC00, 0xD7A3)], n)
+    if kind == "thai":
+        return _chars(rng, [(0x0E01, 0x0E4E)], n)
+    if kind == "devanagari":
+        return _chars(rng, [(0x0900, 0x097F)], n)
+    if kind == "arabic":
+        return _words(rng, "".join(chr(c) for c in range(0x0621, 0x064B)), n)
+    if kind == "cyrillic":
+        return _words(rng, "".join(chr(c) for c in range(0x0430, 0x0450)), n)
+    if kind == "cjk":
+        return _chars(rng, [(0x4E00, 0x9FFF), (0x20000, 0x2A6DF)], n)
+    if kind == "emoji":
+        return _chars(rng, [(0x1F300, 0x1F5FF), (0x1F900, 0x1F9FF)], n)
+    if kind == "fullwidth":
+        return _chars(rng, [(0xFF01, 0xFF5E), (0xFF65, 0xFF9F)], n)
+    if kind == "private":
+        return _chars(rng, [(0xE000, 0xF8FF)], n)
+    if kind == "base64":
+        return "".join(
+            rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+            for _ in range(n)
+        )
+    if kind == "hexdump":
+        lines = []
+        for offset in range(0, n, 78):
+            data = bytes(rng.randrange(256) for _ in range(16))
+            hexes = " ".join(f"{b:02x}" for b in data)
+            text = "".join(chr(b) if 32 <= b < 127 else "." for b in data)
+            lines.append(f"{offset:08x}  {hexes}  |{text}|")
+        return "\n".join(lines)[:n]
+    if kind == "digits":
+        return "".join(rng.choice("0123456789") for _ in range(n))
+    if kind == "spaces":
+        return rng.choice([" ", "\r", "\t", "=", "\n"]) * n
+    if kind == "periodic":
+        unit = _words(rng, "abcdef", rng.randint(2, 12)) + " "
+        return (unit * (n // len(unit) + 1))[:n]
+    raise AssertionError(kind)
+
+
+KINDS = [
+    "english", "hangul", "thai", "devanagari", "arabic", "cyrillic", "cjk", "emoji",
+    "fullwidth", "private", "base64", "hexdump", "digits", "spaces", "periodic",
+]  # fmt: skip
+HOSTILE_IDS = ["../../etc/passwd", "x" * 1500, "调用/1", "", "a b\nc", "call_1", "call_1"]
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(KINDS))
+    n = draw(st.sampled_from([0, 5, 60, 400, 3_000, 20_000, 90_000]))
+    return generate(kind, n, draw(st.integers(0, 2**16)))
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    """A history with every kind of content and, sometimes, broken pairs and hostile ids."""
+    out = [Message.user(draw(texts()) or "start")]
+    for turn in range(draw(st.integers(0, 10))):
+        kind = draw(st.sampled_from(["tools", "tools", "text", "user", "dangling", "orphan"]))
+        if kind == "user":
+            out.append(Message.user(draw(texts()) or "next"))
+        elif kind == "text":
+            out.append(Message.assistant(draw(texts()) or "ok"))
+        elif kind == "orphan":
+            out.append(Message.tool(f"orphan{turn}", draw(texts()), name="shell"))
+        else:
+            calls = [
+                ToolCall(
+                    id=draw(st.sampled_from([*HOSTILE_IDS, f"c{turn}_{k}"])),
+                    name="shell",
+                    arguments=json.dumps({"cmd": draw(texts())[:3000]}, ensure_ascii=False),
+                )
+                for k in range(draw(st.integers(1, 3)))
+            ]
+            out.append(Message.assistant(None, tool_calls=calls))
+            if kind == "tools":
+                out.extend(Message.tool(c.id, draw(texts()), name=c.name) for c in calls)
+    return out
+
+
+def pairs_valid(history: Sequence[Message]) -> bool:
+    open_calls: list[str] = []
+    for message in history:
+        if message.role == "tool":
+            if message.tool_call_id not in open_calls:
+                return False
+            open_calls.remove(message.tool_call_id)
+            continue
+        if open_calls:
+            return False
+        open_calls = [c.id for c in message.tool_calls]
+    return not open_calls
+
+
+def shell(cmd: str) -> str:
+    """Run a shell command.
+
+    Args:
+        cmd: the command line.
+    """
+    return f"ran {cmd}"
+
+
+def minimum_exceeds(agent: HarnessAgent, history: Sequence[Message], limit: int) -> bool:
+    """Whether System, tools, the pinned task and the newest user message exceed ``limit``."""
+    pinned = [history[0]] if history and history[0].role == "user" else []
+    newest = [m for m in history if m.role == "user"][-1:]
+    minimum = ModelRequest(
+        model=MODEL,
+        system=agent._system,
+        history=tuple(dict.fromkeys([*pinned, *newest])),
+        tools=agent._schemas,
+        policy=ContextPolicy().resolve(MODEL),
+        input_limit=limit,
+    )
+    return estimate_request(minimum, EXACT) > limit
+
+
+def run(history: list[Message], limit: int) -> None:
+    model = ScriptedModel(model=MODEL, window=200_000, default="ok")
+    with tempfile.TemporaryDirectory() as folder:
+        agent = HarnessAgent(
+            model=model,
+            system_prompt="SYSTEM-RULES: be careful.",
+            tools=[shell],
+            stack=default_stack(pairs=PairValidation(mode="repair")),
+            policy=ContextPolicy(max_input_tokens=limit),
+            workspace=folder,
+        )
+        ctx = RuntimeContext(user_id="u", session_id="s")
+        agent.states[agent.key(ctx)] = AgentState(
+            session_id="s", full_history=list(history), working_history=list(history)
+        )
+        try:
+            anyio.run(agent.call, "continue", ctx)
+        except ContextBudgetExceeded:
+            everything = agent.state(ctx).full_history
+            assert minimum_exceeds(agent, everything, limit), "refused although the minimum fits"
+            return
+        finally:
+            for request in model.requests:
+                exact = estimate_request(request, EXACT)
+                assert exact <= request.input_limit, (
+                    f"a {request.ids.purpose} request of {exact} tokens (exact) was sent "
+                    f"against a limit of {request.input_limit}"
+                )
+                if request.ids.purpose == "agent":
+                    assert pairs_valid(request.history)
+                    assert request.system[0].text.startswith("SYSTEM-RULES")
+        full = agent.state(ctx).full_history
+        assert [(m.id, m.content) for m in full[: len(history)]] == [
+            (m.id, m.content) for m in history
+        ]
+        assert model.agent_requests, "the agent sent nothing and raised nothing"
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(histories(), st.sampled_from([3_000, 8_000, 16_000, 40_000]))
+def test_every_request_fits_by_exact_count(history: list[Message], limit: int) -> None:
+    run(history, limit)
+
+
+def test_a_tool_result_of_hangul_under_a_small_limit_is_not_sent_over_budget() -> None:
+    hangul = generate("hangul", 20_000, 1)
+    call = ToolCall(id="c1", name="shell", arguments='{"cmd": "cat notes.txt"}')
+    history = [
+        Message.user("read the notes"),
+        Message.assistant(None, tool_calls=[call]),
+        Message.tool("c1", hangul, name="shell"),
+        Message.assistant("I read them."),
+    ]
+    run(history, 16_000)
