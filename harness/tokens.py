@@ -369,6 +369,10 @@ _RUN_MARK = bytes(
 )
 """Marks the (low) bytes of run characters: one C scan tells whether any block can exist."""
 _RUN_PROBE = b"\x01" * RUN_BLOCK
+_STRIDE = 8
+_SPARSE_PROBE = b"\x01" * (RUN_BLOCK // _STRIDE)
+_SAME_SAMPLES = bytes(RUN_BLOCK // _STRIDE - 1)
+"""XOR of consecutive samples: this many zero bytes in a row mark four equal samples."""
 _CJK_RUNS = re.compile("[\u4e00-\u9fff]+")
 _ASTRAL_IDEOGRAPHS = re.compile("[\U00020000-\U0003ffff]")
 _NOT_CJK_PAGES = bytes(b for b in range(256) if not (0x4E <= b <= 0x9F or 0xD8 <= b <= 0xDB))
@@ -410,11 +414,28 @@ class Coefficients(msgspec.Struct, frozen=True, kw_only=True):
     runs: tuple[tuple[str, float, float], ...] = ()
     """(character, tokens of a run of `RUN_BLOCK`, tokens per `RUN_LONG` characters of a long
     run): each block of such characters counts its run cost instead of its weights."""
+    dense: str = "00" * 256
+    """512 hex digits: per ASCII byte, its weight (0–31) in *dense* text — an ASCII text whose
+    ``table`` estimate is at least ``dense_gate`` tokens per character (base64, hex, hashes,
+    random ASCII, numbers), where the tokenizer's word pieces are short and the prose weights
+    under-count. Ignored while ``dense_unit`` is 0."""
+    dense_unit: float = 0.0
+    """Tokens per ``dense`` step."""
+    dense_gate: float = 0.0
+    """Tokens per character (by ``table``) from which an ASCII text is dense."""
 
     def __post_init__(self) -> None:
         _hex_table(self.table, "table")
         _hex_table(self.pages, "pages")
-        numbers = (self.unit, self.page_unit, self.rare_cjk, self.fixed)
+        _hex_table(self.dense, "dense")
+        numbers = (
+            self.unit,
+            self.page_unit,
+            self.rare_cjk,
+            self.fixed,
+            self.dense_unit,
+            self.dense_gate,
+        )
         if min(numbers) < 0 or any(min(a, b) < 0 or len(c) != 1 for c, a, b in self.runs):
             raise ConfigurationError(
                 "Coefficients must be non-negative (a negative weight lets a long text of "
@@ -426,8 +447,13 @@ class Coefficients(msgspec.Struct, frozen=True, kw_only=True):
         """The 256 integer low-byte weights."""
         return bytes.fromhex(self.table)
 
-    def char_tokens(self, char: str) -> float:
-        """Return the tokens one occurrence of ``char`` adds, outside runs and CJK rarity."""
+    def char_tokens(self, char: str, *, dense: bool = False) -> float:
+        """Return the tokens one occurrence of ``char`` adds, outside runs and CJK rarity.
+
+        With ``dense``, the weight it has in dense text (ASCII characters only).
+        """
+        if dense:
+            return sum(self.dense_unit * bytes.fromhex(self.dense)[ord(c)] for c in char)
         total = 0.0
         for unit in char.encode("utf-16-le", "surrogatepass")[0::2]:
             total += self.unit * self.weights[unit]
@@ -441,7 +467,8 @@ def _weigh(data: bytes) -> int:
     size = len(data)
     if size <= _CHUNK:
         return (adler32(data) & 0xFFFF) - 1
-    return sum((adler32(data[i : i + _CHUNK]) & 0xFFFF) - 1 for i in range(0, size, _CHUNK))
+    view = memoryview(data)
+    return sum((adler32(view[i : i + _CHUNK]) & 0xFFFF) - 1 for i in range(0, size, _CHUNK))
 
 
 def rare_cjk_count(text: str) -> int:
@@ -453,6 +480,53 @@ def rare_cjk_count(text: str) -> int:
     ideographs = "".join(_CJK_RUNS.findall(text))
     rare = len(ideographs) - len(ideographs.encode("gb2312", "ignore")) // 2
     return rare + len(_ASTRAL_IDEOGRAPHS.findall(text))
+
+
+_Run = tuple[str, float, str, float]
+"""(block, what a block saves, long block, what a long block saves more)."""
+_MAX_SEGMENTS = 8
+
+
+def _run_savings(text: str, sample: bytes, runs: dict[int, tuple[_Run, ...]]) -> float:
+    """Return what the runs of one character in ``text`` save over their weights.
+
+    ``sample`` holds every `_STRIDE`-th low byte of ``text``; ``runs`` maps a low byte to
+    the runs of characters with that low byte. Only characters seen in `_SAME_SAMPLES` + 1
+    equal consecutive samples can have a run of `RUN_BLOCK`; when there are many such
+    stretches every run is checked.
+    """
+    same = (int.from_bytes(sample[1:]) ^ int.from_bytes(sample[:-1])).to_bytes(len(sample) - 1)
+    at = same.find(_SAME_SAMPLES)
+    if at < 0:
+        return 0.0
+    found: set[int] = set()
+    for _ in range(_MAX_SEGMENTS):
+        found.add(sample[at])
+        rest = same[at:].lstrip(b"\x00")
+        at = same.find(_SAME_SAMPLES, len(same) - len(rest))
+        if at < 0:
+            break
+    else:
+        found = set(runs)
+    saved = 0.0
+    per_long = RUN_LONG // RUN_BLOCK
+    for byte in found:
+        for block, saving, long_block, long_saving in runs.get(byte, ()):
+            blocks = text.count(block)
+            if blocks:
+                saved += blocks * saving
+                if blocks >= per_long:
+                    saved += text.count(long_block) * long_saving
+    return saved
+
+
+def _by_low_byte(runs: Iterable[_Run]) -> dict[int, tuple[_Run, ...]]:
+    """Return ``runs`` grouped by the low byte of their character."""
+    out: dict[int, tuple[_Run, ...]] = {}
+    for run in runs:
+        byte = ord(run[0][0]) & 0xFF
+        out[byte] = (*out.get(byte, ()), run)
+    return out
 
 
 class ApproximateEstimator(CachedEstimator):
@@ -489,10 +563,31 @@ class ApproximateEstimator(CachedEstimator):
         self._page_unit = coefficients.page_unit
         self._rare = coefficients.rare_cjk
         self._fixed = coefficients.fixed
+        self._dense = bytes.fromhex(coefficients.dense)
+        self._dense_unit = coefficients.dense_unit
+        # An ASCII text is dense when Σ table ≥ _gate · len (in table steps); never without
+        # a dense table.
+        self._gate = (
+            coefficients.dense_gate / coefficients.unit
+            if coefficients.dense_unit and coefficients.unit
+            else math.inf
+        )
+        runs = self._run_savings(coefficients, dense=False)
+        self._runs = _by_low_byte(runs)
+        self._ascii_runs = _by_low_byte(r for r in runs if r[0].isascii())
+        self._dense_runs = _by_low_byte(
+            self._run_savings(coefficients, dense=True) if coefficients.dense_unit else ()
+        )
+
+    @staticmethod
+    def _run_savings(coefficients: Coefficients, *, dense: bool) -> tuple[_Run, ...]:
+        """Return the `_Run` of each run character (ASCII ones only when ``dense``)."""
         runs = []
         per_long = RUN_LONG // RUN_BLOCK
         for char, alone, long_run in coefficients.runs:
-            per_char = coefficients.char_tokens(char)
+            if dense and not char.isascii():
+                continue
+            per_char = coefficients.char_tokens(char, dense=dense)
             runs.append(
                 (
                     char * RUN_BLOCK,
@@ -501,8 +596,7 @@ class ApproximateEstimator(CachedEstimator):
                     per_long * alone - long_run,
                 )
             )
-        self._ascii_runs = tuple(r for r in runs if r[0].isascii())
-        self._runs = tuple(runs)
+        return tuple(runs)
 
     @property
     def exact_counter(self) -> TokenEstimator | None:
@@ -511,12 +605,19 @@ class ApproximateEstimator(CachedEstimator):
 
     def count(self, text: str) -> int:
         """Return the estimated token count of ``text`` (0 for empty text, else ≥ 1)."""
-        if not text:
+        size = len(text)
+        if not size:
             return 0
         if text.isascii():
             low = text.encode("ascii")
-            total = _weigh(low.translate(self._low)) * self._unit
-            runs = self._ascii_runs
+            weights = low.translate(self._low)
+            steps = (adler32(weights) & 0xFFFF) - 1 if size <= _CHUNK else _weigh(weights)
+            if steps >= self._gate * size:
+                total = _weigh(low.translate(self._dense)) * self._dense_unit
+                runs = self._dense_runs
+            else:
+                total = steps * self._unit
+                runs = self._ascii_runs
         else:
             data = text.encode("utf-16-le", "surrogatepass")
             low, high = data[0::2], data[1::2]
@@ -527,14 +628,13 @@ class ApproximateEstimator(CachedEstimator):
             if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
                 total += self._rare * rare_cjk_count(text)
             runs = self._runs
-        if len(text) >= RUN_MIN_TEXT and _RUN_PROBE in low.translate(_RUN_MARK):
-            per_long = RUN_LONG // RUN_BLOCK
-            for block, saving, long_block, long_saving in runs:
-                blocks = text.count(block)
-                if blocks:
-                    total -= blocks * saving
-                    if blocks >= per_long:
-                        total -= text.count(long_block) * long_saving
+        # A run of RUN_BLOCK characters covers RUN_BLOCK // _STRIDE consecutive samples of
+        # every _STRIDE-th code unit, all run characters and all equal. Testing the samples
+        # is cheap and rules out nearly every real text; the rest is scanned for each run.
+        if size >= RUN_MIN_TEXT:
+            sample = low[::_STRIDE]
+            if _SPARSE_PROBE in sample.translate(_RUN_MARK):
+                total -= _run_savings(text, sample, runs)
         estimate = total + self._fixed
         return 1 if estimate < 1.0 else math.ceil(estimate)
 
