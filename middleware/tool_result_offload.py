@@ -4,7 +4,9 @@ Where it sits: after the material middleware (WorkspaceMaterials, ContextSources
 FragmentEditor) and before BudgetFit and Compaction, so that budget fitting and compaction
 measure the small preview instead of a 200,000-character log.
 
-A ``tool`` message longer than ``max_result_chars`` is written, byte for byte (UTF-8), to
+A ``tool`` message longer than ``max_result_chars`` — or whose estimated tokens exceed
+``max_result_share`` of the request's input limit (a dense script such as Hangul fills a
+window long before 80,000 characters) — is written, byte for byte (UTF-8), to
 ``large_tool_results/<user and session key>/<result key>.txt`` in the workspace and replaced
 in the request by its first and last ``preview_chars`` characters, the file's path and how
 to read it with the ``read_file`` tool, which this middleware also gives the agent (and
@@ -54,6 +56,8 @@ DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
 """Tools whose results are never offloaded (they read or page content themselves)."""
 DEFAULT_FOLDER = "large_tool_results"
 """The workspace folder offloaded results are written to."""
+_MIN_KEEP = 100
+"""A token-sized preview keeps at least this many characters at each end."""
 _CACHE_KEY = "tool_result_offload"
 _WEEK_S = 7 * 24 * 3600
 
@@ -63,6 +67,9 @@ class ToolResultOffload:
 
     Args:
         max_result_chars: results longer than this many characters are offloaded.
+        max_result_share: results whose estimated tokens exceed this share of the input
+            limit are offloaded too, and a preview never takes more than a quarter of this
+            share (it keeps fewer characters when it would); ``None`` turns both off.
         preview_chars: characters kept from the start and from the end of the result.
         exempt_tools: names of tools whose results are never offloaded.
         folder: the workspace folder for offloaded results (relative).
@@ -85,6 +92,7 @@ class ToolResultOffload:
         self,
         *,
         max_result_chars: int = 80_000,
+        max_result_share: float | None = 0.25,
         preview_chars: int = 2_000,
         exempt_tools: Iterable[str] = DEFAULT_EXEMPT_TOOLS,
         folder: str = DEFAULT_FOLDER,
@@ -94,6 +102,14 @@ class ToolResultOffload:
         if not _is_int(max_result_chars) or max_result_chars < 1:
             raise ConfigurationError(
                 f"max_result_chars must be a positive int, got {max_result_chars!r}"
+            )
+        if max_result_share is not None and (
+            isinstance(max_result_share, bool)
+            or not isinstance(max_result_share, int | float)
+            or not 0 < max_result_share <= 1
+        ):
+            raise ConfigurationError(
+                f"max_result_share must be a fraction in (0, 1] or None, got {max_result_share!r}"
             )
         if not _is_int(preview_chars) or preview_chars < 0:
             raise ConfigurationError(f"preview_chars must be an int ≥ 0, got {preview_chars!r}")
@@ -115,6 +131,7 @@ class ToolResultOffload:
         if workspace is not None and not isinstance(workspace, Workspace):
             raise ConfigurationError(f"workspace must be a Workspace or None, got {workspace!r}")
         self.max_result_chars = max_result_chars
+        self.max_result_share = max_result_share
         self.preview_chars = preview_chars
         self.exempt_tools = frozenset(exempt_tools)
         self.folder = relative_folder(folder)
@@ -144,7 +161,7 @@ class ToolResultOffload:
             if message.role != "tool" or _done(message):
                 continue
             text = _plain_text(message)
-            if text is None or len(text) <= self.max_result_chars:
+            if text is None or not self._too_big(text, message, request):
                 continue
             name = message.name
             if name is None:
@@ -162,18 +179,19 @@ class ToolResultOffload:
                 folder=self.folder,
             )
             reason = "no_workspace" if ws is None else await _store(ws, path, data)
+            keep = self._keep(text, request, self.preview_chars if reason is None else None)
             if reason is None:
                 replaced[index] = message.revise(
                     "offload",
                     metadata={"offloaded": path, "offloaded_chars": len(text)},
-                    content=self._preview(text, path),
+                    content=self._preview(text, path, keep),
                 )
                 transforms.append(f"tool_result_offload:{key}")
             else:
                 replaced[index] = message.revise(
                     "offload",
                     metadata={"offload_failed": reason, "offloaded_chars": len(text)},
-                    content=self._inline_preview(text, reason),
+                    content=self._inline_preview(text, reason, keep),
                 )
                 transforms.append(f"offload_failed:{key}:{reason}")
         if replaced:
@@ -199,9 +217,30 @@ class ToolResultOffload:
         cache_[_CACHE_KEY] = True  # before awaiting: one sweep per call, even if it fails
         await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
 
-    def _inline_preview(self, text: str, reason: str) -> str:
+    def _too_big(self, text: str, message: Message, request: ModelRequest) -> bool:
+        if len(text) > self.max_result_chars:
+            return True
+        share, limit = self.max_result_share, request.input_limit
+        if share is None or limit <= 0 or len(text) <= 2 * _MIN_KEEP:
+            return False
+        return request.estimator.count_message(message) > share * limit
+
+    def _keep(self, text: str, request: ModelRequest, wanted: int | None) -> int:
+        """Return the characters a preview keeps at each end: fewer when they cost too much."""
+        if wanted is None:  # inline: something must be shown
+            wanted = self.preview_chars or min(2_000, self.max_result_chars // 4)
+        keep = min(wanted, max(0, (len(text) - 1) // 2))
+        share, limit = self.max_result_share, request.input_limit
+        if share is None or limit <= 0 or keep == 0:
+            return keep
+        cap = share * limit / 4
+        count = request.estimator.count
+        while keep > _MIN_KEEP and count(text[:keep]) + count(text[-keep:]) > cap:
+            keep //= 2
+        return keep
+
+    def _inline_preview(self, text: str, reason: str, keep: int) -> str:
         total = len(text)
-        keep = self.preview_chars or min(2_000, self.max_result_chars // 4)
         return (
             f"[Tool result too long for the context: {total:,} characters. It could not be "
             f"saved to the workspace ({reason}), so only the first {keep:,} and the last "
@@ -210,8 +249,8 @@ class ToolResultOffload:
             f"{text[:keep]}\n[… {total - 2 * keep:,} characters omitted …]\n{text[-keep:]}"
         )
 
-    def _preview(self, text: str, path: str) -> str:
-        total, keep = len(text), self.preview_chars
+    def _preview(self, text: str, path: str, keep: int) -> str:
+        total = len(text)
         intro = (
             f"[Tool result offloaded: {total:,} characters, too long for the context, were "
             f'saved to the workspace file "{path}". '

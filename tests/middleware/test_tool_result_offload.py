@@ -161,7 +161,9 @@ async def test_results_under_the_threshold_and_exempt_tools_are_untouched(tmp_pa
         """
         return big_text(size, "l")
 
-    offload = ToolResultOffload(exempt_tools=DEFAULT_EXEMPT_TOOLS | {"listing"})
+    offload = ToolResultOffload(
+        exempt_tools=DEFAULT_EXEMPT_TOOLS | {"listing"}, max_result_share=None
+    )
     agent = HarnessAgent(
         model=model,
         tools=[dump, memory_search, listing],
@@ -531,3 +533,39 @@ async def test_read_file_is_provided_to_the_agent(tmp_path: Path) -> None:
 def test_bad_configuration_is_rejected(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         ToolResultOffload(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_dense_result_under_the_character_limit_is_offloaded_by_tokens(
+    tmp_path: Path,
+) -> None:
+    """20,000 Hangul characters are far under 80,000 but cost ~45,000 tokens."""
+    import random
+
+    from harness import ContextPolicy
+    from harness.accounting import estimate_request
+    from harness.tokens import shared_exact
+
+    rng = random.Random(1)
+    hangul = "".join(chr(rng.randint(0xAC00, 0xD7A3)) for _ in range(20_000))
+
+    def notes() -> str:
+        """Read the notes."""
+        return hangul
+
+    model = ScriptedModel([ScriptedModel.tool_call("notes", id="n1"), "done"], model="gpt-4o")
+    agent = HarnessAgent(
+        model=model,
+        tools=[notes],
+        stack=[ToolResultOffload()],
+        workspace=Workspace(tmp_path),
+        policy=ContextPolicy(max_input_tokens=16_000),
+    )
+    assert (await agent.call("read the notes")).text == "done"
+    last = model.agent_requests[-1]
+    (result,) = [m for m in last.history if m.role == "tool"]
+    assert result.meta("offloaded") and last.transforms == ("tool_result_offload:n1",)
+    exact = shared_exact("o200k")
+    assert exact.count(result.text) <= 0.25 * 16_000 / 4 + 200  # the preview is bounded too
+    assert estimate_request(last, exact) <= 16_000
+    stored = (tmp_path / result.meta("offloaded")).read_text(encoding="utf-8")
+    assert stored == hangul  # byte-exact
