@@ -217,7 +217,7 @@ def _build_agent(
         from providers.scripted import ScriptedModel
 
         client = ScriptedModel(_script(), window=32_000)
-        budget = 4_000 if max_input_tokens is None else max_input_tokens
+        budget = 3_600 if max_input_tokens is None else max_input_tokens
     stack = default_stack(
         instructions=[
             instruction(

@@ -14,12 +14,19 @@ messages, so BudgetFit reserves exactly the room Compaction cannot give back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import msgspec
 
 from harness.markers import is_summary
 from harness.messages import Message
 from middleware._history import safe_cut
+
+SUMMARY_ROOM: Final = 100
+"""Tokens a compacted history needs for its summary message at the least: the framing, the
+header line and a short text. BudgetFit reserves it beside the minimum whenever the history
+holds more than the minimum (so something will be summarised); Compaction never gives a
+summary less."""
 
 
 class Layout(msgspec.Struct, frozen=True):
@@ -63,8 +70,7 @@ def minimum(history: Sequence[Message]) -> tuple[Message, ...]:
     """Return the messages Compaction never removes, in order.
 
     The pinned task, the current summary, the newest user message and the last unit of
-    the body. (A forced compaction adds a new summary, which is made to fit what these
-    leave of the budget.)
+    the body. (A compaction adds a new summary, which gets at least `SUMMARY_ROOM`.)
     """
     shape = layout(history)
     body = history[shape.start :]

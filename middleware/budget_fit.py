@@ -11,7 +11,8 @@ The budget is spent in this order:
 2. **History minimum** — what Compaction never removes (`middleware._layout.minimum`):
    the pinned task, the current summary, the newest user message and the last unit (the
    last assistant message with tool calls and its results, or the last message). Compaction
-   keeps these, so they cannot be made smaller here. When fixed cost
+   keeps these, so they cannot be made smaller here — plus ``SUMMARY_ROOM`` for the
+   summary when the history holds more than that. When fixed cost
    plus this minimum exceed ``request.input_limit`` the build stops with
    `ContextBudgetExceeded` and the model is not called: the request could never fit.
    ``min_history_tokens`` can reserve more history room than the minimum (never more than
@@ -41,6 +42,7 @@ from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.types import Concern, Handler
+from middleware._layout import SUMMARY_ROOM
 from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection, SelectionPolicy
 
@@ -133,7 +135,10 @@ class BudgetFit:
                 limit=limit,
                 transforms=request.transforms,
             )
-        minimum = est.count_messages(history_minimum(request.history))
+        kept = history_minimum(request.history)
+        minimum = est.count_messages(kept)
+        if len(kept) < len(request.history):
+            minimum += SUMMARY_ROOM  # the rest will be summarised: room for the summary
         if fixed + minimum > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks (~{fixed} tokens) "

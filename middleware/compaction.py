@@ -85,7 +85,7 @@ from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
 from middleware._history import safe_cut
-from middleware._layout import Layout, current_user, last_unit_start
+from middleware._layout import SUMMARY_ROOM, Layout, current_user, last_unit_start
 from middleware._layout import layout as layout_of
 from middleware._summariser import (
     DEFAULT_SUMMARY_PROMPT,
@@ -125,9 +125,10 @@ SUMMARY_OVERFLOW_RETRIES: Final = 3
 """Times the chunks are halved when the summariser rejects a summary request as too long."""
 TRUNCATE_KEEP_CHARS: Final = 20
 """Characters a truncated argument keeps before the truncation text."""
-_MIN_ROOM: Final = 64
 _HEADER_TOKENS: Final = 32
 """Room for a summary message's header line ("[Summary of … compacted; …]")."""
+_MIN_ROOM: Final = SUMMARY_ROOM - MESSAGE_OVERHEAD - _HEADER_TOKENS
+"""The least text a summary gets (what `SUMMARY_ROOM` leaves after its header)."""
 _PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
 
 
@@ -568,14 +569,13 @@ class Compaction:
             cut = self._normal_cut(body, est, budget, layout)
             if cut == 0 and reason == "requested":
                 cut = last_unit_start(body)
-        # The newest user message says what the agent is doing now: it is kept word for
-        # word, right after the summary, even when it lies in the early part.
-        current = current_user(body)
-        if current is not None and current < cut:
-            early = (*body[:current], *body[current + 1 : cut])
-            kept = (body[current], *body[cut:])
-        else:
-            early, kept = body[:cut], body[cut:]
+        head = (layout.pinned,) if layout.pinned is not None else ()
+        # The summary needs room too: while what is kept leaves less than _MIN_ROOM of the
+        # budget for it, the oldest kept unit joins the early part (never the last unit).
+        tail = last_unit_start(body)
+        while cut < tail and budget - self._rest(est, head, body, cut) < _MIN_ROOM:
+            cut = safe_cut(body, cut + 1, forward=True)
+        early, kept = _split(body, cut)
         if not early:
             return history, [], None  # nothing early enough to summarise: leave it unchanged
         done: list[str] = []
@@ -588,10 +588,9 @@ class Compaction:
                 if stored:
                     done.append(f"memory_record:{stored}")
         previous = summary_text(layout.previous) if layout.previous is not None else None
-        head = (layout.pinned,) if layout.pinned is not None else ()
         # The summary gets what the pinned and kept messages leave of the budget (at most
         # SUMMARY_CAP_FRACTION of it), so the compacted history fits.
-        rest = est.count_messages((*head, *kept)) + MESSAGE_OVERHEAD + _HEADER_TOKENS
+        rest = self._rest(est, head, body, cut)
         cap = max(_MIN_ROOM, min(int(max(budget, 0) * SUMMARY_CAP_FRACTION), budget - rest))
         try:
             text = await self._summarise(early, previous, request, cap)
@@ -613,6 +612,14 @@ class Compaction:
         )
         done.append(f"history_compaction:{len(early)}")
         return (*head, summary, *kept), done, None
+
+    @staticmethod
+    def _rest(
+        est: TokenEstimator, head: tuple[Message, ...], body: Sequence[Message], cut: int
+    ) -> int:
+        """Return the tokens of a compacted history besides the summary's text."""
+        _, kept = _split(body, cut)
+        return est.count_messages((*head, *kept)) + MESSAGE_OVERHEAD + _HEADER_TOKENS
 
     def _without_summary(
         self,
@@ -746,3 +753,15 @@ class Compaction:
 def _check_int(name: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be an int ≥ {minimum}, got {value!r}")
+
+
+def _split(body: Sequence[Message], cut: int) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+    """Return the early and the kept part of ``body`` cut at ``cut``.
+
+    The newest user message says what the agent is doing now: it is kept word for word,
+    right after the summary, even when it lies in the early part.
+    """
+    current = current_user(body)
+    if current is not None and current < cut:
+        return (*body[:current], *body[current + 1 : cut]), (body[current], *body[cut:])
+    return tuple(body[:cut]), tuple(body[cut:])
