@@ -46,6 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from benchmarks.corpus import SHARED, Workload, all_workloads, message_texts
 from benchmarks.textgen import WIDE_CLASSES, wide_workloads
 from harness.tokens import (
@@ -57,6 +59,7 @@ from harness.tokens import (
     ApproximateEstimator,
     Coefficients,
     ExactEstimator,
+    dense_features,
     exact_for_family,
     rare_cjk_count,
 )
@@ -71,6 +74,10 @@ CLASS_TARGET = 1.0
 UNSEEN_PAGE = 3.0
 """Tokens per code unit of a page no training text uses (3 UTF-8 bytes, one token each)."""
 FLOOR_MARGIN = 0.05
+DENSE_GATE = 0.36
+"""Tokens per character (by the main table) from which an ASCII text is *dense* and is
+counted with its own table: base64, hex, hashes, numbers and random ASCII are all above it,
+prose, code and 97 % of real agent messages below (0 turns the dense table off)."""
 MIN_ANY = 0.02
 """The least a character may cost: a zero weight would let a long text of it count as nothing."""
 MIN_LOW = {"control": 0.5, "cr": 0.25}
@@ -157,6 +164,9 @@ for _group in GROUPS:
     INDEX["page", _group] = len(INDEX)
 INDEX["rare", None] = len(INDEX)
 INDEX["fixed", None] = len(INDEX)
+INDEX["case", None] = len(INDEX)
+INDEX["digit", None] = len(INDEX)
+INDEX["symbol", None] = len(INDEX)
 N_PARAMS = len(INDEX)
 CLASS_OF = [INDEX["class", low_class(b)] for b in range(256)]
 OWN_OF = {b: INDEX["own", b] for b in OWN}
@@ -186,6 +196,14 @@ class Sample:
     exact: dict[str, int]
     run_tokens: dict[str, float] = field(default_factory=dict)
     """What the run blocks cost per family (subtracted from the target)."""
+    whole: Counter[int] | None = None
+    """For an ASCII text, its bytes before the run blocks were taken out (the dense gate)."""
+    case: int = 0
+    """For an ASCII text, lowercase letters followed by an uppercase one (`dense_features`)."""
+    digit: int = 0
+    """… letters followed by a digit …"""
+    symbol: int = 0
+    """… and symbols followed by a letter."""
 
 
 def make_sample(
@@ -194,6 +212,7 @@ def make_sample(
     """Return the `Sample` of one text."""
     data = text.encode("utf-16-le", "surrogatepass")
     low = Counter(data[0::2])
+    whole = Counter(low) if text.isascii() else None
     pages = Counter(data[1::2])
     pages.pop(0, None)
     run_tokens = dict.fromkeys(exact, 0.0)
@@ -214,6 +233,7 @@ def make_sample(
                 if unit[1]:
                     pages[unit[1]] -= RUN_BLOCK * blocks
     rare = rare_cjk_count(text)
+    case, digit, symbol = dense_features(text) if whole is not None else (0, 0, 0)
     return Sample(
         workload,
         low,
@@ -221,6 +241,10 @@ def make_sample(
         rare,
         {f: e.count(text) for f, e in exact.items()},
         run_tokens,
+        whole,
+        case,
+        digit,
+        symbol,
     )
 
 
@@ -236,9 +260,13 @@ def samples_of(
     ]
 
 
-def features(sample: Sample) -> list[tuple[int, float]]:
-    """Return the sparse feature vector of a sample."""
+def features(sample: Sample, *, transitions: bool = False) -> list[tuple[int, float]]:
+    """Return the sparse feature vector of a sample (with ``transitions``: the dense model's)."""
     dense: dict[int, float] = {INDEX["fixed", None]: 1.0}
+    if transitions:
+        dense[INDEX["case", None]] = float(sample.case)
+        dense[INDEX["digit", None]] = float(sample.digit)
+        dense[INDEX["symbol", None]] = float(sample.symbol)
     for byte, n in sample.low.items():
         if n:
             index = OWN_OF.get(byte, CLASS_OF[byte])
@@ -313,13 +341,15 @@ class Normal:
     pages_seen: set[str]
 
 
-def normal_of(samples: Sequence[Sample], families: Sequence[str]) -> Normal:
+def normal_of(
+    samples: Sequence[Sample], families: Sequence[str], *, transitions: bool = False
+) -> Normal:
     """Return the normal equations of one workload's samples (each workload sums to 1)."""
     matrix = [[0.0] * N_PARAMS for _ in range(N_PARAMS)]
     rhs = {f: [0.0] * N_PARAMS for f in families}
     seen: set[str] = set()
     for sample in samples:
-        items = features(sample)
+        items = features(sample, transitions=transitions)
         weight = 1.0 / len(samples) / (sample.exact["o200k"] + 4) ** ERROR_EXPONENT
         for i, xi in items:
             wxi = weight * xi
@@ -337,13 +367,20 @@ def normal_of(samples: Sequence[Sample], families: Sequence[str]) -> Normal:
     return Normal(matrix, rhs, seen)
 
 
-def fit(normals: dict[str, Normal], family: str, runs: RunCosts) -> Coefficients:
-    """Return clipped, quantized (not yet conservative) coefficients from workload normals."""
+def fit(
+    normals: dict[str, Normal], family: str, runs: RunCosts, *, dense: bool = False
+) -> Coefficients:
+    """Return clipped, quantized (not yet conservative) coefficients from workload normals.
+
+    With ``dense`` (the dense table) every workload gets the same share (see
+    `WORKLOAD_WEIGHT`) and the transition terms are returned as ``dense_case`` and
+    ``dense_digit`` and ``dense_symbol``.
+    """
     matrix = [[0.0] * N_PARAMS for _ in range(N_PARAMS)]
     rhs = [0.0] * N_PARAMS
     seen: set[str] = set()
     for name, normal in normals.items():
-        share = WORKLOAD_WEIGHT.get(name, 0.5 if name in WIDE_NAMES else 1.0)
+        share = 1.0 if dense else WORKLOAD_WEIGHT.get(name, 0.5 if name in WIDE_NAMES else 1.0)
         for i in range(N_PARAMS):
             rhs[i] += share * normal.rhs[family][i]
             row, source = matrix[i], normal.matrix[i]
@@ -370,12 +407,20 @@ def fit(normals: dict[str, Normal], family: str, runs: RunCosts) -> Coefficients
         g: max(0.0, params[INDEX["page", g]]) if g in seen else UNSEEN_PAGE for g in GROUPS
     }
     pages = [0.0] + [group_weight[PAGE_GROUP.get(p, "other-bmp-scripts")] for p in range(1, 256)]
-    return build(
+    built = build(
         low,
         pages,
         max(0.0, params[INDEX["rare", None]]),
         max(0.0, params[INDEX["fixed", None]]),
         runs,
+    )
+    if not dense:
+        return built
+    return msgspec.structs.replace(
+        built,
+        dense_case=max(0.0, params[INDEX["case", None]]),
+        dense_digit=max(0.0, params[INDEX["digit", None]]),
+        dense_symbol=max(0.0, params[INDEX["symbol", None]]),
     )
 
 
@@ -398,14 +443,17 @@ def build(
 
 def scaled(c: Coefficients, factor: float) -> Coefficients:
     """Return ``c`` with every fitted term times ``factor`` (run costs are measured, kept)."""
-    return Coefficients(
-        table=c.table,
+    return msgspec.structs.replace(
+        c,
         unit=c.unit * factor,
-        pages=c.pages,
         page_unit=c.page_unit * factor,
         rare_cjk=c.rare_cjk * factor,
         fixed=c.fixed * factor,
-        runs=c.runs,
+        dense_unit=c.dense_unit * factor,
+        dense_gate=c.dense_gate * factor,
+        dense_case=c.dense_case * factor,
+        dense_digit=c.dense_digit * factor,
+        dense_symbol=c.dense_symbol * factor,
     )
 
 
@@ -415,7 +463,18 @@ def raised_pages(c: Coefficients, extra: dict[int, float]) -> Coefficients:
     for page, add in extra.items():
         weights[page] += add
     low = [w * c.unit for w in c.weights]
-    return build(low, weights, c.rare_cjk, c.fixed, c.runs)
+    raised = build(low, weights, c.rare_cjk, c.fixed, c.runs)
+    return msgspec.structs.replace(
+        raised,
+        table=c.table,
+        unit=c.unit,
+        dense=c.dense,
+        dense_unit=c.dense_unit,
+        dense_gate=c.dense_gate,
+        dense_case=c.dense_case,
+        dense_digit=c.dense_digit,
+        dense_symbol=c.dense_symbol,
+    )
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -560,9 +619,46 @@ def load_data(
     return Data(groups, samples, texts, normals)
 
 
+def is_dense(sample: Sample, c: Coefficients, gate: float = DENSE_GATE) -> bool:
+    """Return whether ``c`` estimates the ASCII text of ``sample`` dense (see `DENSE_GATE`)."""
+    if sample.whole is None:
+        return False
+    size = sample.whole.total()
+    weights = c.weights
+    steps = sum(weights[b] * n for b, n in sample.whole.items())
+    return size > 0 and steps * c.unit >= gate * size
+
+
+def with_dense(data: Data, names: Sequence[str], family: str, main: Coefficients) -> Coefficients:
+    """Return ``main`` with a dense table fitted on the ASCII texts ``main`` gates dense.
+
+    Each training workload contributes its dense texts (a workload with none contributes
+    nothing); the table is fitted like the main one, on those texts only.
+    """
+    normals = {}
+    for name in names:
+        dense = [s for s in data.samples[name] if is_dense(s, main)]
+        if dense:
+            normals[name] = normal_of(dense, [family], transitions=True)
+    if not normals:
+        return main
+    fitted = fit(normals, family, main.runs, dense=True)
+    return msgspec.structs.replace(
+        main,
+        dense=fitted.table,
+        dense_unit=fitted.unit,
+        dense_gate=DENSE_GATE,
+        dense_case=fitted.dense_case,
+        dense_digit=fitted.dense_digit,
+        dense_symbol=fitted.dense_symbol,
+    )
+
+
 def fit_on(data: Data, names: Sequence[str], family: str, runs: RunCosts) -> Coefficients:
     """Return the conservative coefficients fitted on the workloads ``names``."""
     raw = fit({n: data.normals[n] for n in names}, family, runs)
+    if DENSE_GATE:
+        raw = with_dense(data, names, family, raw)
     train = [w for ws in data.groups.values() for w in ws if w.name in names]
     coefficients, factor = conservative(raw, family, train, data.samples, data.texts)
     print(f"  (fit on {len(names)} workloads: scale ×{factor:.3f})", file=sys.stderr)
@@ -602,6 +698,15 @@ def format_block(results: dict[str, Coefficients], floors: dict[str, float]) -> 
         lines.append(f"        page_unit={c.page_unit:.6f},")
         lines.append(f"        rare_cjk={c.rare_cjk:.4f},")
         lines.append(f"        fixed={c.fixed:.4f},")
+        if c.dense_unit:
+            lines.append("        dense=(")
+            lines.extend(f'            "{c.dense[i : i + 64]}"' for i in range(0, 512, 64))
+            lines.append("        ),")
+            lines.append(f"        dense_unit={c.dense_unit:.6f},")
+            lines.append(f"        dense_gate={c.dense_gate:.4f},")
+            lines.append(f"        dense_case={c.dense_case:.4f},")
+            lines.append(f"        dense_digit={c.dense_digit:.4f},")
+            lines.append(f"        dense_symbol={c.dense_symbol:.4f},")
         lines.append("        runs=(")
         lines.extend(f"            ({ch!r}, {a:.2f}, {b:.2f})," for ch, a, b in c.runs)
         lines.append("        ),")

@@ -12,11 +12,16 @@ weights over the whole text, read contiguously with C-speed primitives only:
   tokenizers split into two to four tokens, add an extra weight;
 - runs of one character (spaces, ``=``, ``-``, newlines, zeros …) are counted per block of
   32 and 256 characters at what the tokenizer really charges for them, since tokenizers
-  merge such runs into a few long tokens (one C scan tells whether a block can exist).
+  merge such runs into a few long tokens (every 8th code unit is tested first: a block
+  shows as four equal samples, which real text seldom has);
+- *dense* ASCII text — whose estimate by the main table is at least ``dense_gate`` tokens
+  per character: base64, hex, hashes, UUIDs, numbers, random ASCII, about 3 % of real agent
+  messages — is counted with its own table plus the places where tokenizers start a new
+  word piece (lowercase→uppercase, letter→digit, symbol→letter), counted with
+  ``bytes.count`` on a class map. A per-character model cannot price both prose and base64.
 
-Summing a weight table runs in C (``bytes.translate`` and ``zlib.adler32`` over 1 KB
-chunks), so a count costs about as much as one copy of the text: 25–60× faster than
-tiktoken. The weights are fitted per family by ``benchmarks/fit_estimator.py`` on one part
+Summing a weight table runs in C (``bytes.translate`` and ``zlib.adler32`` over 2 KB
+chunks), so a count costs about as much as two copies of the text. The weights are fitted per family by ``benchmarks/fit_estimator.py`` on one part
 of the data and checked on the rest (``benchmarks/bench_estimation.py``).
 
 **The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
@@ -423,6 +428,13 @@ class Coefficients(msgspec.Struct, frozen=True, kw_only=True):
     """Tokens per ``dense`` step."""
     dense_gate: float = 0.0
     """Tokens per character (by ``table``) from which an ASCII text is dense."""
+    dense_case: float = 0.0
+    """Tokens per lowercase letter followed by an uppercase one, in dense text: tokenizers
+    start a word piece there (base64 and random text are full of them)."""
+    dense_digit: float = 0.0
+    """Tokens per letter followed by a digit, in dense text (a digit starts a piece too)."""
+    dense_symbol: float = 0.0
+    """Tokens per symbol followed by a letter, in dense text."""
 
     def __post_init__(self) -> None:
         _hex_table(self.table, "table")
@@ -435,6 +447,9 @@ class Coefficients(msgspec.Struct, frozen=True, kw_only=True):
             self.fixed,
             self.dense_unit,
             self.dense_gate,
+            self.dense_case,
+            self.dense_digit,
+            self.dense_symbol,
         )
         if min(numbers) < 0 or any(min(a, b) < 0 or len(c) != 1 for c, a, b in self.runs):
             raise ConfigurationError(
@@ -469,6 +484,39 @@ def _weigh(data: bytes) -> int:
         return (adler32(data) & 0xFFFF) - 1
     view = memoryview(data)
     return sum((adler32(view[i : i + _CHUNK]) & 0xFFFF) - 1 for i in range(0, size, _CHUNK))
+
+
+_LETTER_CLASSES = (
+    bytes(
+        ord("a")
+        if chr(b).islower()
+        else ord("A")
+        if chr(b).isupper()
+        else ord("0")
+        if chr(b).isdigit()
+        else ord(" ")
+        if chr(b).isspace()
+        else ord(".")
+        for b in range(128)
+    )
+    + b" " * 128
+)
+"""Maps ASCII to its class: ``a`` lowercase, ``A`` uppercase, ``0`` digit, ``.`` other
+visible, space otherwise."""
+
+
+def dense_features(text: str) -> tuple[int, int, int]:
+    """Return the transitions of ASCII ``text`` where tokenizers start a new word piece.
+
+    (lowercase letters followed by an uppercase one, letters followed by a digit, symbols
+    followed by a letter).
+    """
+    classes = text.encode("ascii").translate(_LETTER_CLASSES)
+    return (
+        classes.count(b"aA"),
+        classes.count(b"a0") + classes.count(b"A0"),
+        classes.count(b".a") + classes.count(b".A"),
+    )
 
 
 def rare_cjk_count(text: str) -> int:
@@ -565,6 +613,10 @@ class ApproximateEstimator(CachedEstimator):
         self._fixed = coefficients.fixed
         self._dense = bytes.fromhex(coefficients.dense)
         self._dense_unit = coefficients.dense_unit
+        self._case = coefficients.dense_case
+        self._digit = coefficients.dense_digit
+        self._symbol = coefficients.dense_symbol
+        self._transitions = bool(self._case or self._digit or self._symbol)
         # An ASCII text is dense when Σ table ≥ _gate · len (in table steps); never without
         # a dense table.
         self._gate = (
@@ -614,6 +666,13 @@ class ApproximateEstimator(CachedEstimator):
             steps = (adler32(weights) & 0xFFFF) - 1 if size <= _CHUNK else _weigh(weights)
             if steps >= self._gate * size:
                 total = _weigh(low.translate(self._dense)) * self._dense_unit
+                if self._transitions:
+                    classes = low.translate(_LETTER_CLASSES)
+                    total += (
+                        self._case * classes.count(b"aA")
+                        + self._digit * (classes.count(b"a0") + classes.count(b"A0"))
+                        + self._symbol * (classes.count(b".a") + classes.count(b".A"))
+                    )
                 runs = self._dense_runs
             else:
                 total = steps * self._unit
@@ -663,10 +722,25 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1313131313131313131313131313131313131313131313130a0a0a0a0a0a0a0a"
             "1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b00000000000010"
         ),
-        unit=0.033946,
-        page_unit=0.101837,
-        rare_cjk=1.6091,
+        unit=0.033955,
+        page_unit=0.101864,
+        rare_cjk=1.6095,
         fixed=0.0000,
+        dense=(
+            "1f1f1f1f1f1f1f1f1f091f1f1f091f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
+            "1d02131004011f1e010101011f091f01120e0e0411100d0a040b081f1e1f1e1f"
+            "011f141f010101011601011b1f160101031a011e1f081f021f1f0f1f1f071f01"
+            "0d010f0a09050a0d0101010401010101010101010101011e05010104051b061f"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+        ),
+        dense_unit=0.033955,
+        dense_gate=0.3789,
+        dense_case=0.9548,
+        dense_digit=1.1580,
+        dense_symbol=0.6991,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 2.00, 16.00),
@@ -716,10 +790,25 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1717171717171717171717171717171717171717171717170b0a0a0a0b0b0b0b"
             "1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d00000000000012"
         ),
-        unit=0.033873,
-        page_unit=0.101620,
-        rare_cjk=1.6146,
+        unit=0.033877,
+        page_unit=0.101631,
+        rare_cjk=1.6147,
         fixed=0.0000,
+        dense=(
+            "141414141414141414091f141409141414141414141414141414141414141414"
+            "1a1219171a011f1c010101011f081f01130d0e0512120e0a0209011f1f1d131f"
+            "0101121f010101011201011f080b0101081f1a1b1f1f1f031f1f0f151f120d01"
+            "010d0d070409040b1101010101010101010101010101011f0d010105071b0614"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+        ),
+        dense_unit=0.033877,
+        dense_gate=0.3781,
+        dense_case=1.0007,
+        dense_digit=1.1141,
+        dense_symbol=0.5401,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 2.00, 16.00),
@@ -769,10 +858,25 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1515151515151515151515151515151515151515151515150a0a0a0a0a0a0a0a"
             "1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e00000000000011"
         ),
-        unit=0.034460,
-        page_unit=0.103380,
-        rare_cjk=1.6146,
+        unit=0.034463,
+        page_unit=0.103390,
+        rare_cjk=1.6147,
         fixed=0.0000,
+        dense=(
+            "1f1f1f1f1f1f1f1f1f09081f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
+            "18031d1f0f1f1b1c010101051f081f01130f0f04140f0e0b040b011f1e1a011f"
+            "031f101f010101011f0101111a0b0101061f01011f1f1f0b1f1f0f1f1f081c01"
+            "01091210010b0b10160116010f010101010101010101011f010101040c1b061f"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+        ),
+        dense_unit=0.034463,
+        dense_gate=0.3846,
+        dense_case=0.8155,
+        dense_digit=1.1140,
+        dense_symbol=0.5583,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 4.00, 32.00),
@@ -822,10 +926,25 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1717171717171717171717171717171717171717171717170908080809090909"
             "1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d0000000000000a"
         ),
-        unit=0.034983,
-        page_unit=0.104950,
-        rare_cjk=1.3577,
+        unit=0.034982,
+        page_unit=0.104945,
+        rare_cjk=1.3576,
         fixed=0.0000,
+        dense=(
+            "1f1f1f1f1f1f1f1f1f091f1f1f091f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
+            "0b020214011f1115010107011c081c0107170a09190c0e080e0c171f011f011f"
+            "0d01151f010b010c0801011f1f130101011f01171f1f1f1b1f1f0f1f1f1f0101"
+            "0109141206070f1215011f04120101010101010101010d0e010101011217041f"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+            "0909090909090909090909090909090909090909090909090909090909090909"
+        ),
+        dense_unit=0.034982,
+        dense_gate=0.3904,
+        dense_case=0.6525,
+        dense_digit=0.9373,
+        dense_symbol=1.0968,
         runs=(
             (" ", 1.00, 0.25),
             ("\t", 4.00, 32.00),
@@ -857,7 +976,7 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
 }
 FAMILY_FLOOR: dict[str, float] = {
     "o200k": 0.50,
-    "cl100k": 0.50,
+    "cl100k": 0.55,
     "deepseek": 0.55,
     "anthropic": 0.55,
 }
@@ -905,7 +1024,7 @@ def bound_coefficients() -> Coefficients:
         for char, alone, long_run in c.runs:
             old = runs.get(char, (0.0, 0.0))
             runs[char] = (max(old[0], alone), max(old[1], long_run))
-    return Coefficients(
+    bound = Coefficients(
         table=bytes(min(_MAX_WEIGHT, math.ceil(w / unit - 1e-9)) for w in low).hex(),
         unit=unit * scale,
         pages=bytes(min(_MAX_WEIGHT, math.ceil(w / page_unit - 1e-9)) for w in high).hex(),
@@ -913,6 +1032,25 @@ def bound_coefficients() -> Coefficients:
         rare_cjk=max(c.rare_cjk for c in families) * scale,
         fixed=max(c.fixed for c in families) * scale,
         runs=tuple((ch, a * scale, b * scale) for ch, (a, b) in runs.items()),
+    )
+    gates = [c.dense_gate for c in families if c.dense_unit]
+    if not gates:
+        return bound
+    # Dense when any family is dense: the bound's table sum is at least each family's ÷ the
+    # least floor. Then every character costs the most any family charges it, dense or not.
+    dense = [
+        max(max(c.weights[b] * c.unit, bytes.fromhex(c.dense)[b] * c.dense_unit) for c in families)
+        for b in range(256)
+    ]
+    dense_unit = max(max(dense), 1e-9) / _MAX_WEIGHT
+    return msgspec.structs.replace(
+        bound,
+        dense=bytes(min(_MAX_WEIGHT, math.ceil(w / dense_unit - 1e-9)) for w in dense).hex(),
+        dense_unit=dense_unit * scale,
+        dense_gate=min(gates) * scale,
+        dense_case=max(c.dense_case for c in families) * scale,
+        dense_digit=max(c.dense_digit for c in families) * scale,
+        dense_symbol=max(c.dense_symbol for c in families) * scale,
     )
 
 
