@@ -66,3 +66,13 @@ async def test_a_workspace_path_that_is_a_file_is_a_workspace_error(tmp_path: Pa
     with pytest.raises(WorkspaceError, match="cannot create the workspace folder"):
         Workspace(file / "below")
     assert file.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("budget", [3_000, 3_200, 3_400, 3_600, 4_000, 6_000])
+async def test_the_demo_session_completes_at_every_small_budget(
+    budget: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A compaction whose kept part left no room for the summary once failed at 3,400."""
+    assert await run_demo(max_input_tokens=budget, as_json=True) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert lines and all('"validation":"passed"' in line for line in lines)
