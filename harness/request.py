@@ -21,6 +21,7 @@ from harness.policy import ContextPolicy
 
 if TYPE_CHECKING:
     from harness.events import AgentEvent
+    from harness.sessions.store import SessionKey, SessionStore
     from harness.state import AgentState
     from harness.tokens import TokenEstimator
     from harness.workspace import Workspace
@@ -83,6 +84,10 @@ class RunScope(msgspec.Struct, kw_only=True):
     """The agent's model client (compaction's default summariser)."""
     workspace: Workspace | None = None
     """The agent's workspace, when it has one."""
+    store: SessionStore | None = None
+    """The agent's session store (`harness.sessions`), when it has one."""
+    key: SessionKey | None = None
+    """Whose session this call is: user, agent and session id (scope every store read by it)."""
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
