@@ -21,6 +21,7 @@ from middleware.compaction import Compaction
 from middleware.context_sources import ContextRequest, ContextSource, ContextSources, context_source
 from middleware.overflow_retry import OverflowRetry
 from middleware.pair_validation import PairValidation
+from middleware.session_tools import SessionTools
 from middleware.stack import default_stack
 from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
 from middleware.tool_result_offload import ToolResultOffload, purge_session
@@ -39,6 +40,7 @@ __all__ = [
     "PairValidation",
     "PlanModeOptions",
     "SelectionPolicy",
+    "SessionTools",
     "TaskState",
     "TodoItem",
     "ToolResultOffload",
