@@ -1,8 +1,12 @@
-"""The ``harness`` command: run the demo session, print manifests, run provider benchmarks.
+"""The ``harness`` command: run the demo session, read the session store, run benchmarks.
 
 harness run                      the demo agent session (offline, ScriptedModel)
 HARNESS_MODEL=gpt-4o harness run the same session on a real model through litellm
-harness bench providers --model M [--api-base URL]
+harness sessions list|show|search|purge   the recorded sessions (see `harness.sessions.cli`)
+harness manifests show --session ID       a session's context_build manifests
+harness bench providers --model M [--api-base URL]   (from a source checkout)
+
+``--json`` prints JSON lines and nothing else on stdout, for every command.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 import anyio
 
 from harness.errors import HarnessError
+from harness.sessions import cli as sessions_cli
 
 
 def _positive_int(text: str) -> int:
@@ -63,8 +68,11 @@ def _parser() -> argparse.ArgumentParser:
         help="input budget (default: the demo's small budget offline)",
     )
     run.add_argument(
-        "--json", action="store_true", help="print manifests as JSON lines instead of tables"
+        "--json",
+        action="store_true",
+        help="print manifests as JSON lines on stdout (the rest goes to stderr)",
     )
+    sessions_cli.add_commands(sub)
     bench = sub.add_parser("bench", help="benchmarks; see also `make bench`")
     bench.add_argument(
         "name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)"
@@ -96,9 +104,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                     as_json=args.json,
                 )
             )
+        if args.command in ("sessions", "manifests"):
+            status: int = anyio.run(sessions_cli.run, args)
+            return status
         if args.command == "bench":
-            from benchmarks.__main__ import main as bench_main
-
+            try:
+                from benchmarks.__main__ import main as bench_main
+            except ModuleNotFoundError as exc:
+                if exc.name is None or exc.name.split(".")[0] != "benchmarks":
+                    raise
+                print(
+                    "harness: the benchmarks ship with the source checkout of context-harness, "
+                    "not with the installed package; run `harness bench` (or `make bench`) from "
+                    "a checkout",
+                    file=sys.stderr,
+                )
+                return 2
             extra = ["--quick"] if args.quick else []
             if args.model:
                 extra += ["--model", args.model]

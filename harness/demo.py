@@ -259,7 +259,7 @@ async def run_demo(
         api_key: the provider's key.
         workspace: the folder to work in (``None``: a temporary folder, removed at the end).
         max_input_tokens: the input budget (``None``: the demo's small budget offline).
-        as_json: print manifests as JSON lines instead of tables.
+        as_json: print manifests as JSON lines on stdout and everything else on stderr.
 
     Raises:
         WorkspaceError: when ``workspace`` is a file or a non-empty folder the demo did not
@@ -285,6 +285,10 @@ async def _run(
     temporary: bool = False,
 ) -> int:
     rounds = 0
+    human = sys.stderr if as_json else sys.stdout  # --json: only JSON lines on stdout
+
+    def say(text: str) -> None:
+        print(text, file=human)
 
     def observer(manifest: Any) -> None:
         nonlocal rounds
@@ -302,28 +306,28 @@ async def _run(
         if model
         else "the offline ScriptedModel (set HARNESS_MODEL for a real one)"
     )
-    print(
+    say(
         f"context-harness demo · {where}\nworkspace {ws.root}"
         f"{' (temporary, removed at the end)' if temporary else ''}\n"
         f"stack: {' → '.join(type(m).__name__ for m in agent.stack)}\n"
     )
-    print(f"user: {TASK}\n")
+    say(f"user: {TASK}\n")
     started = time.perf_counter()
     ctx = RuntimeContext(user_id="demo-user", session_id="fix-login-001")
     try:
         async for event in agent.stream_events(Message.user(TASK), ctx):
             if event.kind == "tool_call" and event.tool_call is not None:
                 args = event.tool_call.arguments
-                print(f"  → {event.tool_call.name}({args[:70]}{'…' if len(args) > 70 else ''})")
+                say(f"  → {event.tool_call.name}({args[:70]}{'…' if len(args) > 70 else ''})")
             elif event.kind == "tool_result" and event.message is not None:
-                print(f"  ← {len(event.message.text):,} characters\n")
+                say(f"  ← {len(event.message.text):,} characters\n")
             elif event.kind == "final" and event.message is not None:
-                print(f"assistant: {event.message.text}\n")
+                say(f"assistant: {event.message.text}\n")
     except HarnessError as exc:
         print(f"\nthe session stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     state = agent.state(ctx)
-    print(
+    say(
         f"{rounds} model requests in {time.perf_counter() - started:.2f}s · full history "
         f"{len(state.full_history)} messages · working history {len(state.working_history)} messages"
     )
