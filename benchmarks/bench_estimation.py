@@ -32,6 +32,7 @@ from typing import Any
 from benchmarks.corpus import SHARED, Workload
 from benchmarks.fit_estimator import (
     Row,
+    corpus_family,
     evaluate,
     fit_on,
     load_data,
@@ -141,7 +142,7 @@ def run(
                 )
         for w in workloads:
             inside = evaluate(w, shipped, exact[family])
-            if w.source == "wide":
+            if corpus_family(w) == "wide":  # set by workloads_used, outside Workload's type
                 outside: Row | None = evaluate(unseen[w.name], shipped, exact[family])
                 protocol = "new seed"
             elif w.source in refits:

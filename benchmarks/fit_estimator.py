@@ -61,6 +61,7 @@ from harness.tokens import (
     ExactEstimator,
     dense_features,
     exact_for_family,
+    pack_cjk,
     rare_cjk_count,
 )
 
@@ -192,7 +193,8 @@ class Sample:
     workload: str
     low: Counter[int]
     pages: Counter[int]
-    rare: int
+    rare: dict[str, int]
+    """Rare CJK ideographs per family (see `harness.tokens.rare_cjk_count`)."""
     exact: dict[str, int]
     run_tokens: dict[str, float] = field(default_factory=dict)
     """What the run blocks cost per family (subtracted from the target)."""
@@ -206,8 +208,17 @@ class Sample:
     """… and symbols followed by a letter."""
 
 
+def cjk_single(exact: ExactEstimator) -> str:
+    """Return the packed set of ideographs U+4E00–9FFF that ``exact`` encodes as one token."""
+    return pack_cjk(chr(c) for c in range(0x4E00, 0xA000) if exact.count(chr(c)) == 1)
+
+
 def make_sample(
-    workload: str, text: str, exact: dict[str, ExactEstimator], runs: dict[str, RunCosts]
+    workload: str,
+    text: str,
+    exact: dict[str, ExactEstimator],
+    runs: dict[str, RunCosts],
+    singles: dict[str, str],
 ) -> Sample:
     """Return the `Sample` of one text."""
     data = text.encode("utf-16-le", "surrogatepass")
@@ -232,7 +243,7 @@ def make_sample(
                 low[unit[0]] -= RUN_BLOCK * blocks
                 if unit[1]:
                     pages[unit[1]] -= RUN_BLOCK * blocks
-    rare = rare_cjk_count(text)
+    rare = {f: rare_cjk_count(text, singles[f]) for f in exact}
     case, digit, symbol = dense_features(text) if whole is not None else (0, 0, 0)
     return Sample(
         workload,
@@ -249,18 +260,21 @@ def make_sample(
 
 
 def samples_of(
-    workloads: Sequence[Workload], exact: dict[str, ExactEstimator], runs: dict[str, RunCosts]
+    workloads: Sequence[Workload],
+    exact: dict[str, ExactEstimator],
+    runs: dict[str, RunCosts],
+    singles: dict[str, str],
 ) -> list[Sample]:
     """Return a `Sample` per text of every message of ``workloads``."""
     return [
-        make_sample(w.name, text, exact, runs)
+        make_sample(w.name, text, exact, runs, singles)
         for w in workloads
         for message in w.messages
         for text in message_texts(message)
     ]
 
 
-def features(sample: Sample, *, transitions: bool = False) -> list[tuple[int, float]]:
+def features(sample: Sample, family: str, *, transitions: bool = False) -> list[tuple[int, float]]:
     """Return the sparse feature vector of a sample (with ``transitions``: the dense model's)."""
     dense: dict[int, float] = {INDEX["fixed", None]: 1.0}
     if transitions:
@@ -275,8 +289,8 @@ def features(sample: Sample, *, transitions: bool = False) -> list[tuple[int, fl
         if n:
             index = INDEX["page", PAGE_GROUP.get(page, "other-bmp-scripts")]
             dense[index] = dense.get(index, 0.0) + n
-    if sample.rare:
-        dense[INDEX["rare", None]] = float(sample.rare)
+    if sample.rare[family]:
+        dense[INDEX["rare", None]] = float(sample.rare[family])
     return list(dense.items())
 
 
@@ -334,9 +348,9 @@ def nonnegative_solve(
 
 @dataclass
 class Normal:
-    """One workload's share of the normal equations (XᵀWX, and XᵀWy per family)."""
+    """One workload's share of the normal equations (XᵀWX and XᵀWy, per family)."""
 
-    matrix: list[list[float]]
+    matrix: dict[str, list[list[float]]]
     rhs: dict[str, list[float]]
     pages_seen: set[str]
 
@@ -344,19 +358,24 @@ class Normal:
 def normal_of(
     samples: Sequence[Sample], families: Sequence[str], *, transitions: bool = False
 ) -> Normal:
-    """Return the normal equations of one workload's samples (each workload sums to 1)."""
-    matrix = [[0.0] * N_PARAMS for _ in range(N_PARAMS)]
+    """Return the normal equations of one workload's samples (each workload sums to 1).
+
+    The rare-CJK feature depends on the family's tokenizer, so each family has its matrix.
+    """
+    matrix = {f: [[0.0] * N_PARAMS for _ in range(N_PARAMS)] for f in families}
     rhs = {f: [0.0] * N_PARAMS for f in families}
     seen: set[str] = set()
     for sample in samples:
-        items = features(sample, transitions=transitions)
-        weight = 1.0 / len(samples) / (sample.exact["o200k"] + 4) ** ERROR_EXPONENT
-        for i, xi in items:
-            wxi = weight * xi
-            row = matrix[i]
-            for j, xj in items:
-                row[j] += wxi * xj
+        scale = sample.exact["o200k"] if "o200k" in sample.exact else sample.exact[families[0]]
+        weight = 1.0 / len(samples) / (scale + 4) ** ERROR_EXPONENT
         for f in families:
+            items = features(sample, f, transitions=transitions)
+            rows = matrix[f]
+            for i, xi in items:
+                wxi = weight * xi
+                row = rows[i]
+                for j, xj in items:
+                    row[j] += wxi * xj
             target = sample.exact[f] - sample.run_tokens[f]
             vector = rhs[f]
             for i, xi in items:
@@ -383,7 +402,7 @@ def fit(
         share = 1.0 if dense else WORKLOAD_WEIGHT.get(name, 0.5 if name in WIDE_NAMES else 1.0)
         for i in range(N_PARAMS):
             rhs[i] += share * normal.rhs[family][i]
-            row, source = matrix[i], normal.matrix[i]
+            row, source = matrix[i], normal.matrix[family][i]
             for j in range(N_PARAMS):
                 row[j] += share * source[j]
         seen |= normal.pages_seen
@@ -464,17 +483,7 @@ def raised_pages(c: Coefficients, extra: dict[int, float]) -> Coefficients:
         weights[page] += add
     low = [w * c.unit for w in c.weights]
     raised = build(low, weights, c.rare_cjk, c.fixed, c.runs)
-    return msgspec.structs.replace(
-        raised,
-        table=c.table,
-        unit=c.unit,
-        dense=c.dense,
-        dense_unit=c.dense_unit,
-        dense_gate=c.dense_gate,
-        dense_case=c.dense_case,
-        dense_digit=c.dense_digit,
-        dense_symbol=c.dense_symbol,
-    )
+    return msgspec.structs.replace(c, pages=raised.pages, page_unit=raised.page_unit)
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -594,6 +603,8 @@ class Data:
     samples: dict[str, list[Sample]]
     texts: dict[str, list[str]]
     normals: dict[str, Normal]
+    singles: dict[str, str]
+    """Per family, the packed one-token ideographs (`cjk_single`)."""
 
 
 def corpus_family(workload: Workload) -> str:
@@ -611,12 +622,13 @@ def load_data(
     samples: dict[str, list[Sample]] = {}
     texts: dict[str, list[str]] = {}
     normals: dict[str, Normal] = {}
+    singles = {f: cjk_single(e) for f, e in exact.items()}
     for w in workloads:
         groups.setdefault(corpus_family(w), []).append(w)
         texts[w.name] = [t for m in w.messages for t in message_texts(m)]
-        samples[w.name] = samples_of([w], exact, runs)
+        samples[w.name] = samples_of([w], exact, runs, singles)
         normals[w.name] = normal_of(samples[w.name], list(exact))
-    return Data(groups, samples, texts, normals)
+    return Data(groups, samples, texts, normals, singles)
 
 
 def is_dense(sample: Sample, c: Coefficients, gate: float = DENSE_GATE) -> bool:
@@ -657,6 +669,7 @@ def with_dense(data: Data, names: Sequence[str], family: str, main: Coefficients
 def fit_on(data: Data, names: Sequence[str], family: str, runs: RunCosts) -> Coefficients:
     """Return the conservative coefficients fitted on the workloads ``names``."""
     raw = fit({n: data.normals[n] for n in names}, family, runs)
+    raw = msgspec.structs.replace(raw, cjk_single=data.singles[family])
     if DENSE_GATE:
         raw = with_dense(data, names, family, raw)
     train = [w for ws in data.groups.values() for w in ws if w.name in names]
@@ -698,6 +711,12 @@ def format_block(results: dict[str, Coefficients], floors: dict[str, float]) -> 
         lines.append(f"        page_unit={c.page_unit:.6f},")
         lines.append(f"        rare_cjk={c.rare_cjk:.4f},")
         lines.append(f"        fixed={c.fixed:.4f},")
+        if c.cjk_single:
+            lines.append("        cjk_single=(")
+            lines.extend(
+                f'            "{c.cjk_single[i : i + 64]}"' for i in range(0, len(c.cjk_single), 64)
+            )
+            lines.append("        ),")
         if c.dense_unit:
             lines.append("        dense=(")
             lines.extend(f'            "{c.dense[i : i + 64]}"' for i in range(0, 512, 64))
