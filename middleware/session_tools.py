@@ -317,7 +317,7 @@ def _cut(text: str, index: int, share: int, text_offset: int) -> str:
 
 
 def _indent(text: str) -> str:
-    return "\n".join(f"  {line}" for line in text.splitlines() or [""])
+    return "\n".join(f"  {line}" for line in text.split("\n"))  # exact: no line end is lost
 
 
 def _one_line(text: str) -> str:
