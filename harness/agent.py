@@ -21,6 +21,7 @@ from collections.abc import (
 from contextlib import aclosing
 from typing import Any
 
+import anyio
 import msgspec
 
 from harness.accounting import build_manifest, report_manifest
@@ -31,12 +32,14 @@ from harness.errors import (
     ContextBuildError,
     MaxRoundsExceeded,
     ProviderError,
+    StateConflict,
     validation_of,
 )
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest
 from harness.markers import interrupted_result
-from harness.messages import Message, agent_input, new_id
+from harness.messages import Message, ToolCall, agent_input, new_id
+from harness.permissions import Approver, ToolPermissions, permission_denial
 from harness.policy import ContextPolicy, requested_output
 from harness.request import (
     ModelClientLike,
@@ -46,7 +49,8 @@ from harness.request import (
     RunScope,
     SystemPart,
 )
-from harness.sessions.store import SessionKey
+from harness.sessions.recorder import SessionRecorder
+from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
 from harness.state import AgentState
 from harness.tools import Tool, ToolContext, as_tool
 from harness.types import Middleware, ProvidesTools
@@ -81,8 +85,18 @@ class HarnessAgent:
         agent_id: the agent's id, passed to sources and recorded in manifests.
         max_rounds: the most model requests one call may make.
         settings: provider settings passed with every request (temperature …).
-        states: the in-process session states, keyed by `SessionKey` (user, agent, session):
-            two users never share a state, whatever their session ids.
+        store: where sessions live durably: a `harness.sessions.SessionStore` or its URL
+            (``sqlite:///path.db``, ``postgresql://…``). Default: ``.harness/sessions.db`` in
+            a local workspace folder, a private in-memory database otherwise. Each round's
+            messages, manifests, rewrites and state are committed in one transaction; a new
+            process with the same store resumes a session where it stopped.
+        permissions: which tool calls may run (`harness.permissions.ToolPermissions`);
+            default: every call.
+        approve: asked about calls the permissions mark ``ask`` (sync or async, returns
+            whether to run it; an approval holds for that tool for the rest of the session);
+            without it, ``ask`` means deny.
+        states: the in-process session states (the RAM cache of the store), keyed by
+            `SessionKey` (user, agent, session): two users never share a state.
 
     Raises:
         WorkspaceError: when ``workspace`` is a file, or its folder cannot be created.
@@ -100,6 +114,9 @@ class HarnessAgent:
         agent_id: str = "agent",
         max_rounds: int = 25,
         settings: dict[str, Any] | None = None,
+        store: SessionStore | str | None = None,
+        permissions: ToolPermissions | None = None,
+        approve: Approver | None = None,
         states: MutableMapping[SessionKey, AgentState] | None = None,
     ) -> None:
         if not isinstance(max_rounds, int) or max_rounds < 1:
@@ -119,6 +136,10 @@ class HarnessAgent:
         self.max_rounds = max_rounds
         self.settings = settings
         self.states: MutableMapping[SessionKey, AgentState] = states if states is not None else {}
+        self.store: SessionStore = _store_for(store, self.workspace)
+        self.permissions = permissions or ToolPermissions()
+        self.approve = approve
+        self._recorders: dict[SessionKey, SessionRecorder] = {}
         self.tools: dict[str, Tool] = {}
         for item in [*tools, *self._middleware_tools()]:
             t = as_tool(item)
@@ -148,8 +169,35 @@ class HarnessAgent:
         ctx = ctx or RuntimeContext()
         return SessionKey(ctx.user_id, ctx.agent_id or self.agent_id, ctx.session_id)
 
+    async def load(self, ctx: RuntimeContext | None = None) -> AgentState:
+        """Return the state of ``ctx``'s session, resumed from the store when not in memory."""
+        key = self.key(ctx)
+        state = self.states.get(key)
+        recorder = self._recorders.get(key)
+        if state is not None and recorder is not None:
+            return state
+        if state is None:
+            recorder, state = await SessionRecorder.load(self.store, key)
+            self.states[key] = state
+        else:  # seeded in memory (states=...): recorded from here on
+            recorder = SessionRecorder(self.store, key)
+        self._recorders[key] = recorder
+        return state
+
+    async def history(self, ctx: RuntimeContext | None = None) -> list[Message]:
+        """Return the session's full record of messages, read from the store, in order."""
+        key = self.key(ctx)
+        recorder = self._recorders.get(key)
+        if recorder is not None and key in self.states:
+            await recorder.commit(self.states[key])
+        events = await self.store.events(key, limit=10**9, kinds=("message",))
+        return [e.event.message for e in events if isinstance(e.event, MessageEvent)]
+
     def state(self, ctx: RuntimeContext | None = None) -> AgentState:
-        """Return the state of ``ctx``'s session, creating it when new."""
+        """Return the in-memory state of ``ctx``'s session, creating it when new.
+
+        A session of an earlier process is resumed by `load` (which `call` does first).
+        """
         key = self.key(ctx)
         state = self.states.get(key)
         if state is None:
@@ -198,11 +246,51 @@ class HarnessAgent:
             InvalidInputError: as in `call`, before the first event.
         """
         ctx = ctx or RuntimeContext()
-        known = self.states.get(self.key(ctx))
-        message = agent_input(input, known.working_history if known is not None else ())
-        state = self.state(ctx)
+        key = self.key(ctx)
+        known = self.states.get(key)
+        if known is None:
+            known = await self.load(ctx)
+        message = agent_input(input, known.working_history)
+        state = await self.load(ctx)
+        recorder = self._recorders[key]
         pending: list[AgentEvent] = []
-        run = RunScope(emit=pending.append, client=self.client, workspace=self.workspace)
+
+        def emit(event: AgentEvent) -> None:
+            pending.append(event)
+            recorder.note(event)
+
+        run = RunScope(
+            emit=emit, client=self.client, workspace=self.workspace, store=self.store, key=key
+        )
+        try:
+            async for event in self._rounds(message, state, run, ctx, pending):
+                yield event
+        except BaseException as exc:
+            if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
+                recorder.note_error(exc)
+                with anyio.CancelScope(shield=True):
+                    await self._commit(key, state)
+            raise
+
+    async def _commit(self, key: SessionKey, state: AgentState) -> None:
+        """Commit the round to the store; on a conflict, forget the session's RAM copy."""
+        recorder = self._recorders[key]
+        try:
+            await recorder.commit(state)
+        except StateConflict:
+            self.states.pop(key, None)
+            self._recorders.pop(key, None)
+            raise
+
+    async def _rounds(
+        self,
+        message: Message,
+        state: AgentState,
+        run: RunScope,
+        ctx: RuntimeContext,
+        pending: list[AgentEvent],
+    ) -> AsyncGenerator[AgentEvent, None]:
+        key = self.key(ctx)
         if message.role == "tool":
             state.append(message)  # answers a waiting call; the others are interrupted
         interrupted = interrupted_results(state.working_history)
@@ -231,6 +319,10 @@ class HarnessAgent:
             state.append(reply)
             if reply.text:
                 yield AgentEvent(kind="text", round=round_no, text=reply.text)
+            # One commit per round, once the model answered: the reply, the last round's
+            # tool results, the manifests. A process killed while tools run resumes with
+            # the calls unanswered, and the next call answers them as interrupted.
+            await self._commit(key, state)
             if not reply.tool_calls:
                 yield AgentEvent(kind="final", round=round_no, message=reply)
                 return
@@ -302,10 +394,14 @@ class HarnessAgent:
         state.calibration[request.model] = updated_factor(factor, estimated=raw, reported=reported)
 
     async def _run_tool(
-        self, call: Any, state: AgentState, run: RunScope, ctx: RuntimeContext
+        self, call: ToolCall, state: AgentState, run: RunScope, ctx: RuntimeContext
     ) -> Message:
+        started = time.perf_counter()
         tool = self.tools.get(call.name)
-        if tool is None:
+        denial = await permission_denial(self.permissions, self.approve, call, state)
+        if denial is not None:
+            text = denial
+        elif tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
             text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
         else:
@@ -318,6 +414,15 @@ class HarnessAgent:
                 session_id=ctx.session_id,
             )
             text = await tool.run(call.arguments, context)
+        recorder = self._recorders.get(self.key(ctx))
+        if recorder is not None:
+            recorder.note_tool_run(
+                call.name,
+                call.id,
+                time.perf_counter() - started,
+                error=text.startswith("Error:"),
+                denied=denial is not None,
+            )
         return Message.tool(call.id, text, name=call.name)
 
 
@@ -361,3 +466,23 @@ def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextMani
         run_id=request.ids.run_id,
         error=type(error).__name__,
     )
+
+
+def _store_for(store: SessionStore | str | None, workspace: Workspace) -> SessionStore:
+    """Return the agent's store: the one given, opened from its URL, or the default."""
+    if store is None:
+        if workspace.local and not workspace.is_private:
+            return open_store("sqlite:///" + f"{workspace.root}/{DEFAULT_STORE_PATH}".lstrip("/"))
+        return open_store("sqlite://")
+    if isinstance(store, str):
+        return open_store(store)
+    if not isinstance(store, SessionStore):
+        raise ConfigurationError(
+            f"store must be a SessionStore or its URL ('sqlite:///path.db', "
+            f"'postgresql://…'), got {store!r}"
+        )
+    return store
+
+
+DEFAULT_STORE_PATH = ".harness/sessions.db"
+"""Where an agent with a local workspace keeps its sessions, inside that workspace."""

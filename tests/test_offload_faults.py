@@ -76,8 +76,13 @@ def remount(path: Path, mode: str) -> None:
 
 def agent_for(workspace: Workspace, *replies: object) -> tuple[HarnessAgent, ScriptedModel]:
     model = ScriptedModel(list(replies))  # type: ignore[arg-type]
+    # The sessions live elsewhere: the fault under test is the offload folder's.
     agent = HarnessAgent(
-        model=model, tools=[report], stack=[ToolResultOffload()], workspace=workspace
+        model=model,
+        tools=[report],
+        stack=[ToolResultOffload()],
+        workspace=workspace,
+        store="sqlite://",
     )
     return agent, model
 

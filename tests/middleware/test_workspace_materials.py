@@ -53,6 +53,7 @@ def agent_on(
         tools=list(tools),  # type: ignore[arg-type]
         workspace=str(workspace) if isinstance(workspace, Path) else workspace,
         stack=[materials, *extra],  # type: ignore[list-item]
+        store="sqlite://",  # each agent of a test starts its own session
         policy=ContextPolicy(
             max_input_tokens=limit, observer=manifests.append if manifests is not None else None
         ),

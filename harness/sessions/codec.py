@@ -1,0 +1,73 @@
+"""Middleware state in the store with its types intact.
+
+``AgentState.extensions`` holds frozen msgspec values (a `harness.task.TodoList`, a
+`harness.task.PlanMode` …). Stored as plain JSON they would come back as dicts, and
+`todo_items()` would find nothing. Each value is stored with the name of its type, and a
+registered type is rebuilt on load; an unregistered struct comes back as builtins (and its
+owner can register it with `register_state_type`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from harness.errors import ConfigurationError
+from harness.task import PlanMode, TaskContext, TodoList
+
+_TYPES: dict[str, type[msgspec.Struct]] = {}
+_TYPE: Final = "type"
+_VALUE: Final = "value"
+
+
+def type_name(cls: type) -> str:
+    """Return the name a value's type is stored under."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register_state_type(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    """Let values of ``cls`` in ``AgentState.extensions`` come back from the store as ``cls``.
+
+    Usable as a class decorator; returns ``cls``.
+    """
+    _TYPES[type_name(cls)] = cls
+    return cls
+
+
+for _cls in (TodoList, PlanMode, TaskContext):
+    register_state_type(_cls)
+
+
+def encode_extensions(extensions: dict[str, Any]) -> dict[str, Any]:
+    """Return ``extensions`` as JSON-ready builtins, each value tagged with its type.
+
+    Raises:
+        ConfigurationError: a value cannot be stored as JSON (say which key).
+    """
+    out: dict[str, Any] = {}
+    for key, value in extensions.items():
+        try:
+            plain = msgspec.to_builtins(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"AgentState.extensions[{key!r}] holds {type(value).__name__}, which cannot be "
+                f"stored ({exc}); keep structured state as msgspec structs or JSON values"
+            ) from None
+        entry: dict[str, Any] = {_VALUE: plain}
+        if isinstance(value, msgspec.Struct):
+            entry[_TYPE] = type_name(type(value))
+        out[key] = entry
+    return out
+
+
+def decode_extensions(stored: dict[str, Any]) -> dict[str, Any]:
+    """Return the extensions of a stored state, registered types rebuilt."""
+    out: dict[str, Any] = {}
+    for key, entry in stored.items():
+        if not isinstance(entry, dict) or _VALUE not in entry:
+            out[key] = entry
+            continue
+        cls = _TYPES.get(entry.get(_TYPE, ""))
+        out[key] = msgspec.convert(entry[_VALUE], cls) if cls is not None else entry[_VALUE]
+    return out

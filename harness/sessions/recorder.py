@@ -1,0 +1,182 @@
+"""From what happened in memory to the store's events: one commit per round.
+
+The agent keeps a session's working state in RAM (`harness.state.AgentState`) and a
+`SessionRecorder` beside it. At the end of each round the recorder turns the changes into
+events — new messages of the full history, the rewritten copies and summaries that entered
+the working history, the round's manifests, tool runs, warnings and errors — and commits
+them with the new state in one transaction. A commit from a stale version (another process
+wrote the session meanwhile) raises `StateConflict` and writes nothing.
+"""
+
+from __future__ import annotations
+
+from harness.events import AgentEvent
+from harness.markers import (
+    ARGS_TRUNCATED,
+    INTERRUPTED,
+    OFFLOAD_FAILED,
+    OFFLOADED,
+    ORIGIN_ID,
+    SUMMARY_FAILED,
+    TRIMMED,
+    is_summary,
+)
+from harness.messages import Message
+from harness.sessions.codec import decode_extensions, encode_extensions
+from harness.sessions.store import (
+    CompactionEvent,
+    ErrorEvent,
+    Event,
+    ManifestEvent,
+    MessageEvent,
+    RewriteEvent,
+    SessionKey,
+    SessionStore,
+    StateEvent,
+    StoredState,
+    ToolRunEvent,
+    WarningEvent,
+)
+from harness.state import AgentState
+
+TITLE_CHARS = 80
+"""A session's title is its first user message, cut to this many characters."""
+
+
+class SessionRecorder:
+    """Records one session's rounds into a store (owned by the agent, one per session)."""
+
+    def __init__(
+        self, store: SessionStore, key: SessionKey, *, version: int = 0, title: str = ""
+    ) -> None:
+        self.store = store
+        self.key = key
+        self.version = version
+        """The stored version this process last read or wrote."""
+        self.title = title
+        self._logged: set[str] = set()
+        self._working: tuple[str, ...] = ()
+        self._full = 0
+        self._extensions: dict[str, object] = {}
+        self._pending: list[Event] = []
+
+    @classmethod
+    async def load(cls, store: SessionStore, key: SessionKey) -> tuple[SessionRecorder, AgentState]:
+        """Return the recorder and the RAM state of ``key``: resumed, or new."""
+        found = await store.load(key)
+        if found is None:
+            return cls(store, key), AgentState(session_id=key.session_id)
+        stored, messages = found
+        working = [messages[i] for i in stored.working_ids if i in messages]
+        state = AgentState(
+            session_id=key.session_id,
+            working_history=working,
+            extensions=decode_extensions(stored.extensions),
+            calibration=dict(stored.calibration),
+        )
+        recorder = cls(store, key, version=stored.version, title=stored.title)
+        recorder._logged.update(stored.working_ids)
+        recorder._working = stored.working_ids
+        recorder._extensions = dict(state.extensions)
+        return recorder, state
+
+    def note(self, event: AgentEvent) -> None:
+        """Remember an event of the round (manifests, warnings, errors) for the next commit."""
+        if event.kind == "context_build" and event.manifest is not None:
+            self._pending.append(ManifestEvent(manifest=event.manifest))
+        elif event.kind == "warning":
+            self._pending.append(WarningEvent(code=event.code or "", text=event.text or ""))
+        elif event.kind == "error":
+            self._pending.append(ErrorEvent(error=event.code or "", text=event.text or ""))
+
+    def note_tool_run(
+        self, name: str, call_id: str, duration_s: float, *, error: bool, denied: bool = False
+    ) -> None:
+        """Remember that a tool ran (or was denied)."""
+        self._pending.append(
+            ToolRunEvent(
+                name=name, call_id=call_id, duration_s=duration_s, error=error, denied=denied
+            )
+        )
+
+    def note_error(self, error: BaseException) -> None:
+        """Remember that the call ended with ``error``."""
+        self._pending.append(ErrorEvent(error=type(error).__name__, text=str(error)[:2_000]))
+
+    async def commit(self, state: AgentState) -> None:
+        """Write the round: new messages, rewrites, summaries, pending events and the state.
+
+        Raises:
+            StateConflict: another writer committed this session since it was read.
+        """
+        events = self._message_events(state)
+        if state.extensions != self._extensions:
+            changed = sorted(
+                k
+                for k in {*state.extensions, *self._extensions}
+                if state.extensions.get(k) != self._extensions.get(k)
+            )
+            events.append(StateEvent(keys=tuple(changed)))
+        events.extend(self._pending)
+        working = tuple(m.id for m in state.working_history)
+        if not events and working == self._working:
+            return
+        if not self.title:
+            first = next((m for m in state.full_history if m.role == "user"), None)
+            self.title = first.text[:TITLE_CHARS] if first is not None else ""
+        stored = StoredState(
+            working_ids=working,
+            extensions=encode_extensions(state.extensions),
+            calibration=dict(state.calibration),
+            title=self.title,
+            version=self.version,
+        )
+        self.version = await self.store.commit(
+            self.key, expected_version=self.version, events=events, state=stored
+        )
+        self._pending.clear()
+        self._working = working
+        self._full = len(state.full_history)
+        self._extensions = dict(state.extensions)
+
+    def _message_events(self, state: AgentState) -> list[Event]:
+        events: list[Event] = []
+        logged = self._logged
+        for message in state.full_history[self._full :]:
+            if message.id not in logged:
+                events.append(MessageEvent(message=message))
+                logged.add(message.id)
+        fresh = [m for m in state.working_history if m.id not in logged]
+        if not fresh:
+            return events
+        now = {m.id for m in state.working_history}
+        origins = {m.meta(ORIGIN_ID) for m in fresh}
+        gone = tuple(i for i in self._working if i not in now and i not in origins)
+        for message in fresh:
+            if is_summary(message):
+                events.append(CompactionEvent(summary=message, replaced=gone))
+            else:
+                origin = message.meta(ORIGIN_ID)
+                events.append(
+                    RewriteEvent(
+                        message=message,
+                        original_id=origin if isinstance(origin, str) else "",
+                        how=_how(message),
+                    )
+                )
+            logged.add(message.id)
+        return events
+
+
+def _how(message: Message) -> str:
+    for marker, how in (
+        (OFFLOADED, "offload"),
+        (OFFLOAD_FAILED, "offload"),
+        (TRIMMED, "trim"),
+        (ARGS_TRUNCATED, "truncate"),
+        (INTERRUPTED, "repair"),
+        (SUMMARY_FAILED, "notice"),
+    ):
+        if message.meta(marker) is not None:
+            return how
+    return "rewrite"
