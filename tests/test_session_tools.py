@@ -312,3 +312,60 @@ async def test_a_store_given_to_the_middleware_wins_over_the_runs(
         )
     finally:
         await empty.aclose()
+
+
+# ------------------------------------------------------------------ through the agent
+async def test_the_agent_records_and_its_model_reads_the_record_through_the_tools(
+    tmp_path: Path,
+) -> None:
+    from harness import HarnessAgent, RuntimeContext
+    from middleware import default_stack
+    from providers import ScriptedModel
+
+    def agent(model: ScriptedModel) -> HarnessAgent:
+        return HarnessAgent(
+            model=model,
+            stack=[*default_stack(), SessionTools()],
+            workspace=str(tmp_path),
+            agent_id="agent",
+        )
+
+    tool = ScriptedModel.tool_call
+    alice_model = ScriptedModel(
+        [
+            tool("session_history", {}),
+            tool("session_search", {"query": "登录测试"}),
+            tool("session_list", {}),
+            "done",
+        ]
+    )
+    alice = agent(alice_model)
+    ctx = RuntimeContext(user_id="alice", session_id="s1")
+    try:
+        await alice.call("请修复登录测试 (ALICE-SECRET)", ctx)
+        results = [m.text for m in await alice.history(ctx) if m.role == "tool"]
+    finally:
+        await alice.store.aclose()
+    history, search, listing = results
+    assert history.startswith("[Session record: entries 0–1; end of the record]")
+    assert "请修复登录测试 (ALICE-SECRET)" in history and "calls session_history({})" in history
+    # The user's message, and the session_history result that quoted it (also recorded).
+    assert search.startswith("2 hit(s)") and search.count("- this session") == 2
+    assert ", user message " in search and ", tool message " in search
+    assert listing.startswith("1 session(s)") and "'s1' (this session)" in listing
+    assert (tmp_path / ".harness" / "sessions.db").is_file()
+
+    bob_model = ScriptedModel(
+        [tool("session_search", {"query": "ALICE-SECRET"}), tool("session_history", {}), "ok"]
+    )
+    bob = agent(bob_model)
+    bob_ctx = RuntimeContext(user_id="bob", session_id="s1")
+    try:
+        await bob.call("hello", bob_ctx)
+        bob_search, bob_history = [m.text for m in await bob.history(bob_ctx) if m.role == "tool"]
+    finally:
+        await bob.store.aclose()
+    # Bob's only hit is his own tool call naming the query; Alice's message never shows.
+    assert bob_search.startswith("1 hit(s)") and ", assistant message " in bob_search
+    assert "user message" not in bob_search and "请修复" not in bob_search
+    assert "hello" in bob_history and "ALICE" not in bob_history and "登录" not in bob_history
