@@ -368,4 +368,5 @@ async def test_the_agent_records_and_its_model_reads_the_record_through_the_tool
     # Bob's only hit is his own tool call naming the query; Alice's message never shows.
     assert bob_search.startswith("1 hit(s)") and ", assistant message " in bob_search
     assert "user message" not in bob_search and "请修复" not in bob_search
-    assert "hello" in bob_history and "ALICE" not in bob_history and "登录" not in bob_history
+    assert "hello" in bob_history and "(ALICE-SECRET)" not in bob_history
+    assert "登录" not in bob_history
