@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -93,8 +94,19 @@ def test_make_run_command_runs_the_demo_offline_and_prints_a_manifest_per_round(
 
 def test_json_manifests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--json", "--workspace", str(tmp_path)]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert lines and all('"call_id"' in line and '"validation"' in line for line in lines)
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    manifests = [json.loads(line) for line in lines]  # every stdout line is JSON
+    assert len(manifests) >= 8
+    assert all({"call_id", "validation", "transforms"} <= set(m) for m in manifests)
+    assert "assistant: Fixed" in out.err and "user: " in out.err  # the story goes to stderr
+
+
+def test_json_through_the_command_line_is_only_json_lines(tmp_path: Path) -> None:
+    out = harness("run", "--json", tmp=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line)["purpose"] for line in out.stdout.splitlines()].count("agent") >= 8
+    assert "context-harness demo" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_unknown_command_exits_with_usage() -> None:
