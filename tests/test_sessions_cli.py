@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import anyio
@@ -532,3 +533,56 @@ def test_bench_from_the_source_checkout_runs_the_suite(tmp_path: Path) -> None:
     out = harness("bench", "no-such-benchmark", cwd=ROOT)
     assert "source checkout" not in out.stderr and "Traceback" not in out.stderr
     assert "no-such-benchmark" in out.stdout + out.stderr
+
+
+def test_the_built_wheel_runs_every_subcommand_help_and_explains_bench(tmp_path: Path) -> None:
+    uv = ROOT / ".tools" / "bin" / "uv"
+    if not uv.exists():
+        pytest.skip("uv is not in .tools/bin (make setup installs it)")
+    build = subprocess.run(
+        [str(uv), "build", "--wheel", "--offline", "-o", str(tmp_path / "dist")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if build.returncode != 0:
+        pytest.skip(f"the wheel cannot be built offline here: {build.stderr[-300:]}")
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        assert not [n for n in archive.namelist() if n.startswith("benchmarks/")]
+        archive.extractall(site)
+    # The installed package only: the source checkout is taken off the path.
+    code = (
+        "import sys; "
+        f"sys.path[:] = [{str(site)!r}] + [p for p in sys.path if p not in ('', {str(ROOT)!r})]; "
+        "import harness; assert harness.__file__.startswith(sys.path[0]), harness.__file__; "
+        "from harness.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    for args in [
+        ("sessions", "list"),
+        ("sessions", "show"),
+        ("sessions", "search"),
+        ("sessions", "purge"),
+        ("manifests", "show"),
+        ("run",),
+        ("bench",),
+    ]:
+        out = subprocess.run(
+            [sys.executable, "-c", code, *args, "--help"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0 and out.stdout.startswith("usage: harness"), out.stderr
+    bench = subprocess.run(
+        [sys.executable, "-c", code, "bench", "providers"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bench.returncode == 2 and "source checkout" in bench.stderr, bench.stderr
+    assert "Traceback" not in bench.stderr
