@@ -375,9 +375,11 @@ _RUN_MARK = bytes(
 )
 """Marks the (low) bytes of run characters: one C scan tells whether any block can exist."""
 _RUN_PROBE = b"\x01" * RUN_BLOCK
-_STRIDE = 8
-_SPARSE_PROBE = b"\x01" * (RUN_BLOCK // _STRIDE)
-_SAME_SAMPLES = bytes(RUN_BLOCK // _STRIDE - 1)
+_STRIDE = 4
+_SPARSE = RUN_BLOCK // _STRIDE
+"""A run of `RUN_BLOCK` holds this many consecutive samples."""
+_SPARSE_PROBE = b"\x01" * _SPARSE
+_SPARSE_RUNS = tuple(bytes((byte,)) * _SPARSE for byte in range(256))
 """XOR of consecutive samples: this many zero bytes in a row mark four equal samples."""
 _CJK_RUNS = re.compile("[\u4e00-\u9fff]+")
 _ASTRAL_IDEOGRAPHS = re.compile("[\U00020000-\U0003ffff]")
@@ -589,34 +591,21 @@ def _rare_cjk(single: str) -> re.Pattern[str]:
 
 _Run = tuple[str, float, str, float]
 """(block, what a block saves, long block, what a long block saves more)."""
-_MAX_SEGMENTS = 8
 
 
 def _run_savings(text: str, sample: bytes, runs: dict[int, tuple[_Run, ...]]) -> float:
     """Return what the runs of one character in ``text`` save over their weights.
 
     ``sample`` holds every `_STRIDE`-th low byte of ``text``; ``runs`` maps a low byte to
-    the runs of characters with that low byte. Only characters seen in `_SAME_SAMPLES` + 1
-    equal consecutive samples can have a run of `RUN_BLOCK`; when there are many such
-    stretches every run is checked.
+    the runs of characters with that low byte. A run of `RUN_BLOCK` shows as `_SPARSE`
+    equal samples: only characters seen so are counted, in the whole text.
     """
-    same = (int.from_bytes(sample[1:]) ^ int.from_bytes(sample[:-1])).to_bytes(len(sample) - 1)
-    at = same.find(_SAME_SAMPLES)
-    if at < 0:
-        return 0.0
-    found: set[int] = set()
-    for _ in range(_MAX_SEGMENTS):
-        found.add(sample[at])
-        rest = same[at:].lstrip(b"\x00")
-        at = same.find(_SAME_SAMPLES, len(same) - len(rest))
-        if at < 0:
-            break
-    else:
-        found = set(runs)
     saved = 0.0
     per_long = RUN_LONG // RUN_BLOCK
-    for byte in found:
-        for block, saving, long_block, long_saving in runs.get(byte, ()):
+    for byte, byte_runs in runs.items():
+        if _SPARSE_RUNS[byte] not in sample:
+            continue
+        for block, saving, long_block, long_saving in byte_runs:
             blocks = text.count(block)
             if blocks:
                 saved += blocks * saving

@@ -20,16 +20,21 @@ from benchmarks.textgen import WIDE_CLASSES
 from harness.errors import ConfigurationError
 from harness.messages import ContentPart, Message, ToolCall
 from harness.tokens import (
+    _STRIDE,
     FAMILIES,
     FAMILY_COEFFICIENTS,
     FAMILY_FLOOR,
     IMAGE_BOUND,
     MESSAGE_OVERHEAD,
+    RUN_BLOCK,
+    RUN_CHARS,
+    RUN_LONG,
     ApproximateEstimator,
     BoundEstimator,
     CachedEstimator,
     Coefficients,
     ExactEstimator,
+    _run_savings,
     anthropic_image_tokens,
     approximate,
     estimator_for,
@@ -361,3 +366,33 @@ def test_exact_o200k_loads_from_litellms_files_even_with_another_cache_dir_set(
     assert _tiktoken_len("o200k_base")("hello world") == 2
     assert os.environ["TIKTOKEN_CACHE_DIR"] == str(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@given(
+    parts=st.lists(
+        st.tuples(
+            st.text(alphabet=st.characters(codec="utf-8"), max_size=12),
+            st.sampled_from([*RUN_CHARS, "a", "P", "Ł"]),
+            st.integers(0, 300),
+        ),
+        max_size=8,
+    ),
+    family=st.sampled_from(FAMILIES),
+)
+def test_runs_found_from_samples_are_every_run(
+    parts: list[tuple[str, str, int]], family: str
+) -> None:
+    # The run check looks at every 4th code unit first; it must find what a full scan finds.
+    text = "".join(prefix + char * n for prefix, char, n in parts)
+    est = approximate(family)
+    data = text.encode("utf-16-le", "surrogatepass")[0::2] if not text.isascii() else text.encode()
+    runs = est._runs if not text.isascii() else est._ascii_runs
+    expected = 0.0
+    for byte_runs in runs.values():
+        for block, saving, long_block, long_saving in byte_runs:
+            blocks = text.count(block)
+            expected += blocks * saving
+            if blocks >= RUN_LONG // RUN_BLOCK:
+                expected += text.count(long_block) * long_saving
+    found = _run_savings(text, data[::_STRIDE], runs) if len(text) >= RUN_BLOCK else 0.0
+    assert math.isclose(found, expected, abs_tol=1e-9)
