@@ -631,14 +631,18 @@ def load_data(
     return Data(groups, samples, texts, normals, singles)
 
 
-def is_dense(sample: Sample, c: Coefficients, gate: float = DENSE_GATE) -> bool:
-    """Return whether ``c`` estimates the ASCII text of ``sample`` dense (see `DENSE_GATE`)."""
+def is_dense(sample: Sample, c: Coefficients, family: str, gate: float = DENSE_GATE) -> bool:
+    """Return whether ``c`` estimates the ASCII text of ``sample`` dense (see `DENSE_GATE`).
+
+    As the estimator does: its main estimate, with run blocks at their run cost, is at least
+    ``gate`` tokens per character.
+    """
     if sample.whole is None:
         return False
     size = sample.whole.total()
     weights = c.weights
-    steps = sum(weights[b] * n for b, n in sample.whole.items())
-    return size > 0 and steps * c.unit >= gate * size
+    steps = sum(weights[b] * n for b, n in sample.low.items())
+    return size > 0 and steps * c.unit + sample.run_tokens[family] >= gate * size
 
 
 def with_dense(data: Data, names: Sequence[str], family: str, main: Coefficients) -> Coefficients:
@@ -649,7 +653,7 @@ def with_dense(data: Data, names: Sequence[str], family: str, main: Coefficients
     """
     normals = {}
     for name in names:
-        dense = [s for s in data.samples[name] if is_dense(s, main)]
+        dense = [s for s in data.samples[name] if is_dense(s, main, family)]
         if dense:
             normals[name] = normal_of(dense, [family], transitions=True)
     if not normals:

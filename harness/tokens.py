@@ -666,13 +666,8 @@ class ApproximateEstimator(CachedEstimator):
         self._digit = coefficients.dense_digit
         self._symbol = coefficients.dense_symbol
         self._transitions = bool(self._case or self._digit or self._symbol)
-        # An ASCII text is dense when Σ table ≥ _gate · len (in table steps); never without
-        # a dense table.
-        self._gate = (
-            coefficients.dense_gate / coefficients.unit
-            if coefficients.dense_unit and coefficients.unit
-            else math.inf
-        )
+        # ASCII text is dense from this many tokens per character (0: no dense table)
+        self._dense_gate = coefficients.dense_gate if coefficients.dense_unit else 0.0
         runs = self._run_savings(coefficients, dense=False)
         self._runs = _by_low_byte(runs)
         self._ascii_runs = _by_low_byte(r for r in runs if r[0].isascii())
@@ -713,19 +708,9 @@ class ApproximateEstimator(CachedEstimator):
             low = text.encode("ascii")
             weights = low.translate(self._low)
             steps = (adler32(weights) & 0xFFFF) - 1 if size <= _CHUNK else _weigh(weights)
-            if steps >= self._gate * size:
-                total = _weigh(low.translate(self._dense)) * self._dense_unit
-                if self._transitions:
-                    classes = low.translate(_LETTER_CLASSES)
-                    total += (
-                        self._case * classes.count(b"aA")
-                        + self._digit * (classes.count(b"a0") + classes.count(b"A0"))
-                        + self._symbol * (classes.count(b".a") + classes.count(b".A"))
-                    )
-                runs = self._dense_runs
-            else:
-                total = steps * self._unit
-                runs = self._ascii_runs
+            total = steps * self._unit
+            runs = self._ascii_runs
+            dense = self._dense_gate
         else:
             data = text.encode("utf-16-le", "surrogatepass")
             low, high = data[0::2], data[1::2]
@@ -736,15 +721,36 @@ class ApproximateEstimator(CachedEstimator):
             if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
                 total += self._rare * rare_cjk_count(text, self._cjk_single)
             runs = self._runs
+            dense = 0.0
         # A run of RUN_BLOCK characters covers RUN_BLOCK // _STRIDE consecutive samples of
         # every _STRIDE-th code unit, all run characters and all equal. Testing the samples
         # is cheap and rules out nearly every real text; the rest is scanned for each run.
+        sample = None
         if size >= RUN_MIN_TEXT:
             sample = low[::_STRIDE]
             if _SPARSE_PROBE in sample.translate(_RUN_MARK):
                 total -= _run_savings(text, sample, runs)
+            else:
+                sample = None
+        # Dense: the main estimate, runs counted as runs, is at least dense_gate per character.
+        if dense and total >= dense * size:
+            total = self._dense_count(low)
+            if sample is not None:
+                total -= _run_savings(text, sample, self._dense_runs)
         estimate = total + self._fixed
         return 1 if estimate < 1.0 else math.ceil(estimate)
+
+    def _dense_count(self, low: bytes) -> float:
+        """Return the dense table's sum and transition terms of ASCII ``low`` (runs not out)."""
+        total = _weigh(low.translate(self._dense)) * self._dense_unit
+        if self._transitions:
+            classes = low.translate(_LETTER_CLASSES)
+            total += (
+                self._case * classes.count(b"aA")
+                + self._digit * (classes.count(b"a0") + classes.count(b"A0"))
+                + self._symbol * (classes.count(b".a") + classes.count(b".A"))
+            )
+        return total
 
 
 # Fitted by benchmarks/fit_estimator.py (python -m benchmarks.fit_estimator --write).
@@ -771,9 +777,9 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1313131313131313131313131313131313131313131313130b0a0a0a0b0b0b0b"
             "1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b0e0e0000000011"
         ),
-        unit=0.033561,
-        page_unit=0.100684,
-        rare_cjk=1.3545,
+        unit=0.033552,
+        page_unit=0.100657,
+        rare_cjk=1.3542,
         fixed=0.0000,
         cjk_single=(
             "c-n<kO^BOC7=C6liIbShB%8L`RdJHWHnv)K*D4h+lQh;;S51G!f<1&%VGqUDi<Tl"
@@ -810,19 +816,19 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
         ),
         dense=(
             "1f1f1f1f1f1f1f1f1f091f1f1f091f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
-            "1d0114110d011f1a010101011f091f01120e0e0411100d0a030b071f1d1f1f1f"
-            "011f121f010101011801011919150101051a021b1f1f1f021f1f0f1f1f081f01"
-            "0b010f0a09060b0d0101010401010101010101010101011e06010105051a061f"
+            "1c0118121a011f1b01011b011f111f010f0c0f0310100d0a050b011f0a1f1f1f"
+            "011f111a010101011501011c19190101021901151f1f1f011f1f0f1f1f0a1f01"
+            "04010f0a09080b0d0101010301010101010101010101011d0a010104051c1f1f"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
         ),
-        dense_unit=0.033561,
-        dense_gate=0.3745,
-        dense_case=0.8853,
-        dense_digit=1.1351,
-        dense_symbol=0.6672,
+        dense_unit=0.033552,
+        dense_gate=0.3744,
+        dense_case=0.9834,
+        dense_digit=1.1320,
+        dense_symbol=0.5209,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 2.00, 16.00),
@@ -891,10 +897,10 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "S{|bbomXlR=b+lNSL7_P4OeX`c-Qhg??~C{@Y+QW)00lxxI{"
         ),
         dense=(
-            "131313131313131313091f131309131313131313131313131313131313131313"
-            "1a13191e1d011f1b010101011f081f01130e0e0512110e0a0209011f1f1c0f1f"
-            "0101121f010101011201011f090c0101071f191b1f1f1f011f1f0f141f130701"
-            "010d0d07040a040b1101010101010101010101010101011f0c010103071d0613"
+            "181818181818181818091f181809181818181818181818181818181818181818"
+            "19161c1a1f131f1e010101011f121f01100c0e0510120e0a0409011f180e1f1f"
+            "01010d1a010101010f01011f08100101061e12131f1f1f011f1f0f151f170f01"
+            "010d0e08040c050c1201010401010101010101010101011f11010101071f1f18"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
@@ -902,9 +908,9 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
         ),
         dense_unit=0.033906,
         dense_gate=0.3784,
-        dense_case=1.0216,
-        dense_digit=1.1124,
-        dense_symbol=0.5374,
+        dense_case=1.1254,
+        dense_digit=1.1011,
+        dense_symbol=0.3286,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 2.00, 16.00),
@@ -1005,10 +1011,10 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "cMQ@aTm<P*q{XXM|6Im=$UunHRnAzZ?DwJw%R@"
         ),
         dense=(
-            "1f1f1f1f1f1f1f1f1f09081f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
-            "18061d1f111f1c1c010101051f081f01130f0f04140f0e0b040b011f1e19011f"
-            "031f101f010101011f0101111b0c0101051f01011f1f1f0b1f1f0f1f1f081b01"
-            "01091210010b0b11160116010f010101010101010101011f010101050c1b061f"
+            "1f1f1f1f1f1f1f1f1f09091f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
+            "17111d1f1f1f1f1f010115011f141f01100d100411100f0a060b011f180c141f"
+            "041b0a1e010401011f010117160e0101071d01011f1f1f071f1f0f1f1f0c1c01"
+            "01091111010c0b101501170110010101010101010101011f010101010b1f1f1f"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
@@ -1016,9 +1022,9 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
         ),
         dense_unit=0.034362,
         dense_gate=0.3835,
-        dense_case=0.8141,
-        dense_digit=1.1104,
-        dense_symbol=0.5548,
+        dense_case=0.9313,
+        dense_digit=1.1111,
+        dense_symbol=0.3197,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 4.00, 32.00),
@@ -1068,9 +1074,9 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1717171717171717171717171717171717171717171717170a0909090a0a0a0a"
             "1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e0000000000000b"
         ),
-        unit=0.034409,
-        page_unit=0.103228,
-        rare_cjk=1.1495,
+        unit=0.034410,
+        page_unit=0.103231,
+        rare_cjk=1.1496,
         fixed=0.0000,
         cjk_single=(
             "c-pmAy>1gh5S|&Yt;LDZ+OeXPYeR90QUr-2<px|>qKQ(uG>C!%(a=)NAs42L1O=r"
@@ -1091,19 +1097,19 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
         ),
         dense=(
             "1f1f1f1f1f1f1f1f1f091f1f1f091f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f"
-            "0c01011b011f0d1f010103051b071a0108160a09180c0e080e0c101e011f0f1f"
-            "0c01141f01050b0c070101151f0e0101071f01011f1f1f1f1f1f0f1f1f1f0101"
-            "0109131205050e1115011f06130101010101010101010616010104021112041f"
+            "0a010111011f031f010111011c141f0110120b09100e0e080c0c0315011f1a1f"
+            "0e03121f0103010d0701041315120105071f01101f1f1f171f1f0f1f1f1b0101"
+            "070a131108080e1114011f0d1501010101020101010109160101150113191f1f"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
         ),
-        dense_unit=0.034409,
+        dense_unit=0.034410,
         dense_gate=0.3840,
-        dense_case=0.6911,
-        dense_digit=0.9388,
-        dense_symbol=1.1831,
+        dense_case=0.7194,
+        dense_digit=0.8823,
+        dense_symbol=1.0350,
         runs=(
             (" ", 1.00, 0.25),
             ("\t", 4.00, 32.00),
@@ -1134,7 +1140,7 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
     ),
 }
 FAMILY_FLOOR: dict[str, float] = {
-    "o200k": 0.55,
+    "o200k": 0.60,
     "cl100k": 0.55,
     "deepseek": 0.55,
     "anthropic": 0.60,
