@@ -7,16 +7,19 @@ no dynamic sources and show no task state), and each one reports its own manifes
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
 import msgspec
 
 from harness.accounting import build_manifest, counted_near_limit, report_manifest, sure_count
-from harness.errors import ContextOverflowError, ProviderError
+from harness.errors import ConfigurationError, ContextOverflowError, ProviderError
 from harness.messages import Message, new_id
 from harness.request import ModelClientLike, ModelRequest
-from harness.tokens import TokenEstimator
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
+from middleware._layout import SUMMARY_ROOM
 
 DEFAULT_SUMMARY_PROMPT: Final = """\
 You are compacting the conversation of an AI agent so that it can continue its task with \
@@ -62,6 +65,16 @@ identifiers, paths, names and numbers exact.
 
 SUMMARY_HEADER: Final = "[Summary of the earlier conversation"
 """How a summary message's text starts (followed by the count and a blank line)."""
+
+CHUNK_FRACTION: Final = 0.6
+"""The share of the summariser's input limit one summary request uses by default."""
+SUMMARY_OVERFLOW_RETRIES: Final = 3
+"""Times the chunks are halved when the summariser rejects a summary request as too long."""
+HEADER_TOKENS: Final = 32
+"""Room for a summary message's header line ("[Summary of … compacted; …]")."""
+MIN_TEXT_TOKENS: Final = SUMMARY_ROOM - MESSAGE_OVERHEAD - HEADER_TOKENS
+"""The least text a summary gets (what `SUMMARY_ROOM` leaves after its header)."""
+_PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
 
 SUMMARY_CONCURRENCY: Final = 4
 """Partial summaries requested at once when the early part is summarised in chunks."""
@@ -191,3 +204,116 @@ def pack(pieces: list[str], est: TokenEstimator, room: int) -> list[str]:
     if current:
         chunks.append("\n\n".join(current))
     return chunks
+
+
+class SummaryWriter:
+    """Writes one summary of early messages: chunked to fit the summariser, merged, cut.
+
+    Args:
+        model: the summariser (``None``: the calling agent's client, ``request.run.client``).
+        prompt: the summary prompt (with ``{messages}``; see `DEFAULT_SUMMARY_PROMPT`).
+        chunk_tokens: the most tokens one summary request may hold (``None``: 60 % of the
+            summariser's input limit).
+    """
+
+    def __init__(
+        self, *, model: ModelClientLike | None, prompt: str, chunk_tokens: int | None
+    ) -> None:
+        self.model = model
+        self.prompt = prompt
+        self.chunk_tokens = chunk_tokens
+
+    async def summarise(
+        self, early: Sequence[Message], previous: str | None, request: ModelRequest, cap: int
+    ) -> str:
+        """Return a summary of ``early`` (updating ``previous``), chunked to fit the summariser."""
+        client = self.model or (request.run.client if request.run is not None else None)
+        if client is None:
+            raise ConfigurationError(
+                "Compaction needs a summariser: pass Compaction(model=...) or run it inside "
+                "HarnessAgent, whose client is the default",
+                transforms=request.transforms,
+            )
+        est = request.estimator if client.model == request.model else estimator_for(client.model)
+        limit = request.policy.input_limit(client.context_window(client.model))
+        chunk = min(self.chunk_tokens or int(limit * CHUNK_FRACTION), limit)
+        ask = Summariser(client, request, limit, est)
+        for attempt in range(SUMMARY_OVERFLOW_RETRIES + 1):
+            try:
+                text = await self._summarise_chunked(early, previous, request, ask, chunk)
+                break
+            except ContextOverflowError:
+                # The summariser's real window is smaller than it said (or a chunk was over
+                # by exact count): halve the chunks while they still hold messages.
+                failed = ask.overflowed_at
+                smaller = min(chunk, failed) // 2 if failed is not None else 0
+                if attempt == SUMMARY_OVERFLOW_RETRIES or smaller < self._least_chunk(ask):
+                    raise
+                chunk = smaller
+        return fit_text(text.strip(), est, cap)
+
+    def _least_chunk(self, ask: Summariser) -> int:
+        """Return the smallest chunk that leaves ``MIN_TEXT_TOKENS`` for messages after the prompt."""
+        return MESSAGE_OVERHEAD + 3 + ask.est.count(self._prompt("", None)) + MIN_TEXT_TOKENS
+
+    async def _summarise_chunked(
+        self,
+        early: Sequence[Message],
+        previous: str | None,
+        request: ModelRequest,
+        ask: Summariser,
+        chunk: int,
+    ) -> str:
+        est = ask.est
+        frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
+        if previous is not None:
+            previous = fit_text(previous, est, chunk // 3)
+        room = chunk - frame - est.count(self._prompt("", previous))
+        if room < MIN_TEXT_TOKENS:
+            if ask.overflowed_at is not None:  # the chunk was halved after overflows
+                raise ContextOverflowError(
+                    f"the summariser rejected summary requests down to {chunk:,} tokens, too "
+                    "small to hold messages after the summary prompt; give Compaction a "
+                    "summariser with a larger window (Compaction(model=...))",
+                    reason="summary_overflow",
+                )
+            raise ConfigurationError(
+                f"summary_chunk_tokens ({chunk}) leaves no room for messages after the summary "
+                "prompt; raise summary_chunk_tokens or shorten summary_prompt",
+                transforms=request.transforms,
+            )
+        chunks = pack([render_message(m) for m in early], est, room)
+        if len(chunks) == 1:
+            return await ask(self._prompt(chunks[0], previous))
+        partials = await ask.many([self._prompt(c, None) for c in chunks])
+        return await self._merge(
+            ([previous] if previous else []) + partials, ask, est, chunk - frame
+        )
+
+    async def _merge(
+        self, parts: list[str], ask: Summariser, est: TokenEstimator, chunk: int
+    ) -> str:
+        """Merge partial summaries, in as many rounds of chunked requests as needed."""
+        room = chunk - est.count(MERGE_PROMPT)
+        while len(parts) > 1:
+            # Each part takes at most half the room, so every request merges at least two.
+            parts = [fit_text(p, est, room // 2 - 8) for p in parts]
+            groups = pack(
+                [f'<summary part="{i + 1}">\n{p}\n</summary>' for i, p in enumerate(parts)],
+                est,
+                room,
+            )
+            if len(groups) == 1:
+                return await ask(MERGE_PROMPT.replace("{summaries}", groups[0]))
+            prompts = [MERGE_PROMPT.replace("{summaries}", g) for g in groups]
+            parts = await ask.many(prompts)
+        return parts[0]
+
+    def _prompt(self, messages: str, previous: str | None) -> str:
+        preamble = UPDATE_PREAMBLE.replace("{summary}", previous) if previous is not None else ""
+        prompt = self.prompt
+        if preamble and "{previous_summary}" not in prompt:
+            prompt = preamble.lstrip("\n") + "\n" + prompt
+            preamble = ""
+        values = {"messages": messages, "previous_summary": preamble}
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], prompt)

@@ -34,12 +34,16 @@ The kept part is bounded by tokens (``keep_tokens``; ``None`` is 35 % of the his
 budget) or, with ``keep_tokens=0``, by ``keep_messages`` — and, by tokens, always by
 half of ``trigger_messages`` — so after a compaction the history is well below every
 trigger and the next rounds append to a byte-stable prefix (task, summary, kept
-messages) instead of compacting again. A forced compaction keeps only the last unit; when it can shrink nothing it
-raises `ContextOverflowError` with ``reason="nothing_to_compact"``, which ends OverflowRetry's
-round without resending the same history.
+messages) instead of compacting again. A forced compaction keeps only the last unit; when
+it can shrink nothing it raises `ContextOverflowError` with ``reason="nothing_to_compact"``,
+which ends OverflowRetry's round without resending the same history.
 
-The summariser side (prompts, rendering, chunk packing, the summary requests and their
-manifests) lives in ``middleware/_summariser.py``.
+The stages live apart: trimming and truncation in ``middleware/_trim.py``, the summariser
+side (prompts, rendering, chunk packing, the summary requests and their manifests) in
+``middleware/_summariser.py``, the checked settings in ``middleware/_compaction_settings.py``;
+this module decides when and where to cut and puts the new history together. A summariser
+that fails leaves the early part out of that round only (transforms ``summary_failed:…``
+and ``history_dropped:…``, a ``summary_failed`` warning event); the next round tries again.
 
 Cost when nothing is compacted: one backward pass over the tool messages and one sum of
 cached per-message counts; since compaction keeps the working history short, both are
@@ -48,12 +52,8 @@ bounded by the trigger, not by the session's length.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
-
-import msgspec
 
 from harness.accounting import (
     blocks_tokens,
@@ -62,42 +62,39 @@ from harness.accounting import (
 )
 from harness.errors import (
     NOTHING_TO_COMPACT,
-    ConfigurationError,
     ContextOverflowError,
     ProviderError,
     WorkspaceError,
 )
 from harness.events import AgentEvent
 from harness.markers import (
-    ARGS_TRUNCATED,
-    OFFLOADED,
     SUMMARISED,
     SUMMARY,
     SUMMARY_FAILED,
     SUMMARY_REQUEST,
-    TRIMMED,
 )
 from harness.memory import DEFAULT_MEMORY, MemoryStore
-from harness.messages import Message, ToolCall, new_id
+from harness.messages import Message, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
 from harness.request import ModelClientLike, ModelRequest, ModelResponse
-from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
+from middleware._compaction_settings import CompactionSettings
 from middleware._history import safe_cut
-from middleware._layout import SUMMARY_ROOM, Layout, current_user, last_unit_start
+from middleware._layout import Layout, current_user, last_unit_start
 from middleware._layout import layout as layout_of
 from middleware._summariser import (
     DEFAULT_SUMMARY_PROMPT,
+    HEADER_TOKENS,
     MERGE_PROMPT,
+    MIN_TEXT_TOKENS,
     SUMMARY_HEADER,
     UPDATE_PREAMBLE,
-    Summariser,
-    fit_text,
-    pack,
-    render_message,
+    SummaryWriter,
     summary_text,
 )
+from middleware._trim import trim_tool_outputs, truncate_arguments
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -117,25 +114,8 @@ KEEP_FRACTION: Final = 0.35
 """The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
 KEEP_CAP_FRACTION: Final = 0.8
 """The kept part plus the pinned task and newest user message never take more of the budget."""
-CHUNK_FRACTION: Final = 0.6
-"""The share of the summariser's input limit one summary request uses by default."""
 SUMMARY_CAP_FRACTION: Final = 0.25
 """A summary longer than this share of the history budget is cut (head and tail kept)."""
-SUMMARY_OVERFLOW_RETRIES: Final = 3
-"""Times the chunks are halved when the summariser rejects a summary request as too long."""
-TRUNCATE_KEEP_CHARS: Final = 20
-"""Characters a truncated argument keeps before the truncation text."""
-_HEADER_TOKENS: Final = 32
-"""Room for a summary message's header line ("[Summary of … compacted; …]")."""
-_MIN_ROOM: Final = SUMMARY_ROOM - MESSAGE_OVERHEAD - _HEADER_TOKENS
-"""The least text a summary gets (what `SUMMARY_ROOM` leaves after its header)."""
-_PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
-
-
-TRIM_PROTECT_SHARE = 0.4
-"""At most this share of the history budget is protected from trimming (small windows)."""
-TRIM_MIN_SHARE = 0.2
-"""Trimming starts once this share of the history budget is trimmable (small windows)."""
 
 
 def select_cut(
@@ -244,82 +224,35 @@ class Compaction:
         memory: MemoryStore | None = DEFAULT_MEMORY,
         compact_tool: bool = False,
     ) -> None:
-        _check_int("trigger_messages", trigger_messages, minimum=4)
-        if trigger is not None:
-            if isinstance(trigger, bool) or not isinstance(trigger, int | float):
-                raise ConfigurationError(
-                    f"trigger must be a fraction in (0, 1], a token count or None, got {trigger!r}"
-                )
-            if isinstance(trigger, float) and not 0.0 < trigger <= 1.0:
-                raise ConfigurationError(
-                    f"trigger {trigger!r}: give a fraction of the input limit in (0, 1] "
-                    "(e.g. 0.85) or an absolute token count as an int"
-                )
-            if isinstance(trigger, int) and trigger < 1:
-                raise ConfigurationError(f"trigger must be a positive token count, got {trigger}")
-        if keep_tokens is not None:
-            _check_int("keep_tokens", keep_tokens, minimum=0)
-        _check_int("keep_messages", keep_messages, minimum=1)
-        if keep_tokens == 0 and keep_messages > trigger_messages - 4:
-            raise ConfigurationError(
-                f"keep_messages ({keep_messages}) must be at most trigger_messages - 4 "
-                f"({trigger_messages - 4}) so that a compacted history (task, summary, current "
-                "request, kept messages) is below the trigger; lower keep_messages or raise "
-                "trigger_messages"
-            )
-        if model is not None and not (
-            callable(getattr(model, "complete", None))
-            and isinstance(getattr(model, "model", None), str)
-        ):
-            raise ConfigurationError(
-                "model must be a model client with 'model' and 'async complete(request)', "
-                f"got {model!r}"
-            )
-        if not isinstance(summary_prompt, str) or "{messages}" not in summary_prompt:
-            raise ConfigurationError(
-                "summary_prompt must contain the placeholder {messages}, where the messages "
-                "to summarise are inserted; add it to your prompt"
-            )
-        _check_int("trim_protect_tokens", trim_protect_tokens, minimum=0)
-        if trim_min_tokens is not None:
-            _check_int("trim_min_tokens", trim_min_tokens, minimum=0)
-        _check_int("trim_preview_chars", trim_preview_chars, minimum=0)
-        _check_int("max_arg_length", max_arg_length, minimum=1)
-        if not isinstance(truncation_text, str):
-            raise ConfigurationError(f"truncation_text must be a string, got {truncation_text!r}")
-        if summary_chunk_tokens is not None:
-            _check_int("summary_chunk_tokens", summary_chunk_tokens, minimum=256)
-        if memory is not None and not isinstance(memory, MemoryStore):
-            raise ConfigurationError(
-                f"memory must implement harness.memory.MemoryStore (async record(messages, "
-                f"request)) or be None, got {memory!r}"
-            )
-        self.trigger_messages = trigger_messages
-        self.trigger = trigger
-        self.keep_tokens = keep_tokens
-        self.keep_messages = keep_messages
-        self.model = model
-        self.summary_prompt = summary_prompt
-        self.trim_protect_tokens = trim_protect_tokens
-        self.trim_min_tokens = trim_min_tokens
-        self.trim_preview_chars = trim_preview_chars
-        self.truncate_args = bool(truncate_args)
-        self.max_arg_length = max_arg_length
-        self.truncation_text = truncation_text
-        self.summary_chunk_tokens = summary_chunk_tokens
-        self.memory = memory
-        self.compact_tool = bool(compact_tool)
+        self.settings = CompactionSettings(
+            trigger_messages=trigger_messages,
+            trigger=trigger,
+            keep_tokens=keep_tokens,
+            keep_messages=keep_messages,
+            model=model,
+            summary_prompt=summary_prompt,
+            trim_protect_tokens=trim_protect_tokens,
+            trim_min_tokens=trim_min_tokens,
+            trim_preview_chars=trim_preview_chars,
+            truncate_args=truncate_args,
+            max_arg_length=max_arg_length,
+            truncation_text=truncation_text,
+            summary_chunk_tokens=summary_chunk_tokens,
+            memory=memory,
+            compact_tool=compact_tool,
+        )
+        """The configuration, checked (a frozen `CompactionSettings`)."""
 
     def __repr__(self) -> str:
         return (
-            f"Compaction(trigger_messages={self.trigger_messages}, trigger={self.trigger!r}, "
-            f"keep_tokens={self.keep_tokens!r}, keep_messages={self.keep_messages}, "
-            f"truncate_args={self.truncate_args}, compact_tool={self.compact_tool})"
+            f"Compaction(trigger_messages={self.settings.trigger_messages}, trigger={self.settings.trigger!r}, "
+            f"keep_tokens={self.settings.keep_tokens!r}, keep_messages={self.settings.keep_messages}, "
+            f"truncate_args={self.settings.truncate_args}, compact_tool={self.settings.compact_tool})"
         )
 
     def tools(self) -> list[Tool]:
         """Return the ``compact_conversation`` tool when ``compact_tool`` is on."""
-        return [Tool(compact_conversation)] if self.compact_tool else []
+        return [Tool(compact_conversation)] if self.settings.compact_tool else []
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Compact ``request``'s history as needed and pass it on."""
@@ -341,14 +274,14 @@ class Compaction:
         est = request.estimator
         transforms: list[str] = []
         budget = self._history_budget(request, est)
-        history, trimmed = self._trim(history, est, budget)
+        history, trimmed = trim_tool_outputs(self.settings, history, est, budget)
         if trimmed:
             transforms.append(f"tool_output_trim:{trimmed}")
         layout = layout_of(history)
-        if self.truncate_args:
+        if self.settings.truncate_args:
             body = history[layout.start :]
             end = layout.start + self._normal_cut(body, est, budget, layout)
-            history, truncated = self._truncate(history, layout.start, end)
+            history, truncated = truncate_arguments(self.settings, history, layout.start, end)
             if truncated:
                 transforms.append(f"tool_args_truncate:{truncated}")
         reason = self._reason(request, history, est, budget, layout)
@@ -369,110 +302,6 @@ class Compaction:
             return request
         return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
 
-    def _trim(
-        self, history: tuple[Message, ...], est: TokenEstimator, budget: int
-    ) -> tuple[tuple[Message, ...], int]:
-        """Stage 1: shorten older tool outputs to previews once enough have piled up.
-
-        The thresholds are absolute (~40,000 and ~20,000 tokens) for large windows and
-        scale down with the history budget for small ones, where a fixed 40,000 would
-        protect every tool output ever made.
-        """
-        if self.trim_min_tokens is None:
-            return history, 0
-        count = est.count_message
-        protect = min(self.trim_protect_tokens, int(TRIM_PROTECT_SHARE * budget))
-        minimum = min(self.trim_min_tokens, int(TRIM_MIN_SHARE * budget))
-        preview = self.trim_preview_chars
-        protected = 0
-        trimmable = 0
-        candidates: list[int] = []
-        # The results the model has not answered yet (the trailing run) are always protected.
-        tail = len(history)
-        while tail > 0 and history[tail - 1].role == "tool":
-            tail -= 1
-        for i in range(len(history) - 1, -1, -1):
-            message = history[i]
-            if message.role != "tool":
-                continue
-            tokens = count(message)
-            if protected < protect or i >= tail:
-                protected += tokens
-                continue
-            content = message.content
-            if (
-                isinstance(content, str)
-                and len(content) > preview + 100
-                and not message.meta(TRIMMED)
-                and not message.meta(OFFLOADED)
-            ):
-                candidates.append(i)
-                trimmable += tokens
-        if not candidates or trimmable < minimum:
-            return history, 0
-        out = list(history)
-        for i in candidates:
-            message = history[i]
-            text = message.text
-            rest = len(text) - preview
-            out[i] = message.revise(
-                "trim",
-                metadata={TRIMMED: True},
-                content=f"{text[:preview]}\n[… older tool output trimmed: {rest} more characters "
-                "not shown; the full output is in the session log …]",
-            )
-        return tuple(out), len(candidates)
-
-    def _truncate(
-        self, history: tuple[Message, ...], start: int, end: int
-    ) -> tuple[tuple[Message, ...], int]:
-        """Stage 2: shorten long string arguments of the tool calls in ``history[start:end]``."""
-        out: list[Message] | None = None
-        changed_calls = 0
-        limit = self.max_arg_length
-        for i in range(start, end):
-            message = history[i]
-            if not message.tool_calls or message.meta(ARGS_TRUNCATED):
-                continue
-            calls: list[ToolCall] = []
-            changed = 0
-            for call in message.tool_calls:
-                # A string value longer than the limit makes the JSON longer than it, too.
-                new = self._truncate_call(call) if len(call.arguments) > limit else call
-                changed += new is not call
-                calls.append(new)
-            if changed:
-                if out is None:
-                    out = list(history)
-                out[i] = message.revise(
-                    "truncate", metadata={ARGS_TRUNCATED: True}, tool_calls=tuple(calls)
-                )
-                changed_calls += changed
-        return (tuple(out), changed_calls) if out is not None else (history, 0)
-
-    def _truncate_call(self, call: ToolCall) -> ToolCall:
-        try:
-            arguments = json.loads(call.arguments)
-        except ValueError:
-            return call  # not JSON: leave it exactly as the model wrote it
-        changed, shortened = self._truncate_value(arguments)
-        if not changed:
-            return call
-        return msgspec.structs.replace(call, arguments=json.dumps(shortened, ensure_ascii=False))
-
-    def _truncate_value(self, value: Any) -> tuple[bool, Any]:
-        if isinstance(value, str):
-            if len(value) > self.max_arg_length:
-                return True, value[:TRUNCATE_KEEP_CHARS] + self.truncation_text
-            return False, value
-        if isinstance(value, dict):
-            items = {k: self._truncate_value(v) for k, v in value.items()}
-            return any(c for c, _ in items.values()), {k: v for k, (_, v) in items.items()}
-        if isinstance(value, list):
-            pairs = [self._truncate_value(v) for v in value]
-            return any(c for c, _ in pairs), [v for _, v in pairs]
-        return False, value
-
     # ---------------------------------------------------------------- deciding
     @staticmethod
     def _limit(request: ModelRequest) -> int:
@@ -485,9 +314,13 @@ class Compaction:
             budget = request.history_budget
         else:
             budget = limit - fixed_tokens(request, est) - blocks_tokens(request, est)
-        if self.trigger is not None:
+        if self.settings.trigger is not None:
             # The trigger bounds the whole request; what is not history is limit - budget.
-            threshold = self.trigger * limit if isinstance(self.trigger, float) else self.trigger
+            threshold = (
+                self.settings.trigger * limit
+                if isinstance(self.settings.trigger, float)
+                else self.settings.trigger
+            )
             budget = min(budget, int(threshold) - (limit - budget))
         return budget
 
@@ -503,7 +336,7 @@ class Compaction:
             return "forced"
         if self._pending_request(request, layout) is not None:
             return "requested"
-        if len(history) >= self.trigger_messages:
+        if len(history) >= self.settings.trigger_messages:
             return "messages"
         if 0 < budget < est.count_messages(history):
             return "tokens"
@@ -511,7 +344,7 @@ class Compaction:
 
     def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
         """Return the token of a ``compact_conversation`` request not yet honoured."""
-        if not self.compact_tool or request.state is None:
+        if not self.settings.compact_tool or request.state is None:
             return None
         token = request.state.extension(REQUEST_KEY)
         if not isinstance(token, str):
@@ -529,22 +362,22 @@ class Compaction:
         if current is not None:
             pinned += est.count_message(body[current])
         cap = max(0, int(max(budget, 0) * KEEP_CAP_FRACTION) - pinned)
-        if self.keep_tokens == 0:
+        if self.settings.keep_tokens == 0:
             return select_cut(
-                body, est.count_message, keep_tokens=cap, max_messages=self.keep_messages
+                body, est.count_message, keep_tokens=cap, max_messages=self.settings.keep_messages
             )
         # The dynamic range is what stays after compaction, pinned messages included, so a
         # long pinned task does not make every compacted request larger.
         wanted = (
-            self.keep_tokens
-            if self.keep_tokens is not None
+            self.settings.keep_tokens
+            if self.settings.keep_tokens is not None
             else max(0, int(max(budget, 0) * KEEP_FRACTION) - pinned)
         )
         return select_cut(
             body,
             est.count_message,
             keep_tokens=min(wanted, cap),
-            max_messages=max(1, self.trigger_messages // 2 - 3),
+            max_messages=max(1, self.settings.trigger_messages // 2 - 3),
         )
 
     # -------------------------------------------------------------- compacting
@@ -570,18 +403,18 @@ class Compaction:
             if cut == 0 and reason == "requested":
                 cut = last_unit_start(body)
         head = (layout.pinned,) if layout.pinned is not None else ()
-        # The summary needs room too: while what is kept leaves less than _MIN_ROOM of the
+        # The summary needs room too: while what is kept leaves less than MIN_TEXT_TOKENS of the
         # budget for it, the oldest kept unit joins the early part (never the last unit).
         tail = last_unit_start(body)
-        while cut < tail and budget - self._rest(est, head, body, cut) < _MIN_ROOM:
+        while cut < tail and budget - self._rest(est, head, body, cut) < MIN_TEXT_TOKENS:
             cut = safe_cut(body, cut + 1, forward=True)
         early, kept = _split(body, cut)
         if not early:
             return history, [], None  # nothing early enough to summarise: leave it unchanged
         done: list[str] = []
-        if self.memory is not None:
+        if self.settings.memory is not None:
             try:
-                stored = await self.memory.record(early, request)
+                stored = await self.settings.memory.record(early, request)
             except (WorkspaceError, ProviderError) as exc:
                 done.append(f"memory_failed:{type(exc).__name__}")
             else:
@@ -591,9 +424,13 @@ class Compaction:
         # The summary gets what the pinned and kept messages leave of the budget (at most
         # SUMMARY_CAP_FRACTION of it), so the compacted history fits.
         rest = self._rest(est, head, body, cut)
-        cap = max(_MIN_ROOM, min(int(max(budget, 0) * SUMMARY_CAP_FRACTION), budget - rest))
+        cap = max(MIN_TEXT_TOKENS, min(int(max(budget, 0) * SUMMARY_CAP_FRACTION), budget - rest))
         try:
-            text = await self._summarise(early, previous, request, cap)
+            text = await SummaryWriter(
+                model=self.settings.model,
+                prompt=self.settings.summary_prompt,
+                chunk_tokens=self.settings.summary_chunk_tokens,
+            ).summarise(early, previous, request, cap)
         except ProviderError as exc:
             failure = type(exc).__name__
         else:
@@ -619,7 +456,7 @@ class Compaction:
     ) -> int:
         """Return the tokens of a compacted history besides the summary's text."""
         _, kept = _split(body, cut)
-        return est.count_messages((*head, *kept)) + MESSAGE_OVERHEAD + _HEADER_TOKENS
+        return est.count_messages((*head, *kept)) + MESSAGE_OVERHEAD + HEADER_TOKENS
 
     def _without_summary(
         self,
@@ -653,106 +490,6 @@ class Compaction:
             )
         done.extend((f"summary_failed:{failure}", f"history_dropped:{len(early)}"))
         return (*head, notice, *kept), done, history
-
-    async def _summarise(
-        self, early: Sequence[Message], previous: str | None, request: ModelRequest, cap: int
-    ) -> str:
-        """Return a summary of ``early`` (updating ``previous``), chunked to fit the summariser."""
-        client = self.model or (request.run.client if request.run is not None else None)
-        if client is None:
-            raise ConfigurationError(
-                "Compaction needs a summariser: pass Compaction(model=...) or run it inside "
-                "HarnessAgent, whose client is the default",
-                transforms=request.transforms,
-            )
-        est = request.estimator if client.model == request.model else estimator_for(client.model)
-        limit = request.policy.input_limit(client.context_window(client.model))
-        chunk = min(self.summary_chunk_tokens or int(limit * CHUNK_FRACTION), limit)
-        ask = Summariser(client, request, limit, est)
-        for attempt in range(SUMMARY_OVERFLOW_RETRIES + 1):
-            try:
-                text = await self._summarise_chunked(early, previous, request, ask, chunk)
-                break
-            except ContextOverflowError:
-                # The summariser's real window is smaller than it said (or a chunk was over
-                # by exact count): halve the chunks while they still hold messages.
-                failed = ask.overflowed_at
-                smaller = min(chunk, failed) // 2 if failed is not None else 0
-                if attempt == SUMMARY_OVERFLOW_RETRIES or smaller < self._least_chunk(ask):
-                    raise
-                chunk = smaller
-        return fit_text(text.strip(), est, cap)
-
-    def _least_chunk(self, ask: Summariser) -> int:
-        """Return the smallest chunk that leaves ``_MIN_ROOM`` for messages after the prompt."""
-        return MESSAGE_OVERHEAD + 3 + ask.est.count(self._prompt("", None)) + _MIN_ROOM
-
-    async def _summarise_chunked(
-        self,
-        early: Sequence[Message],
-        previous: str | None,
-        request: ModelRequest,
-        ask: Summariser,
-        chunk: int,
-    ) -> str:
-        est = ask.est
-        frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
-        if previous is not None:
-            previous = fit_text(previous, est, chunk // 3)
-        room = chunk - frame - est.count(self._prompt("", previous))
-        if room < _MIN_ROOM:
-            if ask.overflowed_at is not None:  # the chunk was halved after overflows
-                raise ContextOverflowError(
-                    f"the summariser rejected summary requests down to {chunk:,} tokens, too "
-                    "small to hold messages after the summary prompt; give Compaction a "
-                    "summariser with a larger window (Compaction(model=...))",
-                    reason="summary_overflow",
-                )
-            raise ConfigurationError(
-                f"summary_chunk_tokens ({chunk}) leaves no room for messages after the summary "
-                "prompt; raise summary_chunk_tokens or shorten summary_prompt",
-                transforms=request.transforms,
-            )
-        chunks = pack([render_message(m) for m in early], est, room)
-        if len(chunks) == 1:
-            return await ask(self._prompt(chunks[0], previous))
-        partials = await ask.many([self._prompt(c, None) for c in chunks])
-        return await self._merge(
-            ([previous] if previous else []) + partials, ask, est, chunk - frame
-        )
-
-    async def _merge(
-        self, parts: list[str], ask: Summariser, est: TokenEstimator, chunk: int
-    ) -> str:
-        """Merge partial summaries, in as many rounds of chunked requests as needed."""
-        room = chunk - est.count(MERGE_PROMPT)
-        while len(parts) > 1:
-            # Each part takes at most half the room, so every request merges at least two.
-            parts = [fit_text(p, est, room // 2 - 8) for p in parts]
-            groups = pack(
-                [f'<summary part="{i + 1}">\n{p}\n</summary>' for i, p in enumerate(parts)],
-                est,
-                room,
-            )
-            if len(groups) == 1:
-                return await ask(MERGE_PROMPT.replace("{summaries}", groups[0]))
-            prompts = [MERGE_PROMPT.replace("{summaries}", g) for g in groups]
-            parts = await ask.many(prompts)
-        return parts[0]
-
-    def _prompt(self, messages: str, previous: str | None) -> str:
-        preamble = UPDATE_PREAMBLE.replace("{summary}", previous) if previous is not None else ""
-        prompt = self.summary_prompt
-        if preamble and "{previous_summary}" not in prompt:
-            prompt = preamble.lstrip("\n") + "\n" + prompt
-            preamble = ""
-        values = {"messages": messages, "previous_summary": preamble}
-        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], prompt)
-
-
-def _check_int(name: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be an int ≥ {minimum}, got {value!r}")
 
 
 def _split(body: Sequence[Message], cut: int) -> tuple[tuple[Message, ...], tuple[Message, ...]]:

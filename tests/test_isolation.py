@@ -172,7 +172,7 @@ async def test_agent_scope_is_shared_only_when_configured(tmp_path: Path) -> Non
     workspace = Workspace(tmp_path)
     agent, model = build(workspace, {"first": "SECRET-first", "second": "SECRET-second"})
     (compaction,) = [m for m in agent.stack if isinstance(m, Compaction)]
-    compaction.memory = WorkspaceMemory(scope="agent")
+    compaction.settings = compaction.settings.replace(memory=WorkspaceMemory(scope="agent"))
     await agent.call("Remember: the first user's code word is SECRET-first.", ctx("first"))
     await agent.call("Hello.", ctx("second"))
     seen = [r for r in model.agent_requests if r.ids.user_id == "second"]

@@ -151,13 +151,13 @@ def test_bad_configuration_is_rejected(kwargs: dict[str, Any]) -> None:
 
 
 def test_defaults() -> None:
-    c = Compaction()
+    c = Compaction().settings
     assert (c.trigger_messages, c.trigger, c.keep_tokens, c.keep_messages) == (50, None, None, 20)
     assert (c.trim_protect_tokens, c.trim_min_tokens) == (40_000, 20_000)
     assert c.truncate_args is False and c.compact_tool is False
     assert c.truncation_text == "... [truncated] ..." and c.max_arg_length == 2000
     assert isinstance(c.memory, WorkspaceMemory)
-    assert c.tools() == []
+    assert Compaction().tools() == []
     for section in ("goal", "conclusions", "artefacts", "Next steps"):
         assert section in DEFAULT_SUMMARY_PROMPT
 
