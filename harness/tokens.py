@@ -769,17 +769,17 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
         ),
         pages=(
             "0014140a05080504040808080808081f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f0a"
-            "00080808080808080808080808080808090909090b0b0b0b0b0b0b0b0b0b0b0b"
-            "0b0b0b0b0b0b0b0b0b0b0b0b0b0b060606060606060606060606060606060606"
+            "00080808080808080808080808080808090909090a0a0a0a0a0a0a0a0a0a0a0a"
+            "0a0a0a0a0a0a0a0a0a0a0a0a0a0a060606060606060606060606060606060606"
             "0606060606060606060606060606060606060606060606060606060606060606"
             "0606060606060606060606060606060606060606060606060606060606060606"
             "1f1f1f1f1f1f1f1f1f1f1f1f1313131313131313131313131313131313131313"
-            "1313131313131313131313131313131313131313131313130b0a0a0a0b0b0b0b"
-            "1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b0e0e0000000011"
+            "1313131313131313131313131313131313131313131313130a0a0a0a0a0a0a0a"
+            "1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b1b0d0d0000000010"
         ),
-        unit=0.033552,
-        page_unit=0.100657,
-        rare_cjk=1.3542,
+        unit=0.034894,
+        page_unit=0.104683,
+        rare_cjk=1.4083,
         fixed=0.0000,
         cjk_single=(
             "c-n<kO^BOC7=C6liIbShB%8L`RdJHWHnv)K*D4h+lQh;;S51G!f<1&%VGqUDi<Tl"
@@ -824,11 +824,11 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
         ),
-        dense_unit=0.033552,
-        dense_gate=0.3744,
-        dense_case=0.9834,
-        dense_digit=1.1320,
-        dense_symbol=0.5209,
+        dense_unit=0.034894,
+        dense_gate=0.3894,
+        dense_case=1.0228,
+        dense_digit=1.1773,
+        dense_symbol=0.5418,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 2.00, 16.00),
@@ -869,18 +869,18 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "0101010101010101010101010101010101010101010101010101010101010101"
         ),
         pages=(
-            "0017171007100807070f0f0f0f0f0d1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f10"
+            "0017171007100707070f0f0f0f0f0d1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f10"
             "000808080808080808080808080808080c0c0c0c000000000000000000000000"
             "0000000000000000000000000000070707070707070707070707070707070707"
             "0707070707070707070707070707070707070707070707070707070707070707"
             "0707070707070707070707070707070707070707070707070707070707070707"
             "1f1f1f1f1f1f1f1f1f1f1f1f1717171717171717171717171717171717171717"
             "1717171717171717171717171717171717171717171717170b0b0b0b0b0b0b0b"
-            "1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d00000000000013"
+            "1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d1d00000000000012"
         ),
-        unit=0.033906,
-        page_unit=0.101717,
-        rare_cjk=1.3362,
+        unit=0.034950,
+        page_unit=0.104851,
+        rare_cjk=1.3774,
         fixed=0.0000,
         cjk_single=(
             "c-pmAy>1gh5S|&Yqb0alTS1DbCO~mQ6nOxOO>lt(6;(<jQBWcA1{35WbQV?0h-cs"
@@ -906,11 +906,11 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
         ),
-        dense_unit=0.033906,
-        dense_gate=0.3784,
-        dense_case=1.1254,
-        dense_digit=1.1011,
-        dense_symbol=0.3286,
+        dense_unit=0.034950,
+        dense_gate=0.3900,
+        dense_case=1.1601,
+        dense_digit=1.1350,
+        dense_symbol=0.3388,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 2.00, 16.00),
@@ -960,9 +960,9 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1515151515151515151515151515151515151515151515150a0a0a0a0a0a0a0a"
             "1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e00000000000011"
         ),
-        unit=0.034362,
-        page_unit=0.103085,
-        rare_cjk=1.5001,
+        unit=0.034674,
+        page_unit=0.104023,
+        rare_cjk=1.5138,
         fixed=0.0000,
         cjk_single=(
             "c-nPUe{@sT9sk~&oAf3P;U*0=v;}TnQ%FmN^ano_w{w%G7-*SEDGr4lQ&y2p2Oeb"
@@ -1020,11 +1020,11 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
         ),
-        dense_unit=0.034362,
-        dense_gate=0.3835,
-        dense_case=0.9313,
-        dense_digit=1.1111,
-        dense_symbol=0.3197,
+        dense_unit=0.034674,
+        dense_gate=0.3870,
+        dense_case=0.9397,
+        dense_digit=1.1212,
+        dense_symbol=0.3226,
         runs=(
             (" ", 1.00, 2.00),
             ("\t", 4.00, 32.00),
@@ -1074,9 +1074,9 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "1717171717171717171717171717171717171717171717170a0909090a0a0a0a"
             "1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e0000000000000b"
         ),
-        unit=0.034410,
-        page_unit=0.103231,
-        rare_cjk=1.1496,
+        unit=0.034477,
+        page_unit=0.103431,
+        rare_cjk=1.1518,
         fixed=0.0000,
         cjk_single=(
             "c-pmAy>1gh5S|&Yt;LDZ+OeXPYeR90QUr-2<px|>qKQ(uG>C!%(a=)NAs42L1O=r"
@@ -1105,11 +1105,11 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
             "0909090909090909090909090909090909090909090909090909090909090909"
             "0909090909090909090909090909090909090909090909090909090909090909"
         ),
-        dense_unit=0.034410,
-        dense_gate=0.3840,
-        dense_case=0.7194,
-        dense_digit=0.8823,
-        dense_symbol=1.0350,
+        dense_unit=0.034477,
+        dense_gate=0.3848,
+        dense_case=0.7208,
+        dense_digit=0.8840,
+        dense_symbol=1.0370,
         runs=(
             (" ", 1.00, 0.25),
             ("\t", 4.00, 32.00),
@@ -1141,8 +1141,8 @@ FAMILY_COEFFICIENTS: dict[str, Coefficients] = {
 }
 FAMILY_FLOOR: dict[str, float] = {
     "o200k": 0.60,
-    "cl100k": 0.55,
-    "deepseek": 0.55,
+    "cl100k": 0.60,
+    "deepseek": 0.60,
     "anthropic": 0.60,
 }
 # END FITTED
