@@ -9,7 +9,7 @@ history except what the agent commits after a request passed validation (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from harness.state import AgentState
     from harness.tokens import TokenEstimator
     from harness.workspace import Workspace
+
+
+T = TypeVar("T")
 
 
 class ModelClientLike(Protocol):
@@ -70,14 +73,15 @@ class SystemPart(msgspec.Struct, frozen=True, kw_only=True):
 class RunScope(msgspec.Struct, kw_only=True):
     """Per-agent-call scratch space shared by the requests of one ``agent.call``.
 
-    Middleware keep no state of their own between calls; what must live for one call
-    (the workspace snapshot, for example) is stored here under the middleware's key.
+    Middleware keep no state of their own between calls; what must live for one call (the
+    workspace snapshot, "the folder was swept") is kept here in a slot owned by the
+    middleware *instance* (`slot`), so two instances of one class never share it.
     """
 
     run_id: str = msgspec.field(default_factory=new_id)
     """The id of the agent call."""
-    cache: dict[str, Any] = msgspec.field(default_factory=dict)
-    """Values that live for this call only, keyed by their owner's name."""
+    slots: dict[int, Any] = msgspec.field(default_factory=dict)
+    """Per-owner values for this call, by the owner's identity (use `slot`)."""
     emit: Callable[[AgentEvent], None] | None = None
     """Sink for events (``context_build``, streamed text) of this call."""
     client: ModelClientLike | None = None
@@ -88,6 +92,14 @@ class RunScope(msgspec.Struct, kw_only=True):
     """The agent's session store (`harness.sessions`), when it has one."""
     key: SessionKey | None = None
     """Whose session this call is: user, agent and session id (scope every store read by it)."""
+
+    def slot(self, owner: object, make: Callable[[], T]) -> T:
+        """Return ``owner``'s value for this call, made by ``make()`` on first use."""
+        key = id(owner)
+        if key not in self.slots:
+            self.slots[key] = make()
+        value: T = self.slots[key]
+        return value
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 import anyio.to_thread
+import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.file_tools import read_file_tool, relative_folder, session_key
@@ -58,7 +59,6 @@ DEFAULT_FOLDER = "large_tool_results"
 """The workspace folder offloaded results are written to."""
 _MIN_KEEP = 100
 """A token-sized preview keeps at least this many characters at each end."""
-_CACHE_KEY = "tool_result_offload"
 _WEEK_S = 7 * 24 * 3600
 
 
@@ -211,10 +211,10 @@ class ToolResultOffload:
         max_age_s = self.max_age_s
         if max_age_s is None or request.run is None:
             return
-        cache_ = request.run.cache
-        if cache_.get(_CACHE_KEY):
+        swept = request.run.slot(self, _Swept)
+        if swept.done:
             return
-        cache_[_CACHE_KEY] = True  # before awaiting: one sweep per call, even if it fails
+        swept.done = True  # before awaiting: one sweep per call, even if it fails
         await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
 
     def _too_big(self, text: str, message: Message, request: ModelRequest) -> bool:
@@ -388,3 +388,9 @@ def _call_names(history: tuple[Message, ...]) -> dict[str, str]:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Swept(msgspec.Struct):
+    """This middleware's per-call slot: whether its folder was swept in this call."""
+
+    done: bool = False

@@ -17,7 +17,7 @@ What it adds, in this order:
   ``workspace/<path>``, so BudgetFit drops them first when the request is short of room.
 
 The files are read **once per agent call**: the first request of a call loads a snapshot
-into ``request.run.cache`` and every later request of that call reuses it, so editing
+into this instance's slot of the call (``request.run.slot``) and every later request of that call reuses it, so editing
 ``AGENTS.md`` or ``MEMORY.md`` during a call changes nothing until the next call (use a
 context source for data that must refresh every round).
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import anyio.to_thread
 import msgspec
@@ -87,6 +87,12 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     system: tuple[SystemPart, ...]
     blocks: tuple[ContextBlock, ...]
     transforms: tuple[str, ...]
+
+
+class _Held(msgspec.Struct):
+    """This middleware's per-call slot: the snapshot once loaded."""
+
+    snapshot: _Snapshot | None = None
 
 
 class WorkspaceMaterials:
@@ -171,7 +177,6 @@ class WorkspaceMaterials:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise ConfigurationError(f"priority must be an int, got {priority!r}")
         self.priority = priority
-        self._cache_key = f"workspace_materials/{id(self):x}"
 
     def __repr__(self) -> str:
         return (
@@ -193,18 +198,16 @@ class WorkspaceMaterials:
 
     async def snapshot(self, request: ModelRequest) -> _Snapshot:
         """Return this agent call's snapshot, loading it on the call's first request."""
-        cache: dict[str, Any] | None = request.run.cache if request.run is not None else None
-        if cache is not None:
-            found = cache.get(self._cache_key)
-            if isinstance(found, _Snapshot):
-                return found
+        held: _Held | None = request.run.slot(self, _Held) if request.run is not None else None
+        if held is not None and held.snapshot is not None:
+            return held.snapshot
         workspace = self.workspace
         if workspace is None and request.run is not None:
             workspace = request.run.workspace
         estimator = request.estimator
         loaded = await anyio.to_thread.run_sync(self._load, workspace, estimator, request.ids)
-        if cache is not None:
-            cache[self._cache_key] = loaded
+        if held is not None:
+            held.snapshot = loaded
         return loaded
 
     # ------------------------------------------------------------------ loading

@@ -569,3 +569,27 @@ async def test_a_dense_result_under_the_character_limit_is_offloaded_by_tokens(
     assert estimate_request(last, exact) <= 16_000
     stored = (tmp_path / result.meta("offloaded")).read_text(encoding="utf-8")
     assert stored == hangul  # byte-exact
+
+
+async def test_two_offload_instances_in_one_stack_each_sweep_their_own_folder(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    ws = Workspace(tmp_path)
+    old = time.time() - 10 * 24 * 3600
+    for folder in ("results_a", "results_b"):
+        ws.write_text(f"{folder}/stale.txt", "old result")
+        os.utime(tmp_path / folder / "stale.txt", (old, old))
+    from harness import ContextPolicy, ModelRequest, ModelResponse, RunScope, compose
+
+    stack = [ToolResultOffload(folder="results_a"), ToolResultOffload(folder="results_b")]
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(message=Message.assistant("ok"))
+
+    run = RunScope(workspace=ws)
+    request = ModelRequest(model="gpt-4o", policy=ContextPolicy().resolve("gpt-4o"), run=run)
+    await compose(stack, answer)(request)
+    assert not ws.exists("results_a/stale.txt")
+    assert not ws.exists("results_b/stale.txt")  # not skipped as "already swept"
