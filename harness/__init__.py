@@ -1,6 +1,7 @@
 """context-harness core: values, the chain, token estimation, policy, manifest and the agent."""
 
 from harness.accounting import estimate_request
+from harness.adapters import acompletion, completion, manifest_of
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.blocks import ContextBlock, content_hash
 from harness.chain import compose
@@ -87,10 +88,13 @@ __all__ = [
     "Usage",
     "Workspace",
     "WorkspaceError",
+    "acompletion",
     "approximate",
+    "completion",
     "compose",
     "content_hash",
     "estimate_request",
     "estimator_for",
+    "manifest_of",
     "tool",
 ]

@@ -287,6 +287,41 @@ class ToolSchema(msgspec.Struct, frozen=True, kw_only=True):
             },
         }
 
+    @classmethod
+    def from_openai(cls, data: Mapping[str, Any]) -> ToolSchema:
+        """Build a schema from an OpenAI ``tools`` entry (or its bare ``function`` object).
+
+        Keys we do not model (``strict``, ``cache_control`` …) are accepted and not kept:
+        the schema is what the model sees of the tool, and its name, description and
+        parameters are what the budget counts.
+
+        Raises:
+            InvalidInputError: when the entry has no string ``name`` or its parameters are
+                not a JSON-schema object (a dict).
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(
+                f"a tool must be an OpenAI tools dict, got {type(data).__name__}; pass "
+                "{'type': 'function', 'function': {'name': ..., 'parameters': {...}}}"
+            )
+        function = data.get("function", data)
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise InvalidInputError(
+                f"a tool needs a 'function' object with a string 'name'; got keys "
+                f"{sorted(data)!r}. Pass {{'type': 'function', 'function': {{'name': ..., "
+                "'description': ..., 'parameters': {...}}}"
+            )
+        description = function.get("description") or ""
+        parameters = function.get("parameters")
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        if not isinstance(description, str) or not isinstance(parameters, Mapping):
+            raise InvalidInputError(
+                f"tool {function['name']!r}: 'description' must be a string and "
+                "'parameters' a JSON-schema object (a dict)"
+            )
+        return cls(name=function["name"], description=description, parameters=dict(parameters))
+
 
 def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
     value = data.get(key)

@@ -1,0 +1,544 @@
+"""The drop-in call: `acompletion` (and `completion`) with the stack before the request.
+
+An app that calls ``litellm.acompletion(model=..., messages=[...], tools=[...])`` changes one
+import and gets context management: the same arguments, the same return value (litellm's
+``ModelResponse``, or litellm's stream with ``stream=True``), the same exceptions — and the
+request the provider receives has been through the middleware stack (default:
+`middleware.default_stack()`): tool results offloaded, the budget fitted, the history
+compacted, pairs validated. The request's manifest rides on the answer::
+
+    response = await acompletion(model="gpt-4o-mini", messages=messages, tools=tools)
+    manifest = manifest_of(response)  # response._hidden_params["harness_manifest"]
+
+**What becomes what.** System (and ``developer``) dicts become the request's System parts,
+in order — never history, so never summarised away. The other dicts are the history
+(checked; a malformed one is refused with `InvalidInputError` before anything is sent).
+OpenAI tool dicts become `ToolSchema`s for the budget and are sent as given (``strict``
+included). ``api_base``, ``api_key`` and ``timeout`` configure the client; every other
+keyword is sent to the provider as litellm would. The caller's list is never changed.
+
+**Stateless** (the default): the caller's messages are the history. What the stack made
+of them — the summary that replaced early turns, trimmed or shortened results — is cached
+under a hash of the caller's messages it stands for (a chain hash over each message's
+role, content, tool calls and call id, so ids and provider extras do not matter). The next
+call, which sends the same history grown by a reply and a new turn, starts from the cached
+version of its longest known prefix plus the new messages: the same summary comes back,
+and no new summary request is made until the history outgrows it again. The cache lives in
+the session store when ``store=`` is given (one entry per prefix, under the agent id
+``<agent_id>:prefix-cache``), else in an in-process LRU; either way it is scoped by
+``user_id``, so one user's summary never answers another user's request.
+
+**Stateful** (``session_id=...``): the session store (``store=``, a `SessionStore` or its
+URL; default: one private in-memory SQLite store per process) keeps the full record, the
+working history, every manifest, between calls — per (``user_id``, ``agent_id``,
+``session_id``), as `HarnessAgent` does. Send either the whole conversation each time (as
+with litellm: what extends the record is appended) or only the new turns. A non-streamed
+reply is recorded at once; a streamed one when the next call sends it back.
+
+**Errors** are litellm's own for provider failures (our typed error is added as a note);
+a request that cannot be prepared raises the harness's `ContextBuildError` subclasses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+
+from harness.accounting import build_manifest, report_manifest
+from harness.chain import compose
+from harness.errors import (
+    ContextBuildError,
+    InvalidInputError,
+    ProviderError,
+    StateConflict,
+    validation_of,
+)
+from harness.manifest import ContextManifest
+from harness.messages import Message, ToolSchema, history_message
+from harness.policy import ContextPolicy, requested_output
+from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
+from harness.sessions.recorder import SessionRecorder
+from harness.sessions.store import (
+    MessageEvent,
+    SessionKey,
+    SessionStore,
+    StoredState,
+    open_store,
+)
+from harness.state import AgentState
+from harness.types import Handler, Middleware
+
+if TYPE_CHECKING:
+    from providers.passthrough import PassthroughClient
+
+__all__ = [
+    "MANIFEST_KEY",
+    "PrefixCache",
+    "acompletion",
+    "completion",
+    "manifest_of",
+]
+
+MANIFEST_KEY: Final = "harness_manifest"
+"""The key of the manifest in the answer's ``_hidden_params``."""
+RECORD_KEY: Final = "adapters.record"
+"""The state extension holding how many caller-visible messages the record has, and their hash."""
+CACHE_SUFFIX: Final = ":prefix-cache"
+"""Appended to the agent id for the store's prefix-cache entries."""
+LOOKBACK: Final = 64
+"""How many shorter prefixes a call looks up for a cached working history."""
+CLIENT_KEYS: Final = ("api_base", "api_key", "timeout")
+"""Keywords that configure the client instead of travelling as provider settings."""
+
+
+# --------------------------------------------------------------------------- the call
+async def acompletion(
+    model: str,
+    messages: Sequence[Any],
+    tools: Sequence[Mapping[str, Any] | ToolSchema] | None = None,
+    *,
+    stack: Sequence[Middleware] | None = None,
+    policy: ContextPolicy | None = None,
+    session_id: str | None = None,
+    user_id: str = "",
+    store: SessionStore | str | None = None,
+    agent_id: str = "acompletion",
+    **litellm_kwargs: Any,
+) -> Any:
+    """Call the model like ``litellm.acompletion``, with the stack applied to the request.
+
+    Args:
+        model: the litellm model name (``gpt-4o-mini``, ``openai/<name>`` with ``api_base`` …).
+        messages: OpenAI-format message dicts (or litellm ``Message`` objects); not changed.
+        tools: OpenAI tool dicts (or `ToolSchema`s).
+        stack: the middleware list, outermost first (default: `middleware.default_stack()`).
+        policy: budget, estimator and observer (default: `ContextPolicy()`).
+        session_id: keep the session in ``store`` between calls (stateful); ``None``: the
+            messages are the whole history (stateless).
+        user_id: whose request this is: sessions and cached summaries are scoped by it.
+        store: a `SessionStore` or its URL, for sessions and (stateless) cached summaries.
+        agent_id: the agent id sessions and manifests are recorded under.
+        **litellm_kwargs: everything else ``litellm.acompletion`` takes (``stream``,
+            ``temperature``, ``max_tokens``, ``api_base``, ``api_key``, ``timeout`` …).
+
+    Returns:
+        litellm's ``ModelResponse`` (or its stream when ``stream=True``), with the
+        manifest under ``_hidden_params["harness_manifest"]`` (see `manifest_of`).
+
+    Raises:
+        InvalidInputError: a message or tool is malformed (nothing was sent).
+        ContextBuildError: the request could not be prepared (budget, pairs …).
+        Exception: a provider failure, as the exception litellm raises for it.
+    """
+    stream = bool(litellm_kwargs.pop("stream", False))
+    if "base_url" in litellm_kwargs and "api_base" not in litellm_kwargs:
+        litellm_kwargs["api_base"] = litellm_kwargs.pop("base_url")
+    client_kwargs = {k: litellm_kwargs.pop(k) for k in CLIENT_KEYS if k in litellm_kwargs}
+    system, converted = split_messages(messages)
+    schemas, tool_dicts = tools_from_openai(tools or ())
+    from providers.passthrough import PassthroughClient
+
+    client = PassthroughClient(model, tool_dicts=tool_dicts, **client_kwargs)
+    settings = litellm_kwargs or None
+    resolved = (policy or ContextPolicy()).resolve(model)
+    limit = resolved.input_limit(
+        client.context_window(model), max_output=requested_output(settings)
+    )
+    if stack is None:
+        from middleware import default_stack
+
+        stack = default_stack()
+    call = _Call(client=client, stream=stream)
+    handler = compose(stack, _innermost(call))
+    template = ModelRequest(
+        model=model,
+        system=system,
+        tools=schemas,
+        settings=settings,
+        policy=resolved,
+        input_limit=limit,
+    )
+    if session_id is None:
+        opened = _open_store(store) if store is not None else None
+        raw = await _stateless(handler, template, call, converted, user_id, agent_id, opened)
+    else:
+        key = SessionKey(user_id, agent_id, session_id)
+        raw = await _stateful(handler, template, call, converted, key, _open_store(store))
+    _attach(raw, call.manifest)
+    return raw
+
+
+def completion(
+    model: str,
+    messages: Sequence[Any],
+    tools: Sequence[Mapping[str, Any] | ToolSchema] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Call `acompletion` from synchronous code (one event loop per call).
+
+    Takes what `acompletion` takes. With ``stream=True`` the stream is read inside the call
+    and an iterator over its chunks is returned.
+    """
+
+    async def run() -> Any:
+        answer = await acompletion(model, messages, tools, **kwargs)
+        return [chunk async for chunk in answer] if kwargs.get("stream") else answer
+
+    answer = anyio.run(run, backend="asyncio")  # litellm runs on asyncio only
+    return iter(answer) if kwargs.get("stream") else answer
+
+
+def manifest_of(response: Any) -> ContextManifest | None:
+    """Return the manifest `acompletion` attached to ``response`` (or its stream), if any."""
+    hidden = getattr(response, "_hidden_params", None)
+    found = hidden.get(MANIFEST_KEY) if isinstance(hidden, Mapping) else None
+    return found if isinstance(found, ContextManifest) else None
+
+
+# ------------------------------------------------------------------- the two modes
+class _Call:
+    """What one `acompletion` call learns from its innermost handler."""
+
+    def __init__(self, *, client: PassthroughClient, stream: bool) -> None:
+        self.client = client
+        self.stream = stream
+        self.raw: Any = None
+        self.manifest: ContextManifest | None = None
+        self.prepared: tuple[Message, ...] | None = None
+        self.reply: Message | None = None
+
+
+def _innermost(call: _Call) -> Handler:
+    """Return the innermost handler of one call: manifest, send, remember what was sent."""
+
+    async def send(request: ModelRequest) -> ModelResponse:
+        manifest = build_manifest(request)
+        report_manifest(manifest, request)
+        raw, response = await call.client.send(request, stream=call.stream)
+        call.raw, call.manifest, call.reply = raw, manifest, response.message
+        kept = request.commit_history
+        call.prepared = request.history if kept is None else kept
+        return response.replace(manifest=manifest)
+
+    return send
+
+
+async def _run(handler: Handler, request: ModelRequest) -> None:
+    """Run ``handler`` on ``request``; provider failures leave as litellm's exceptions."""
+    try:
+        await handler(request)
+    except ProviderError as exc:
+        native = exc.__cause__
+        if isinstance(native, Exception) and type(native).__module__.startswith(
+            ("litellm", "openai", "httpx")
+        ):
+            native.add_note(f"context-harness: {exc}")
+            raise native from None
+        raise
+    except Exception as exc:
+        report_manifest(_failed_manifest(request, exc), request)
+        raise
+
+
+async def _stateless(
+    handler: Handler,
+    template: ModelRequest,
+    call: _Call,
+    converted: list[Message],
+    user_id: str,
+    agent_id: str,
+    store: SessionStore | None,
+) -> Any:
+    cache: PrefixCache = _StorePrefixCache(store) if store is not None else DEFAULT_PREFIX_CACHE
+    hashes = chain_hashes(converted)
+    start = 0
+    cached: tuple[Message, ...] = ()
+    for k in range(len(converted), max(0, len(converted) - LOOKBACK), -1):
+        found = await cache.get(user_id, agent_id, hashes[k - 1])
+        if found is not None:
+            start, cached = k, found
+            break
+    history = (*cached, *converted[start:])
+    state = AgentState(full_history=list(converted), working_history=list(history))
+    run = RunScope(client=call.client, key=SessionKey(user_id, agent_id, ""))
+    ids = RequestIds(agent_id=agent_id, user_id=user_id, run_id=run.run_id)
+    request = template.replace(ids=ids, history=history, state=state, run=run)
+    await _run(handler, request)
+    prepared = call.prepared
+    if prepared is not None and hashes and (cached or _changed(prepared, converted)):
+        await cache.put(user_id, agent_id, hashes[-1], prepared)
+    return call.raw
+
+
+async def _stateful(
+    handler: Handler,
+    template: ModelRequest,
+    call: _Call,
+    converted: list[Message],
+    key: SessionKey,
+    store: SessionStore,
+) -> Any:
+    recorder, state = await SessionRecorder.load(store, key)
+    record = state.extension(RECORD_KEY)
+    count, last = (record["count"], record["hash"]) if isinstance(record, dict) else (0, "")
+    hashes = chain_hashes(converted)
+    if count and len(converted) >= count and hashes[count - 1] == last:
+        new = converted[count:]  # the whole conversation, extending the record
+        new_hashes = hashes[count:]
+    else:
+        new_hashes = chain_hashes(converted, start=last) if last else hashes
+        new = [m.replace(id=h[:16]) for m, h in zip(converted, new_hashes, strict=True)]
+    if new:
+        state.append(*new)
+        count, last = count + len(new), new_hashes[-1]
+    run = RunScope(emit=recorder.note, client=call.client, store=store, key=key)
+    ids = RequestIds(
+        agent_id=key.agent_id, user_id=key.user_id, session_id=key.session_id, run_id=run.run_id
+    )
+    request = template.replace(
+        ids=ids,
+        history=tuple(state.working_history),
+        state=state,
+        state_version=state.version,
+        run=run,
+    )
+    try:
+        await _run(handler, request)
+    except Exception as exc:
+        recorder.note_error(exc)
+        state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+        with anyio.CancelScope(shield=True):
+            await recorder.commit(state)
+        raise
+    if call.prepared is not None and state.version == request.state_version:
+        state.commit_working(call.prepared)
+    if not call.stream and call.reply is not None:
+        last = chain_hashes([call.reply], start=last)[0]
+        state.append(call.reply.replace(id=last[:16]))
+        count += 1
+    state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+    await recorder.commit(state)
+    return call.raw
+
+
+# ---------------------------------------------------------------- converting input
+def split_messages(messages: Sequence[Any]) -> tuple[tuple[SystemPart, ...], list[Message]]:
+    """Return the System parts and the history messages of an OpenAI message list.
+
+    System and ``developer`` messages become System parts (``system/<position>``) in
+    order; the rest become checked history messages with ids derived from the
+    conversation up to them (`chain_hashes`), so the same conversation gets the same ids.
+    ``messages`` is not changed.
+
+    Raises:
+        InvalidInputError: ``messages`` is not a list of message dicts, or one is malformed.
+    """
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise InvalidInputError(
+            f"messages must be a list of OpenAI message dicts, got {type(messages).__name__}"
+        )
+    system: list[SystemPart] = []
+    history: list[Message] = []
+    for position, item in enumerate(messages):
+        data = _as_dict(item, position)
+        if data.get("role") in ("system", "developer"):
+            text = Message.from_openai({**data, "role": "system"}).text
+            system.append(SystemPart(name=f"system/{position}", text=text))
+            continue
+        try:
+            history.append(history_message(Message.from_openai(data)))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"messages[{position}]: {exc}", position=position) from exc
+    hashes = chain_hashes(history)
+    return tuple(system), [m.replace(id=h[:16]) for m, h in zip(history, hashes, strict=True)]
+
+
+def tools_from_openai(
+    tools: Iterable[Mapping[str, Any] | ToolSchema],
+) -> tuple[tuple[ToolSchema, ...], dict[str, Mapping[str, Any]]]:
+    """Return the schemas of OpenAI tool dicts, and the dicts by tool name (to send as given).
+
+    Raises:
+        InvalidInputError: a tool is malformed, or two tools share a name.
+    """
+    schemas: list[ToolSchema] = []
+    dicts: dict[str, Mapping[str, Any]] = {}
+    for item in tools:
+        schema = item if isinstance(item, ToolSchema) else ToolSchema.from_openai(item)
+        if any(s.name == schema.name for s in schemas):
+            raise InvalidInputError(f"two tools are named {schema.name!r}; names must be unique")
+        schemas.append(schema)
+        if isinstance(item, Mapping):
+            dicts[schema.name] = (
+                item if "function" in item else {"type": "function", "function": item}
+            )
+    return tuple(schemas), dicts
+
+
+def _as_dict(item: Any, position: int) -> dict[str, Any]:
+    """Return a message as a plain dict: a mapping, or a litellm/pydantic message object."""
+    if isinstance(item, Mapping):
+        data = dict(item)
+    elif callable(getattr(item, "model_dump", None)):
+        data = dict(item.model_dump())
+    else:
+        raise InvalidInputError(
+            f"messages[{position}] must be a message dict such as "
+            f"{{'role': 'user', 'content': '...'}}, got {type(item).__name__}",
+            position=position,
+        )
+    # litellm's message objects carry empty keys (function_call=None …) the API never needs.
+    return {k: v for k, v in data.items() if v is not None or k in ("role", "content")}
+
+
+def chain_hashes(messages: Sequence[Message], *, start: str = "") -> list[str]:
+    """Return, for each message, a hash of the conversation up to and including it.
+
+    A message counts by its role, content, tool calls (id, name, arguments) and call id —
+    not by its id, metadata or provider extras — so the dict a caller sends back hashes
+    like the reply it came from.
+    """
+    out: list[str] = []
+    digest = start.encode()
+    for message in messages:
+        content: Any = message.content
+        if isinstance(content, tuple):
+            content = [[p.type, p.text, p.data] for p in content]
+        canonical = msgspec.json.encode(
+            [
+                message.role,
+                content,
+                [[c.id, c.name, c.arguments] for c in message.tool_calls],
+                message.tool_call_id,
+            ]
+        )
+        digest = hashlib.sha256(digest + b"\0" + canonical).hexdigest().encode()
+        out.append(digest.decode())
+    return out
+
+
+def _changed(prepared: Sequence[Message], original: Sequence[Message]) -> bool:
+    return len(prepared) != len(original) or any(
+        a.id != b.id for a, b in zip(prepared, original, strict=True)
+    )
+
+
+# ---------------------------------------------------------------- the prefix cache
+class PrefixCache:
+    """Working histories by (user, agent, hash of the caller's messages they stand for).
+
+    The in-process default is a bounded LRU; `acompletion(store=...)` keeps them in the
+    session store instead. Entries of one user are never returned to another.
+
+    Args:
+        max_entries: how many working histories to keep (least recently used go first).
+    """
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str, str], tuple[Message, ...]] = OrderedDict()
+
+    async def get(self, user_id: str, agent_id: str, digest: str) -> tuple[Message, ...] | None:
+        """Return the working history cached for ``digest``, or ``None``."""
+        key = (user_id, agent_id, digest)
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    async def put(
+        self, user_id: str, agent_id: str, digest: str, history: Sequence[Message]
+    ) -> None:
+        """Cache ``history`` as what the messages hashed to ``digest`` became."""
+        self._entries[(user_id, agent_id, digest)] = tuple(history)
+        self._entries.move_to_end((user_id, agent_id, digest))
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        self._entries.clear()
+
+
+DEFAULT_PREFIX_CACHE: Final = PrefixCache()
+"""The in-process cache of stateless calls made without a store."""
+
+
+class _StorePrefixCache(PrefixCache):
+    """The prefix cache in a session store: one entry is one small session of its user."""
+
+    def __init__(self, store: SessionStore) -> None:
+        super().__init__()
+        self.store = store
+
+    async def get(self, user_id: str, agent_id: str, digest: str) -> tuple[Message, ...] | None:
+        found = await self.store.load(SessionKey(user_id, agent_id + CACHE_SUFFIX, digest[:32]))
+        if found is None:
+            return None
+        stored, messages = found
+        if not all(i in messages for i in stored.working_ids):
+            return None
+        return tuple(messages[i] for i in stored.working_ids)
+
+    async def put(
+        self, user_id: str, agent_id: str, digest: str, history: Sequence[Message]
+    ) -> None:
+        key = SessionKey(user_id, agent_id + CACHE_SUFFIX, digest[:32])
+        state = StoredState(working_ids=tuple(m.id for m in history), title="prefix cache")
+        with contextlib.suppress(StateConflict):  # an equal entry was written first
+            await self.store.commit(
+                key,
+                expected_version=0,
+                events=[MessageEvent(message=m) for m in history],
+                state=state,
+            )
+
+
+# ------------------------------------------------------------------------- helpers
+_STORES: dict[str, SessionStore] = {}
+
+
+def _open_store(store: SessionStore | str | None) -> SessionStore:
+    """Return the store: the one given, one opened once per URL, or the process default."""
+    if isinstance(store, SessionStore):
+        return store
+    url = "sqlite://" if store is None else store
+    if url not in _STORES:
+        _STORES[url] = open_store(url)
+    return _STORES[url]
+
+
+def _attach(raw: Any, manifest: ContextManifest | None) -> None:
+    hidden = getattr(raw, "_hidden_params", None)
+    if hidden is None:
+        hidden = {}
+        try:
+            raw._hidden_params = hidden
+        except (AttributeError, TypeError, ValueError):
+            return
+    if isinstance(hidden, dict):
+        hidden[MANIFEST_KEY] = manifest
+
+
+def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
+    return ContextManifest(
+        call_id=request.ids.call_id,
+        purpose=request.ids.purpose,
+        model=request.model,
+        estimated_input_tokens=-1,
+        input_limit=request.input_limit,
+        counting_method="unavailable",
+        exact=False,
+        transforms=error.transforms if isinstance(error, ContextBuildError) else (),
+        validation=validation_of(error),
+        agent_id=request.ids.agent_id,
+        session_id=request.ids.session_id,
+        run_id=request.ids.run_id,
+        error=type(error).__name__,
+    )
