@@ -43,12 +43,12 @@ import anyio.to_thread
 import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
-from harness.file_tools import read_file_tool, relative_folder, session_key
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tools import Tool
 from harness.types import Concern, Handler
 from harness.workspace import Workspace, scope_key
+from middleware._file_tools import read_file_tool, relative_folder, session_key
 from middleware._history import label
 
 DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(

@@ -12,9 +12,9 @@ import pytest
 
 from harness import HarnessAgent, Message, ModelRequest, RuntimeContext, ToolCall, Workspace
 from harness.errors import ConfigurationError
-from harness.file_tools import MAX_PAGE_CHARS, page, read_file_tool, session_key
 from harness.state import AgentState
 from harness.tools import ToolContext
+from middleware._file_tools import MAX_PAGE_CHARS, page, read_file_tool, session_key
 from providers import ScriptedModel
 
 HEADER = re.compile(

@@ -59,3 +59,20 @@ def test_importing_the_library_does_not_import_litellm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Top-level packages imported when ``path`` is imported (not inside functions)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_core_imports_neither_middleware_nor_providers_at_module_level() -> None:
+    for path in (ROOT / "harness").rglob("*.py"):
+        found = _module_level_imports(path) & {"middleware", "providers", "benchmarks"}
+        assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)} at module level"

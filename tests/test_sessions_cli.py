@@ -15,7 +15,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from harness.file_tools import session_key
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolCall
 from harness.sessions import (
@@ -28,6 +27,7 @@ from harness.sessions import (
     ToolRunEvent,
     open_store,
 )
+from middleware._file_tools import session_key
 
 from .sessions.conftest import new_database, pg_server
 from .sessions.pg_server import PostgresServer

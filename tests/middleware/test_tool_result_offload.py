@@ -22,9 +22,9 @@ from harness import (
     Workspace,
 )
 from harness.errors import ConfigurationError
-from harness.file_tools import session_key
 from harness.sessions import SessionKey
 from harness.state import AgentState
+from middleware._file_tools import session_key
 from middleware.tool_result_offload import (
     DEFAULT_EXEMPT_TOOLS,
     ToolResultOffload,
