@@ -28,6 +28,7 @@ from harness.errors import (
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import ContentPart, Message, ToolCall, ToolSchema
+from harness.permissions import PermissionRule, ToolPermissions
 from harness.policy import ContextPolicy
 from harness.request import (
     ModelRequest,
@@ -38,15 +39,17 @@ from harness.request import (
     SystemPart,
     Usage,
 )
+from harness.sessions import SessionKey, SessionStore, open_store
 from harness.state import AgentState
 from harness.tokens import TokenEstimator, approximate, estimator_for
 from harness.tools import Tool, ToolContext, tool
-from harness.types import Handler, Middleware
+from harness.types import Concern, Handler, Middleware
 from harness.workspace import Workspace
 
 __all__ = [
     "AgentEvent",
     "AgentState",
+    "Concern",
     "ConfigurationError",
     "ContentPart",
     "ContextBlock",
@@ -67,6 +70,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "PathEscapeError",
+    "PermissionRule",
     "ProviderAuthError",
     "ProviderBadRequest",
     "ProviderError",
@@ -77,6 +81,8 @@ __all__ = [
     "RunScope",
     "RuntimeContext",
     "ScriptExhausted",
+    "SessionKey",
+    "SessionStore",
     "SourceError",
     "StateConflict",
     "SystemPart",
@@ -84,6 +90,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolPermissions",
     "ToolSchema",
     "Usage",
     "Workspace",
@@ -96,5 +103,6 @@ __all__ = [
     "estimate_request",
     "estimator_for",
     "manifest_of",
+    "open_store",
     "tool",
 ]
