@@ -68,6 +68,27 @@ def rss_bytes() -> tuple[int, str]:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "peak RSS (resource)"
 
 
+def count_leaks(
+    requests: list[ModelRequest], markers: dict[str, str]
+) -> tuple[int, int, list[str]]:
+    """Return (requests carrying another session's marker, agent requests missing their own,
+    up to three examples of leaks)."""
+    leaks = 0
+    lost = 0
+    examples: list[str] = []
+    for request in requests:
+        own = markers.get(request.ids.session_id)
+        found = set(MARK.findall(request_text(request)))
+        foreign = found - {own}
+        if foreign:
+            leaks += 1
+            if len(examples) < 3:
+                examples.append(f"{request.ids.session_id} saw {sorted(foreign)[:3]}")
+        if request.ids.purpose == "agent" and own not in found:
+            lost += 1
+    return leaks, lost, examples
+
+
 def request_text(request: ModelRequest) -> str:
     """Return everything of ``request`` the model reads: rendered messages and call arguments."""
     parts: list[str] = []
@@ -149,19 +170,7 @@ async def run_sessions(
                 await one(session)
         wall = time.perf_counter() - started
         rss_after, _ = rss_bytes()
-        leaks = 0
-        lost = 0
-        examples: list[str] = []
-        for request in model.requests:
-            own = markers.get(request.ids.session_id)
-            found = set(MARK.findall(request_text(request)))
-            foreign = found - {own}
-            if foreign:
-                leaks += 1
-                if len(examples) < 3:
-                    examples.append(f"{request.ids.session_id} saw {sorted(foreign)[:3]}")
-            if request.ids.purpose == "agent" and own not in found:
-                lost += 1
+        leaks, lost, examples = count_leaks(model.requests, markers)
         return {
             "sessions": count,
             "rounds": len(clock.samples),

@@ -307,13 +307,22 @@ def test_load_smoke_checks_isolation(tmp_path: Path) -> None:
 
 
 async def test_load_isolation_check_catches_a_leak() -> None:
-    from benchmarks.bench_load import MARK, request_text
-    from harness.request import ModelRequest
+    from benchmarks.bench_load import count_leaks
+    from harness.request import ModelRequest, RequestIds
 
-    request = ModelRequest(
-        model="m", history=(Message.user("mine MARK-000000000001 theirs MARK-000000000002"),)
+    markers = {"a": "MARK-00000000000a", "b": "MARK-00000000000b"}
+    clean = ModelRequest(
+        model="m", ids=RequestIds(session_id="a"), history=(Message.user(markers["a"]),)
     )
-    assert set(MARK.findall(request_text(request))) == {"MARK-000000000001", "MARK-000000000002"}
+    leaked = ModelRequest(
+        model="m",
+        ids=RequestIds(session_id="b"),
+        history=(Message.user(f"{markers['b']} and someone else's {markers['a']}"),),
+    )
+    lost = ModelRequest(model="m", ids=RequestIds(session_id="a"), history=(Message.user("hi"),))
+    leaks, missing, examples = count_leaks([clean, leaked, lost], markers)
+    assert (leaks, missing) == (1, 1)
+    assert examples == ["b saw ['MARK-00000000000a']"]
 
 
 @pytest.mark.integration
@@ -354,3 +363,39 @@ def test_hot_path_benchmarks_smoke(name: str, tmp_path: Path) -> None:
     assert _report.tables(result), f"{name} prints a table"
     numbers = _numbers(result.get("data", {}))
     assert numbers and all(not math.isnan(x) for x in numbers)
+
+
+def test_sessions_smoke_reports_both_backends_and_the_goals(tmp_path: Path) -> None:
+    result = _run("sessions", tmp_path)
+    data = result["data"]
+    backends = ["SQLite file"]
+    if not data["postgres"].startswith("not available"):
+        backends.append("PostgreSQL")
+    else:
+        assert "not available" in " ".join(result["headline"])
+    for name in backends:
+        append = data["append"][name]
+        assert append["events"] == 2_000 and append["commits"] == 500
+        assert append["events_per_s"] > 0 and append["commit_p50_s"] > 0
+        queries = data["search"][name]
+        languages = {q["language"] for q in queries.values()}
+        assert languages == {"English", "CJK"}
+        assert all(q["p50_s"] > 0 and q["p95_s"] >= q["p50_s"] for q in queries.values())
+        hits = {q["kind"]: q["hits"] for q in queries.values() if q["language"] == "CJK"}
+        assert hits["no hit"] == 0 and hits["frequent phrase (4 chars)"] > 0
+        assert data["reads"][name]["load_p50_s"] > 0
+    rounds = data["rounds"]
+    assert set(rounds) == {"no-op store (baseline)", "SQLite in memory", *backends}
+    assert all(r["rounds"] > 0 and r["per_round_s"] > 0 for r in rounds.values())
+    assert rounds["SQLite file"]["store_per_round_s"] > 0
+    assert all(math.isfinite(r["added_per_round_s"]) for r in rounds.values())
+    memory = data["memory"]
+    assert memory["full_history_messages"] >= memory["working_history_messages"] > 0
+    assert memory["logged_messages"] >= memory["full_history_messages"]
+    for key in ("working_text_bytes", "session_bytes", "agent_bytes", "resumed_bytes"):
+        assert memory[key] > 0
+    assert (
+        memory["limit_bytes"] == 2 * memory["working_text_bytes"] + 16 * memory["logged_messages"]
+    )
+    goals = {g["goal"]: g["met"] for g in result["goals"]}
+    assert len(goals) == 2 and all(isinstance(met, bool) for met in goals.values())
