@@ -8,21 +8,26 @@ weights over the whole text, read contiguously with C-speed primitives only:
   and the weight of its high byte — its 256-character *page*, which names the script
   (Cyrillic, Arabic, Devanagari, Thai, Hangul, CJK and its extensions, emoji via their
   surrogates, full-width and half-width forms, private use …);
-- rare CJK ideographs (outside GB2312, or in the supplementary planes), which byte-level
-  tokenizers split into two to four tokens, add an extra weight;
+- rare CJK ideographs — those the family's tokenizer does not encode as one token (a packed
+  set per family: 2,515 of U+4E00–9FFF are one token for o200k, 549 for cl100k), and the
+  supplementary planes — add an extra weight, so random common characters (about half of
+  them two tokens for o200k) and real Chinese (nearly all one token, merged into words) are
+  both priced;
 - runs of one character (spaces, ``=``, ``-``, newlines, zeros …) are counted per block of
   32 and 256 characters at what the tokenizer really charges for them, since tokenizers
-  merge such runs into a few long tokens (every 8th code unit is tested first: a block
-  shows as four equal samples, which real text seldom has);
-- *dense* ASCII text — whose estimate by the main table is at least ``dense_gate`` tokens
-  per character: base64, hex, hashes, UUIDs, numbers, random ASCII, about 3 % of real agent
-  messages — is counted with its own table plus the places where tokenizers start a new
+  merge such runs into a few long tokens (every 4th code unit is tested first: a block
+  shows as eight samples in a row that are run characters, and the characters counted are
+  only those seen in eight equal samples);
+- *dense* ASCII text — whose main estimate (runs counted as runs) is at least
+  ``dense_gate`` tokens per character: base64, hex, hashes, UUIDs, numbers, random ASCII,
+  about 3 % of real agent messages — is counted with its own table plus the places where tokenizers start a new
   word piece (lowercase→uppercase, letter→digit, symbol→letter), counted with
   ``bytes.count`` on a class map. A per-character model cannot price both prose and base64.
 
 Summing a weight table runs in C (``bytes.translate`` and ``zlib.adler32`` over 2 KB
-chunks), so a count costs about as much as two copies of the text. The weights are fitted per family by ``benchmarks/fit_estimator.py`` on one part
-of the data and checked on the rest (``benchmarks/bench_estimation.py``).
+chunks), so a count costs about as much as two copies of the text. The weights are fitted
+per family by ``benchmarks/fit_estimator.py`` on one part of the data and checked on the
+rest (``benchmarks/bench_estimation.py``).
 
 **The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
 any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
@@ -35,6 +40,8 @@ summed ratio of any text class seen out-of-sample on the wide evaluation set
 (Gemini, Llama, Mistral, Qwen …). Each weight is the largest of the four families' weights
 and the result is divided by the smallest floor, so its count is at least every known
 family's approximate count ÷ its floor, hence at least every known family's exact count.
+It counts text as dense when any family would (its dense weights are the largest of every
+family's dense and main weights), and an ideograph as rare when any family's is.
 
 **Exact** (`ExactEstimator`): tiktoken (``o200k_base``, ``cl100k_base``) and the
 ``tokenizers`` JSON files for DeepSeek and Anthropic — all read from the files litellm ships,
