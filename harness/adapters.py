@@ -44,8 +44,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 import anyio
 import msgspec
@@ -62,7 +62,14 @@ from harness.errors import (
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolSchema, history_message
 from harness.policy import ContextPolicy, requested_output
-from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
+from harness.request import (
+    ModelClientLike,
+    ModelRequest,
+    ModelResponse,
+    RequestIds,
+    RunScope,
+    SystemPart,
+)
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import (
     MessageEvent,
@@ -74,15 +81,13 @@ from harness.sessions.store import (
 from harness.state import AgentState
 from harness.types import Handler, Middleware
 
-if TYPE_CHECKING:
-    from providers.passthrough import PassthroughClient
-
 __all__ = [
     "MANIFEST_KEY",
     "PrefixCache",
     "acompletion",
     "completion",
     "manifest_of",
+    "prepare_messages",
 ]
 
 MANIFEST_KEY: Final = "harness_manifest"
@@ -140,21 +145,101 @@ async def acompletion(
     if "base_url" in litellm_kwargs and "api_base" not in litellm_kwargs:
         litellm_kwargs["api_base"] = litellm_kwargs.pop("base_url")
     client_kwargs = {k: litellm_kwargs.pop(k) for k in CLIENT_KEYS if k in litellm_kwargs}
-    system, converted = split_messages(messages)
     schemas, tool_dicts = tools_from_openai(tools or ())
     from providers.passthrough import PassthroughClient
 
     client = PassthroughClient(model, tool_dicts=tool_dicts, **client_kwargs)
-    settings = litellm_kwargs or None
+    call = _Call(client=client, send=client.send, stream=stream)
+    await _through_stack(
+        call, model, messages, schemas, litellm_kwargs or None,
+        stack=stack, policy=policy, session_id=session_id, user_id=user_id, store=store,
+        agent_id=agent_id,
+    )  # fmt: skip
+    _attach(call.raw, call.manifest)
+    return call.raw
+
+
+async def prepare_messages(
+    model: str,
+    messages: Sequence[Any],
+    tools: Sequence[Mapping[str, Any] | ToolSchema] | None = None,
+    *,
+    client: ModelClientLike,
+    stack: Sequence[Middleware] | None = None,
+    policy: ContextPolicy | None = None,
+    session_id: str | None = None,
+    user_id: str = "",
+    store: SessionStore | str | None = None,
+    agent_id: str = "acompletion",
+    settings: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], ContextManifest | None]:
+    """Run the stack on a message list and return what to send instead, without sending it.
+
+    For callers that send the request themselves (the litellm proxy hook): the same
+    preparation as `acompletion` — System from system dicts, the stack, the prefix cache
+    or the session record — and the messages the model should receive, as OpenAI dicts.
+    In a session the reply is recorded when the next call sends it back.
+
+    Args:
+        model: the model name (for the estimator and the window).
+        messages: OpenAI-format message dicts; not changed.
+        tools: OpenAI tool dicts (they count against the budget).
+        client: the model client summaries are requested from (and whose window counts).
+        stack: as for `acompletion`.
+        policy: as for `acompletion`.
+        session_id: as for `acompletion`.
+        user_id: as for `acompletion`.
+        store: as for `acompletion`.
+        agent_id: as for `acompletion`.
+        settings: the provider settings of the request (``max_tokens`` reserves output).
+
+    Returns:
+        The messages to send and the request's manifest.
+
+    Raises:
+        InvalidInputError: a message or tool is malformed.
+        ContextBuildError: the request could not be prepared (budget, pairs …).
+    """
+
+    async def capture(request: ModelRequest, stream: bool) -> tuple[Any, ModelResponse]:
+        rendered = [m.to_openai() for m in request.render()]
+        return rendered, ModelResponse(message=Message(role="assistant", content=""))
+
+    call = _Call(client=client, send=capture, stream=True)
+    schemas, _ = tools_from_openai(tools or ())
+    await _through_stack(
+        call, model, messages, schemas, settings,
+        stack=stack, policy=policy, session_id=session_id, user_id=user_id, store=store,
+        agent_id=agent_id,
+    )  # fmt: skip
+    rendered: list[dict[str, Any]] = call.raw
+    return rendered, call.manifest
+
+
+async def _through_stack(
+    call: _Call,
+    model: str,
+    messages: Sequence[Any],
+    schemas: tuple[ToolSchema, ...],
+    settings: dict[str, Any] | None,
+    *,
+    stack: Sequence[Middleware] | None,
+    policy: ContextPolicy | None,
+    session_id: str | None,
+    user_id: str,
+    store: SessionStore | str | None,
+    agent_id: str,
+) -> None:
+    """Build the request, run the stack (stateless or in a session), fill in ``call``."""
+    system, converted = split_messages(messages)
     resolved = (policy or ContextPolicy()).resolve(model)
     limit = resolved.input_limit(
-        client.context_window(model), max_output=requested_output(settings)
+        call.client.context_window(model), max_output=requested_output(settings)
     )
     if stack is None:
         from middleware import default_stack
 
         stack = default_stack()
-    call = _Call(client=client, stream=stream)
     handler = compose(stack, _innermost(call))
     template = ModelRequest(
         model=model,
@@ -166,12 +251,10 @@ async def acompletion(
     )
     if session_id is None:
         opened = _open_store(store) if store is not None else None
-        raw = await _stateless(handler, template, call, converted, user_id, agent_id, opened)
+        await _stateless(handler, template, call, converted, user_id, agent_id, opened)
     else:
         key = SessionKey(user_id, agent_id, session_id)
-        raw = await _stateful(handler, template, call, converted, key, _open_store(store))
-    _attach(raw, call.manifest)
-    return raw
+        await _stateful(handler, template, call, converted, key, _open_store(store))
 
 
 def completion(
@@ -202,11 +285,16 @@ def manifest_of(response: Any) -> ContextManifest | None:
 
 
 # ------------------------------------------------------------------- the two modes
-class _Call:
-    """What one `acompletion` call learns from its innermost handler."""
+Sender = Callable[[ModelRequest, bool], Awaitable[tuple[Any, ModelResponse]]]
+"""Sends a prepared request (streamed or not): the caller's answer object and ours."""
 
-    def __init__(self, *, client: PassthroughClient, stream: bool) -> None:
+
+class _Call:
+    """What one call learns from its innermost handler."""
+
+    def __init__(self, *, client: ModelClientLike, send: Sender, stream: bool) -> None:
         self.client = client
+        self.send = send
         self.stream = stream
         self.raw: Any = None
         self.manifest: ContextManifest | None = None
@@ -220,7 +308,7 @@ def _innermost(call: _Call) -> Handler:
     async def send(request: ModelRequest) -> ModelResponse:
         manifest = build_manifest(request)
         report_manifest(manifest, request)
-        raw, response = await call.client.send(request, stream=call.stream)
+        raw, response = await call.send(request, call.stream)
         call.raw, call.manifest, call.reply = raw, manifest, response.message
         kept = request.commit_history
         call.prepared = request.history if kept is None else kept
@@ -254,7 +342,7 @@ async def _stateless(
     user_id: str,
     agent_id: str,
     store: SessionStore | None,
-) -> Any:
+) -> None:
     cache: PrefixCache = _StorePrefixCache(store) if store is not None else DEFAULT_PREFIX_CACHE
     hashes = chain_hashes(converted)
     start = 0
@@ -273,7 +361,6 @@ async def _stateless(
     prepared = call.prepared
     if prepared is not None and hashes and (cached or _changed(prepared, converted)):
         await cache.put(user_id, agent_id, hashes[-1], prepared)
-    return call.raw
 
 
 async def _stateful(
@@ -283,7 +370,7 @@ async def _stateful(
     converted: list[Message],
     key: SessionKey,
     store: SessionStore,
-) -> Any:
+) -> None:
     recorder, state = await SessionRecorder.load(store, key)
     record = state.extension(RECORD_KEY)
     count, last = (record["count"], record["hash"]) if isinstance(record, dict) else (0, "")
@@ -324,7 +411,6 @@ async def _stateful(
         count += 1
     state.set_extension(RECORD_KEY, {"count": count, "hash": last})
     await recorder.commit(state)
-    return call.raw
 
 
 # ---------------------------------------------------------------- converting input

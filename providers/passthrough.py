@@ -53,9 +53,7 @@ class PassthroughClient(LiteLLMClient):
         super().__init__(model, **kwargs)
         self.tool_dicts: dict[str, Mapping[str, Any]] = dict(tool_dicts or {})
 
-    async def send(
-        self, request: ModelRequest, *, stream: bool = False
-    ) -> tuple[Any, ModelResponse]:
+    async def send(self, request: ModelRequest, stream: bool = False) -> tuple[Any, ModelResponse]:
         """Send ``request``; return litellm's answer (or opened stream) and our response.
 
         For a stream, our response is a placeholder (an empty assistant message, no usage):
