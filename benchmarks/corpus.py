@@ -19,7 +19,6 @@ library counts: message text, tool-call names and arguments, framing.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import random
@@ -29,13 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.messages import ContentPart, Message, ToolCall
+from benchmarks.trajectories import SHARED, read_history, trajectory_files
+from harness.messages import Message, ToolCall
 
 Source = Literal["real", "stdlib", "synthetic"]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SHARED = PROJECT_ROOT.parent / "shared"
-TRAJECTORY_DIR = SHARED / "data" / "swe-agent-trajectories"
 SEEDS_DIR = SHARED / "seeds"
 
 
@@ -74,72 +71,6 @@ def message_texts(message: Message) -> Iterator[str]:
 
 
 # ----------------------------------------------------------------------- real data
-def _parse_listish(value: Any) -> list[Any]:
-    """Return a list from a list, a JSON string or a Python-literal string."""
-    if value is None or value == "":
-        return []
-    if isinstance(value, list):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = ast.literal_eval(value)
-        return parsed if isinstance(parsed, list) else [parsed]
-    return [value]
-
-
-def _trajectory_message(raw: dict[str, Any]) -> Message | None:
-    role = raw.get("role")
-    if role not in ("system", "user", "assistant", "tool"):
-        return None
-    content = raw.get("content")
-    parsed: str | tuple[ContentPart, ...] | None
-    if isinstance(content, list):
-        parsed = tuple(
-            ContentPart(type=str(p.get("type", "text")), text=p.get("text"))
-            for p in content
-            if isinstance(p, dict)
-        )
-    else:
-        parsed = content if isinstance(content, str) else None
-    calls = []
-    for i, call in enumerate(_parse_listish(raw.get("tool_calls"))):
-        function = call.get("function", {}) if isinstance(call, dict) else {}
-        arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments)
-        calls.append(
-            ToolCall(
-                id=str(call.get("id", f"call_{i}")) if isinstance(call, dict) else f"call_{i}",
-                name=str(function.get("name", "tool")),
-                arguments=arguments,
-            )
-        )
-    call_ids = _parse_listish(raw.get("tool_call_ids"))
-    call_id = raw.get("tool_call_id") or (str(call_ids[0]) if call_ids else None)
-    if role == "tool" and call_id is None:
-        call_id = "call_unknown"
-    return Message(
-        role=role,
-        content=parsed,
-        tool_calls=tuple(calls),
-        tool_call_id=call_id if role == "tool" else None,
-    )
-
-
-def load_trajectory(path: Path) -> list[Message]:
-    """Return the ``history`` of one SWE-agent ``.traj`` file as messages."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    messages = []
-    for raw in data.get("history", []):
-        if isinstance(raw, dict):
-            message = _trajectory_message(raw)
-            if message is not None:
-                messages.append(message)
-    return messages
-
-
 def split_document(text: str, rng: random.Random, *, max_chars: int = 1200) -> list[str]:
     """Split a document into message-sized pieces: paragraphs, long ones at sentence ends.
 
@@ -172,9 +103,9 @@ def split_document(text: str, rng: random.Random, *, max_chars: int = 1200) -> l
 def real_workloads(shared: Path = SHARED, *, seed: int = 0) -> list[Workload]:
     """Return the workloads built from ``../shared`` (an empty list when it is absent)."""
     out: list[Workload] = []
-    trajectories = sorted((shared / "data" / "swe-agent-trajectories").glob("*.traj"))
+    trajectories = trajectory_files(shared / "data" / "swe-agent-trajectories")
     if trajectories:
-        messages = [m for path in trajectories for m in load_trajectory(path)]
+        messages = [m for path in trajectories for m in read_history(path)]
         out.append(
             Workload(
                 "swe-agent-trajectories",

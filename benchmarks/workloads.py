@@ -3,10 +3,8 @@
 Two sources; every benchmark names the one it used (`Session.label`):
 
 - ``swe-agent-trajectories`` (real): the SWE-agent runs in ``../shared/data`` next to the
-  project root. Each ``.traj`` file's ``history`` holds OpenAI-style messages whose
-  ``content`` is a string or a list of parts and whose ``tool_calls`` / ``tool_call_ids``
-  are lists or JSON / Python-literal strings; both are parsed. A run's system message becomes
-  the agent's system prompt (the first run's, for a replayed session), never history.
+  project root, read by `benchmarks.trajectories`. A run's system message becomes the
+  agent's system prompt (the first run's, for a replayed session), never history.
   To reach long sessions the runs are replayed **back to back**, every copy with **fresh
   message ids and fresh tool-call ids**, so caches keyed by id and pair checks see new
   messages, as in a real long session.
@@ -27,7 +25,6 @@ same points, and the agent's working history evolves as it would in production.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import inspect
 import json
@@ -40,6 +37,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from benchmarks.trajectories import (
+    NO_OUTPUT,
+    SHARED,
+    Trajectory,
+    load_trajectories,
+)
 from harness.messages import Message, ToolCall
 from harness.tools import Tool, ToolContext
 from harness.types import ProvidesTools
@@ -48,121 +51,7 @@ if TYPE_CHECKING:
     from harness.agent import HarnessAgent, RuntimeContext
     from harness.request import ModelClientLike, ModelRequest, ModelResponse
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SHARED = PROJECT_ROOT.parent / "shared"
-TRAJECTORY_DIR = SHARED / "data" / "swe-agent-trajectories"
-
 Source = Literal["auto", "real", "synthetic"]
-NO_OUTPUT = "(no output recorded)"
-
-
-# ------------------------------------------------------------------------ trajectories
-@dataclass(frozen=True)
-class Trajectory:
-    """One recorded (or generated) agent run: its system prompt and its messages."""
-
-    name: str
-    system: str
-    messages: tuple[Message, ...]
-
-
-def parse_listish(value: Any) -> list[Any]:
-    """Return a list from a list, a JSON string or a Python-literal string (``[]`` for none)."""
-    if value is None or value == "":
-        return []
-    if isinstance(value, list | tuple):
-        return list(value)
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            try:
-                parsed = ast.literal_eval(value)
-            except (ValueError, SyntaxError):
-                return [value]
-        return list(parsed) if isinstance(parsed, list | tuple) else [parsed]
-    return [value]
-
-
-def _content(raw: Any) -> str | list[dict[str, Any]] | None:
-    if raw is None or isinstance(raw, str):
-        return raw
-    if isinstance(raw, list):
-        parts = []
-        for part in raw:
-            if isinstance(part, dict) and isinstance(part.get("type"), str):
-                parts.append(part)
-            elif isinstance(part, str):
-                parts.append({"type": "text", "text": part})
-        return parts
-    return str(raw)
-
-
-def normalise(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """Return a clean OpenAI chat-message dict for one trajectory entry (``None``: skip it).
-
-    SWE-agent's own keys (``thought``, ``action``, ``agent``, ``message_type`` …) are
-    dropped; ``tool_calls`` and ``tool_call_ids`` are parsed from lists or strings.
-    """
-    role = raw.get("role")
-    if role not in ("system", "user", "assistant", "tool"):
-        return None
-    out: dict[str, Any] = {"role": role, "content": _content(raw.get("content"))}
-    if role == "assistant":
-        calls = []
-        for i, call in enumerate(parse_listish(raw.get("tool_calls"))):
-            if not isinstance(call, dict):
-                continue
-            raw_function = call.get("function")
-            function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
-            name = str(function.get("name") or call.get("name") or "tool")
-            arguments = function.get("arguments", "{}")
-            if not isinstance(arguments, str):
-                arguments = json.dumps(arguments)
-            calls.append(
-                {
-                    "id": str(call.get("id") or f"call_{i}"),
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }
-            )
-        if calls:
-            out["tool_calls"] = calls
-    if role == "tool":
-        ids = parse_listish(raw.get("tool_call_ids"))
-        call_id = raw.get("tool_call_id") or (str(ids[0]) if ids else None)
-        out["tool_call_id"] = str(call_id) if call_id else "call_unknown"
-    return out
-
-
-def paired(messages: Sequence[Message]) -> list[Message]:
-    """Return ``messages`` with every tool call answered and no orphan tool result.
-
-    A call without a recorded result gets a ``(no output recorded)`` result; a tool message
-    that answers no call of the assistant message before it is dropped. Tool results are
-    named after their call, as the agent names them when it runs a tool.
-    """
-    out: list[Message] = []
-    open_calls: dict[str, ToolCall] = {}
-
-    def close() -> None:
-        for call in open_calls.values():
-            out.append(Message.tool(call.id, NO_OUTPUT, name=call.name))
-        open_calls.clear()
-
-    for message in messages:
-        if message.role == "tool":
-            call = open_calls.pop(message.tool_call_id or "", None)
-            if call is None:
-                continue
-            out.append(message.replace(name=call.name))
-            continue
-        close()
-        out.append(message)
-        if message.role == "assistant":
-            open_calls.update((c.id, c) for c in message.tool_calls)
-    close()
-    return out
 
 
 BRIDGE = "Noted; continuing."
@@ -181,32 +70,6 @@ def loop_ready(messages: Sequence[Message]) -> list[Message]:
             out.append(Message.assistant(BRIDGE, id=f"{message.id}-bridge"))
         out.append(message)
     return out
-
-
-def load_trajectory(path: Path) -> Trajectory:
-    """Return one SWE-agent ``.traj`` file as a `Trajectory` (system text split off)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    system: list[str] = []
-    messages: list[Message] = []
-    for raw in data.get("history", []):
-        if not isinstance(raw, dict):
-            continue
-        clean = normalise(raw)
-        if clean is None:
-            continue
-        message = Message.from_openai(clean)
-        if message.role == "system":
-            system.append(message.text)
-        else:
-            messages.append(message)
-    return Trajectory(path.stem, "\n\n".join(system), tuple(paired(messages)))
-
-
-def load_trajectories(directory: Path = TRAJECTORY_DIR) -> list[Trajectory]:
-    """Return every trajectory in ``directory``, sorted by file name (``[]`` when absent)."""
-    if not directory.is_dir():
-        return []
-    return [load_trajectory(p) for p in sorted(directory.glob("*.traj"))]
 
 
 # ------------------------------------------------------------------------- synthetic

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import _report, workloads
+from benchmarks import _report, trajectories, workloads
 from benchmarks.__main__ import BENCHMARKS, main
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
@@ -73,7 +73,7 @@ def test_trajectory_parsing_reads_string_tool_calls_and_splits_off_system(tmp_pa
             ),
         },
     ]
-    run = workloads.load_trajectory(_traj(tmp_path / "one.traj", history))
+    run = trajectories.load_trajectory(_traj(tmp_path / "one.traj", history))
     assert run.system == "You are an agent."
     assert [m.role for m in run.messages] == ["user", "assistant", "tool", "assistant", "tool"]
     assert run.messages[0].text == "Fix the bug."
@@ -82,7 +82,7 @@ def test_trajectory_parsing_reads_string_tool_calls_and_splits_off_system(tmp_pa
     assert run.messages[2].tool_call_id == "call_a" and run.messages[2].name == "bash"
     # the unanswered call gets a placeholder result, so pairs stay valid
     assert run.messages[4].tool_call_id == "call_b"
-    assert run.messages[4].text == workloads.NO_OUTPUT
+    assert run.messages[4].text == trajectories.NO_OUTPUT
 
 
 def test_sessions_replay_back_to_back_with_fresh_ids(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ agent's state, or on the workspace — never on a mocked middleware.
 
 from __future__ import annotations
 
-import ast
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -17,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.trajectories import TRAJECTORY_DIR, load_trajectories
+from benchmarks.workloads import synthetic_trajectories
 from harness import (
     ConfigurationError,
     ContextPolicy,
@@ -43,7 +44,6 @@ from middleware.compaction import (
 )
 from providers import ScriptedModel
 
-TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "swe-agent-trajectories"
 CTX = RuntimeContext(user_id="u", session_id="s")
 
 
@@ -1003,68 +1003,27 @@ async def test_compacted_history_is_pair_valid_through_the_agent(
     assert a.state(CTX).full_history[: len(history)] == history
 
 
-# ------------------------------------------------------ a real trajectory
-def _listish(value: Any) -> list[Any]:
-    if value is None or value == "":
-        return []
-    if isinstance(value, list):
-        return value
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        parsed = ast.literal_eval(value)
-    return list(parsed) if isinstance(parsed, list | tuple) else [parsed]
+# ------------------------------------------------------ a recorded trajectory
+def real_trajectory() -> tuple[Message, ...]:
+    """The first shared SWE-agent run long enough to compact (skip when ../shared is absent)."""
+    for run in load_trajectories():
+        if len(run.messages) >= 20 and sum(1 for m in run.messages if m.tool_calls) >= 8:
+            return run.messages
+    pytest.skip(f"no SWE-agent trajectory of 20+ messages under {TRAJECTORY_DIR}")
 
 
-def load_trajectory(path: Path) -> list[Message]:
-    """Read a SWE-agent .traj file's history as messages (system messages left out)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    out: list[Message] = []
-    for raw in data["history"]:
-        role = raw.get("role")
-        if role not in ("user", "assistant", "tool"):
-            continue
-        item: dict[str, Any] = {"role": role, "content": raw.get("content")}
-        calls = _listish(raw.get("tool_calls"))
-        if role == "assistant" and calls:
-            item["tool_calls"] = calls
-        if role == "tool":
-            ids = _listish(raw.get("tool_call_ids"))
-            item["tool_call_id"] = ids[0] if ids else raw.get("tool_call_id")
-        out.append(Message.from_openai(item))
-    return out
+def generated_trajectory() -> tuple[Message, ...]:
+    """The benchmarks' generated run (seed 0): the same shape, always available."""
+    return synthetic_trajectories(seed=0, count=1)[0].messages
 
 
-def synthetic_trajectory() -> list[Message]:
-    """A SWE-agent-like run, for when the shared trajectories are not there."""
-    out = [Message.user("ISSUE: TimeDelta serialization precision is off by one for 345 ms.")]
-    steps = [
-        ("find_file", "fields.py"),
-        ("open", "src/marshmallow/fields.py"),
-        ("goto", "1474"),
-        ("edit", "return int(round(value.total_seconds() / base_unit.total_seconds()))"),
-        ("python", "reproduce.py"),
-        ("rm", "reproduce.py"),
-        ("submit", ""),
-    ]
-    for i, (tool, arg) in enumerate(steps * 2):
-        call = ToolCall(id=f"call_{i}", name=tool, arguments=json.dumps({"arg": arg}))
-        out.append(Message.assistant(f"Step {i}: let us {tool} {arg}.", tool_calls=[call]))
-        out.append(Message.tool(call.id, f"[{tool} output {i}]\n" + f"{arg} line\n" * 40))
-    return out
-
-
-def trajectory() -> list[Message]:
-    if TRAJECTORIES.is_dir():
-        for path in sorted(TRAJECTORIES.glob("*.traj")):
-            messages = load_trajectory(path)
-            if len(messages) >= 20 and sum(1 for m in messages if m.tool_calls) >= 8:
-                return messages
-    return synthetic_trajectory()
-
-
-async def test_compaction_on_a_replayed_trajectory() -> None:
-    traj = trajectory()
+@pytest.mark.parametrize(
+    "trajectory", [real_trajectory, generated_trajectory], ids=["real", "generated"]
+)
+async def test_compaction_on_a_replayed_trajectory(
+    trajectory: Callable[[], tuple[Message, ...]],
+) -> None:
+    traj = list(trajectory())
     assert check_pairs(traj).ok
     model = ScriptedModel(["I will continue from here."])
     a = agent(
