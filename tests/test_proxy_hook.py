@@ -22,11 +22,6 @@ pytestmark = pytest.mark.integration  # SQLite, and litellm's proxy types
 LIMIT = 2_000
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _auth(user_id: str | None, token: str = "hashed-key-1") -> Any:
     from litellm.proxy._types import UserAPIKeyAuth
 
