@@ -45,6 +45,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "selection": ("bench_selection", "BudgetFit selection hot path, 10 to 10,000 candidates"),
     "compaction_cut": ("bench_compaction_cut", "the compaction cut, 10 to 10,000 messages"),
     "load": ("bench_load", "concurrent sessions: rounds/s, preparation p50/p99, RSS, isolation"),
+    "sessions": (
+        "bench_sessions",
+        "session store: append events/s, search p50/p95, per-round cost, memory",
+    ),
     "providers": (
         "bench_providers",
         "a replayed session against a provider: estimate error, latency",
