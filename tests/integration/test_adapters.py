@@ -18,7 +18,17 @@ import pytest
 from harness import ContextPolicy, ToolSchema, acompletion, completion, manifest_of
 from harness.sessions import ManifestEvent, MessageEvent, SessionKey, open_store
 
-from .openai_server import OpenAIServer, Reply, count_prompt_tokens, reply, tool_call
+from .openai_server import (
+    INVALID_API_KEY,
+    OpenAIServer,
+    Raw,
+    Reply,
+    context_length_exceeded,
+    count_prompt_tokens,
+    error,
+    reply,
+    tool_call,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -275,6 +285,27 @@ async def test_streaming_returns_litellms_chunks_with_the_manifest(
     assert openai_server.last_request["stream"] is True
 
 
+async def test_provider_failures_raise_litellms_own_exceptions(openai_server: OpenAIServer) -> None:
+    from litellm.exceptions import AuthenticationError
+
+    openai_server.push(error(401, INVALID_API_KEY))
+    with pytest.raises(AuthenticationError) as caught:
+        await acompletion(MODEL, [{"role": "user", "content": "hi"}], **_kw(openai_server))
+    assert any("context-harness" in note for note in caught.value.__notes__)
+
+
+async def test_a_provider_overflow_is_compacted_and_retried_once(
+    openai_server: OpenAIServer,
+) -> None:
+    openai_server.default = _agent_script([context_length_exceeded(), reply("fitted")])
+    kw = _kw(openai_server, policy=ContextPolicy(max_input_tokens=60_000))
+    response = await acompletion(MODEL, _long_history(user="[overflow] "), [WEATHER], **kw)
+    assert response.choices[0].message.content == "fitted"
+    first, retried = _agent_requests(openai_server)
+    assert len(retried["messages"]) < len(first["messages"])
+    assert _pairs_are_valid(retried["messages"])
+
+
 def test_the_sync_completion_is_the_same_call(openai_server: OpenAIServer) -> None:
     openai_server.push(reply("sync answer"))
     response = completion(MODEL, [{"role": "user", "content": "hi"}], **_kw(openai_server))
@@ -321,7 +352,7 @@ if __name__ == "__main__": print(asyncio.run(main()))
 """
 
 
-def _agent_script(script: list[Reply]) -> Callable[[dict[str, Any]], Reply]:
+def _agent_script(script: list[Reply | Raw]) -> Callable[[dict[str, Any]], Reply | Raw]:
     """A server behaviour: the agent's requests get ``script`` in order, summaries a summary."""
     queue = list(script)
     return lambda body: reply("summary") if _is_summary_request(body) else queue.pop(0)
@@ -336,7 +367,7 @@ async def _run_app(source: str, server: OpenAIServer, extra: dict[str, Any]) -> 
 
 async def test_an_existing_litellm_app_changes_one_import(openai_server: OpenAIServer) -> None:
     assert len(textwrap.dedent(EXISTING_APP).strip().splitlines()) == 34
-    script = [
+    script: list[Reply | Raw] = [
         tool_call("get_weather", {"city": f"c{i}"}) if i % 2 == 0 else reply(f"a{i}")
         for i in range(24)
     ]
