@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.corpus import SHARED, Workload
+from benchmarks.corpus import Workload
 from benchmarks.fit_estimator import (
     Row,
     corpus_family,
@@ -40,6 +40,7 @@ from benchmarks.fit_estimator import (
     workloads_used,
 )
 from benchmarks.textgen import wide_workloads
+from benchmarks.trajectories import SHARED
 from harness.tokens import (
     FAMILIES,
     FAMILY_FLOOR,

@@ -52,8 +52,9 @@ from pathlib import Path
 
 import msgspec
 
-from benchmarks.corpus import SHARED, Workload, all_workloads, message_texts
+from benchmarks.corpus import Workload, all_workloads, message_texts
 from benchmarks.textgen import WIDE_CLASSES, wide_workloads
+from benchmarks.trajectories import SHARED
 from harness.tokens import (
     FAMILIES,
     RUN_BLOCK,

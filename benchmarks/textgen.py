@@ -9,8 +9,8 @@ are random words from the script's letters — harder than real text, which has 
 the tokenizers merge; encodings and machine output (base64, hex, ``hexdump -C``, numbers,
 UUIDs, minified JSON, ANSI-coloured logs, CRLF text), runs (whitespace, punctuation, one
 letter, zeros), periodic text (a short unit repeated, ``"abcd " * n``), random printable
-ASCII, and code mixed with other scripts. English prose and Python code come from
-`benchmarks.corpus`. `wide_workloads` turns every class into a `benchmarks.corpus.Workload`.
+ASCII, and code mixed with other scripts. English prose, Python code and JSON come from
+`benchmarks.generators`. `wide_workloads` turns every class into a `benchmarks.corpus.Workload`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import string
 import uuid
 from collections.abc import Callable
 
-from benchmarks.corpus import _ZH_COMMON, Workload, gen_code, gen_json, gen_prose
+from benchmarks.corpus import Workload
+from benchmarks.generators import ZH_COMMON, Generator, fill, gen_code, gen_json, gen_prose
 from harness.messages import Message
-
-Generator = Callable[[random.Random, int], str]
 
 
 def _chars(*ranges: tuple[int, int]) -> str:
@@ -47,13 +46,7 @@ def _words(alphabet: str, sizes: tuple[int, int], sep: str = " ", punct: str = "
 
 def _fill(part: Callable[[random.Random], str], sep: str = "\n") -> Generator:
     def generate(rng: random.Random, target: int) -> str:
-        out: list[str] = []
-        size = 0
-        while size < target:
-            piece = part(rng)
-            out.append(piece)
-            size += len(piece) + len(sep)
-        return sep.join(out)
+        return fill(rng, target, lambda: part(rng), sep)
 
     return generate
 
@@ -226,7 +219,7 @@ def gen_mixed_code(rng: random.Random, target: int) -> str:
 
 def gen_cjk_common(rng: random.Random, target: int) -> str:
     """Common Chinese characters (GB2312 level 1) with Chinese punctuation."""
-    return _words(_ZH_COMMON, (4, 20), sep="", punct="，。、；")(rng, target)
+    return _words(ZH_COMMON, (4, 20), sep="", punct="，。、；")(rng, target)
 
 
 WIDE_CLASSES: dict[str, Generator] = {

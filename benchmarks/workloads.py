@@ -10,10 +10,10 @@ Two sources; every benchmark names the one it used (`Session.label`):
   messages, as in a real long session.
   Where a recording continues with a user message right after tool results, a one-line
   assistant reply is inserted (the agent loop always asks the model after tool results).
-- ``synthetic``: generated here from a fixed seed when ``../shared`` is absent (a user's
-  clone): a task, then rounds of an assistant thought with a tool call and a realistic tool
-  output — Python code, tracebacks, file listings, JSON, logs, Chinese prose — and now and
-  then a user follow-up.
+- ``synthetic``: when ``../shared`` is absent (a user's clone), runs generated from a fixed
+  seed by `benchmarks.generators.synthetic_trajectories`: a task, then rounds of an
+  assistant thought with a tool call and a realistic tool output — Python code, tracebacks,
+  file listings, JSON, logs — and now and then a user follow-up.
 
 `replay` drives a real `HarnessAgent` through a session: every user message of the session
 starts an ``agent.call``, the model's replies are the session's own assistant messages
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from benchmarks.generators import synthetic_trajectories
 from benchmarks.trajectories import (
     NO_OUTPUT,
     SHARED,
@@ -70,161 +70,6 @@ def loop_ready(messages: Sequence[Message]) -> list[Message]:
             out.append(Message.assistant(BRIDGE, id=f"{message.id}-bridge"))
         out.append(message)
     return out
-
-
-# ------------------------------------------------------------------------- synthetic
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-_WORDS = _words(
-    "the request history budget token model tool result error cache session "
-    "agent value config parser handler client server retry timeout stream "
-    "message context summary file path index query test fixture module "
-    "function class method argument return check update build run read "
-    "write list open close start stop state version field"
-)
-_IDENT = _words("user item data result value config path name count index size limit key node")
-_ZH = _words(
-    "我们 需要 检查 这个 函数 的 返回值 然后 修复 测试 失败 的 问题 上下文 "
-    "预算 工具 调用 结果 会话 历史 压缩 摘要 文件 目录 配置 参数 错误 日志 "
-    "缓存 模型 请求 响应"
-)
-_EXC = _words("ValueError TypeError KeyError AttributeError AssertionError RuntimeError")
-_TOOLS = ("bash", "open", "edit", "search_dir", "find_file")
-SYSTEM_PROMPT = (
-    "SETTING: You are an autonomous programmer working in a repository through a shell "
-    "and a small set of file tools. Investigate, edit and test until the task is done; "
-    "explain each step briefly before you call a tool."
-)
-
-
-def _sentence(rng: random.Random) -> str:
-    words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 18))]
-    return " ".join(words).capitalize() + rng.choice("...?:")
-
-
-def _ident(rng: random.Random) -> str:
-    return "_".join(rng.choice(_IDENT) for _ in range(rng.randint(1, 3)))
-
-
-def _path(rng: random.Random) -> str:
-    return "/".join(["src", *(_ident(rng) for _ in range(rng.randint(1, 3)))]) + ".py"
-
-
-def _code(rng: random.Random, size: int) -> str:
-    lines: list[str] = []
-    number = rng.randint(1, 400)
-    while sum(len(x) for x in lines) < size:
-        indent = " " * (4 * rng.randint(0, 2))
-        kind = rng.random()
-        if kind < 0.15:
-            text = f"def {_ident(rng)}({_ident(rng)}: int, {_ident(rng)}: str = 'x') -> bool:"
-        elif kind < 0.3:
-            text = f"{indent}# {_sentence(rng)}"
-        elif kind < 0.45:
-            text = f"{indent}return {_ident(rng)}.{_ident(rng)}({_ident(rng)})"
-        else:
-            text = (
-                f"{indent}{_ident(rng)} = {_ident(rng)}[{rng.randint(0, 99)}] + {rng.random():.3f}"
-            )
-        lines.append(f"{number}:{text}")
-        number += 1
-    return f"[File: {_path(rng)} ({number} lines total)]\n" + "\n".join(lines)
-
-
-def _traceback(rng: random.Random, size: int) -> str:
-    parts = ["Traceback (most recent call last):"]
-    while sum(len(x) for x in parts) < size:
-        parts.append(f'  File "/repo/{_path(rng)}", line {rng.randint(1, 900)}, in {_ident(rng)}')
-        parts.append(f"    {_ident(rng)} = {_ident(rng)}({_ident(rng)})")
-    parts.append(f"{rng.choice(_EXC)}: {_sentence(rng)}")
-    return "\n".join(parts)
-
-
-def _listing(rng: random.Random, size: int) -> str:
-    lines: list[str] = []
-    while sum(len(x) for x in lines) < size:
-        lines.append(
-            f"-rw-r--r-- 1 dev staff {rng.randint(10, 99999):>6} Mar {rng.randint(1, 28):>2} "
-            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} {_path(rng)}"
-        )
-    return "\n".join(lines)
-
-
-def _json(rng: random.Random, size: int) -> str:
-    items: list[dict[str, Any]] = []
-    while len(json.dumps(items)) < size:
-        items.append(
-            {
-                "id": rng.getrandbits(64),
-                "name": _ident(rng),
-                "status": rng.choice(["ok", "failed", "skipped"]),
-                "duration_ms": round(rng.uniform(0.1, 900), 2),
-                "tags": [rng.choice(_WORDS) for _ in range(rng.randint(0, 4))],
-            }
-        )
-    return json.dumps(items, indent=2)
-
-
-def _chinese(rng: random.Random, size: int) -> str:
-    out: list[str] = []
-    while sum(len(x) for x in out) < size:
-        out.append("".join(rng.choice(_ZH) for _ in range(rng.randint(6, 20))) + "。")
-    return "".join(out)
-
-
-def _log(rng: random.Random, size: int) -> str:
-    lines: list[str] = []
-    while sum(len(x) for x in lines) < size:
-        lines.append(
-            f"2024-05-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
-            f"{rng.randint(0, 59):02d} {rng.choice(['INFO', 'WARNING', 'ERROR'])} "
-            f"[{_ident(rng)}] {_sentence(rng)} request_id={rng.getrandbits(48):012x}"
-        )
-    return "\n".join(lines)
-
-
-_OUTPUTS: tuple[Callable[[random.Random, int], str], ...] = (
-    _code,
-    _traceback,
-    _listing,
-    _json,
-    _chinese,
-    _log,
-)
-
-
-def synthetic_trajectory(rng: random.Random, index: int, *, rounds: int = 14) -> Trajectory:
-    """Return one generated agent run: a task, then tool-calling rounds and a final answer."""
-    task = _chinese(rng, 300) if rng.random() < 0.25 else " ".join(_sentence(rng) for _ in range(6))
-    messages: list[Message] = [Message.user(f"Task {index}: {task}")]
-    for step in range(rounds):
-        name = rng.choice(_TOOLS)
-        arguments = (
-            {"command": f"python -m pytest {_path(rng)} -x"}
-            if name == "bash"
-            else {"path": _path(rng), "query": rng.choice(_WORDS)}
-        )
-        call = ToolCall(
-            id=f"call_{rng.getrandbits(96):024x}", name=name, arguments=json.dumps(arguments)
-        )
-        thought = " ".join(_sentence(rng) for _ in range(rng.randint(1, 3)))
-        messages.append(Message.assistant(thought, tool_calls=[call]))
-        size = max(80, min(20_000, int(rng.lognormvariate(7.0, 1.0))))
-        messages.append(Message.tool(call.id, rng.choice(_OUTPUTS)(rng, size), name=name))
-        if step % 6 == 5:
-            messages.append(
-                Message.user(_chinese(rng, 80) if rng.random() < 0.3 else _sentence(rng))
-            )
-    messages.append(Message.assistant("Done: " + _sentence(rng)))
-    return Trajectory(f"synthetic-{index}", SYSTEM_PROMPT, tuple(messages))
-
-
-def synthetic_trajectories(*, seed: int = 0, count: int = 8) -> list[Trajectory]:
-    """Return ``count`` generated runs, deterministic for ``seed``."""
-    rng = random.Random(seed)
-    return [synthetic_trajectory(rng, i) for i in range(count)]
 
 
 # --------------------------------------------------------------------------- sessions
