@@ -26,6 +26,7 @@ from harness.errors import (
     WorkspaceError,
 )
 from harness.events import AgentEvent
+from harness.fragments import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
 from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import ContentPart, Message, ToolCall, ToolSchema
 from harness.permissions import PermissionRule, ToolPermissions
@@ -58,6 +59,9 @@ __all__ = [
     "ContextManifest",
     "ContextOverflowError",
     "ContextPolicy",
+    "Fragment",
+    "FragmentPolicy",
+    "Fragments",
     "Handler",
     "HarnessAgent",
     "HarnessError",
@@ -81,6 +85,7 @@ __all__ = [
     "RunScope",
     "RuntimeContext",
     "ScriptExhausted",
+    "SecretPattern",
     "SessionKey",
     "SessionStore",
     "SourceError",
@@ -104,5 +109,6 @@ __all__ = [
     "estimator_for",
     "manifest_of",
     "open_store",
+    "redact",
     "tool",
 ]

@@ -13,22 +13,28 @@ from typing import Final
 import msgspec
 
 from harness.errors import StateConflict
+from harness.fragments import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions.store import (
     CompactionEvent,
     Event,
+    FragmentEvent,
     MessageEvent,
     RewriteEvent,
     SessionKey,
     StoredState,
 )
 
-SCHEMA_VERSION: Final = 1
-"""The layout both backends write; a database with a newer one is refused."""
+SCHEMA_VERSION: Final = 2
+"""The layout both backends write; a database with a newer one is refused.
+
+2 added the fragment tables (every statement is ``IF NOT EXISTS``, so a version-1 database is
+upgraded in place)."""
 
 ENCODER: Final = msgspec.json.Encoder()
 EVENT_DECODER: Final = msgspec.json.Decoder(Event)
 STATE_DECODER: Final = msgspec.json.Decoder(StoredState)
+FRAGMENT_DECODER: Final = msgspec.json.Decoder(Fragment)
 
 SNIPPET_CHARS: Final = 160
 """About how long a search snippet is."""
@@ -124,4 +130,48 @@ def conflict(key: SessionKey, expected: int, actual: int) -> StateConflict:
         expected_version=expected,
         actual_version=actual,
         session_id=key.session_id,
+    )
+
+
+def fragment_text(fragment: Fragment) -> str:
+    """Return what `search_fragments` matches: title, tags and content (an overlay's own)."""
+    content = fragment.content if (fragment.edited or not fragment.message) else ""
+    return "\n".join(part for part in (fragment.title, " ".join(fragment.tags), content) if part)
+
+
+def fragment_events(
+    scope: FragmentScope,
+    changes: list[FragmentChange] | tuple[FragmentChange, ...],
+    set_version: int,
+) -> list[Event]:
+    """Return the log events of a fragment commit."""
+    where = "session" if scope.scope == "session" else f"project:{scope.name}"
+    return [
+        FragmentEvent(
+            fragment_id=c.fragment.id,
+            op=c.op,
+            old_version=c.old_version,
+            new_version=c.fragment.version,
+            scope=where,
+            set_version=set_version,
+        )
+        for c in changes
+    ]
+
+
+def empty_state() -> bytes:
+    """Return the encoded state of a session created by a fragment write (no rounds yet)."""
+    return ENCODER.encode(StoredState())
+
+
+def fragment_conflict(scope: FragmentScope, expected: int, actual: int) -> StateConflict:
+    """Return the `StateConflict` for a fragment write from a stale set version."""
+    return StateConflict(
+        f"the {scope.scope} fragments {scope.name!r} are at version {actual}, but this change "
+        f"was prepared from version {expected}: another writer changed them first and nothing "
+        "was written. List the fragments again and redo the change.",
+        kind="state_conflict",
+        expected_version=expected,
+        actual_version=actual,
+        session_id=scope.name,
     )

@@ -32,6 +32,7 @@ import msgspec
 from harness.errors import HarnessError
 from harness.sessions.store import (
     CompactionEvent,
+    FragmentEvent,
     LoggedEvent,
     ManifestEvent,
     MessageEvent,
@@ -60,6 +61,7 @@ _EVENT_KINDS = (
     "state",
     "warning",
     "error",
+    "fragment",
 )
 
 
@@ -497,5 +499,10 @@ def _what(logged: LoggedEvent) -> str:
         return f"{event.name} ({event.call_id}) {event.duration_s:.3f}s{flags}"
     if isinstance(event, StateEvent):
         return "changed: " + ", ".join(event.keys)
+    if isinstance(event, FragmentEvent):
+        return (
+            f"{event.op} {event.fragment_id} v{event.old_version} → v{event.new_version} "
+            f"({event.scope}, set v{event.set_version})"
+        )
     label = event.code if isinstance(event, WarningEvent) else event.error
     return _flat(f"{label}: {event.text}")

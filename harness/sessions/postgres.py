@@ -26,6 +26,7 @@ import anyio
 import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
+from harness.fragments import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions import _rows
 from harness.sessions.store import (
@@ -84,6 +85,37 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS harness_events_by_tag ON harness_events (session, tag, seq)",
     "CREATE INDEX IF NOT EXISTS harness_events_text "
     "ON harness_events USING gin (text gin_trgm_ops) WHERE text IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS harness_fragment_sets (
+        id bigserial PRIMARY KEY,
+        user_id text NOT NULL,
+        agent_id text NOT NULL,
+        scope text NOT NULL,
+        name text NOT NULL,
+        version bigint NOT NULL,
+        updated_at double precision NOT NULL,
+        UNIQUE (user_id, agent_id, scope, name)
+    )""",
+    """CREATE TABLE IF NOT EXISTS harness_fragments (
+        id bigserial PRIMARY KEY,
+        fset bigint NOT NULL REFERENCES harness_fragment_sets (id) ON DELETE CASCADE,
+        fragment_id text NOT NULL,
+        version bigint NOT NULL,
+        body json NOT NULL,
+        text text NOT NULL,
+        removed boolean NOT NULL,
+        UNIQUE (fset, fragment_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS harness_fragment_versions (
+        fset bigint NOT NULL REFERENCES harness_fragment_sets (id) ON DELETE CASCADE,
+        fragment_id text NOT NULL,
+        version bigint NOT NULL,
+        op text NOT NULL,
+        at double precision NOT NULL,
+        body json NOT NULL,
+        PRIMARY KEY (fset, fragment_id, version)
+    )""",
+    "CREATE INDEX IF NOT EXISTS harness_fragments_text "
+    "ON harness_fragments USING gin (text gin_trgm_ops)",
 )
 
 
@@ -391,9 +423,135 @@ class PostgresStore:
             for r in rows
         ]
 
+    # ------------------------------------------------------------ fragments
+    async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
+        """Return the set's version (0 when never written) and its fragments' current versions."""
+        async with self._connection() as conn:
+            row = await _fragment_set(conn, scope)
+            if row is None:
+                return 0, []
+            cursor = await conn.execute(
+                "SELECT body::text FROM harness_fragments WHERE fset = %s ORDER BY id", (row[0],)
+            )
+            rows = await cursor.fetchall()
+        return row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
+    async def commit_fragments(
+        self,
+        scope: FragmentScope,
+        *,
+        expected_version: int,
+        changes: Sequence[FragmentChange],
+        log: SessionKey | None = None,
+    ) -> int:
+        """Write new fragment versions in one transaction; return the set's new version.
+
+        Raises:
+            StateConflict: the set's version is not ``expected_version`` (nothing written).
+        """
+        batch = list(changes)
+        new_version = expected_version + 1
+        events = _rows.fragment_events(scope, batch, new_version)
+        async with self._connection() as conn, conn.transaction():
+            now = time.time()
+            await conn.execute(
+                "INSERT INTO harness_fragment_sets (user_id, agent_id, scope, name, version, "
+                "updated_at) VALUES (%s, %s, %s, %s, 0, %s) "
+                "ON CONFLICT (user_id, agent_id, scope, name) DO NOTHING",
+                (scope.user_id, scope.agent_id, scope.scope, scope.name, now),
+            )
+            cursor = await conn.execute(
+                "SELECT id, version FROM harness_fragment_sets WHERE user_id = %s AND "
+                "agent_id = %s AND scope = %s AND name = %s FOR UPDATE",
+                (scope.user_id, scope.agent_id, scope.scope, scope.name),
+            )
+            row = await cursor.fetchone()
+            if row is None or row[1] != expected_version:
+                raise _rows.fragment_conflict(scope, expected_version, 0 if row is None else row[1])
+            fset = row[0]
+            await conn.execute(
+                "UPDATE harness_fragment_sets SET version = %s, updated_at = %s WHERE id = %s",
+                (new_version, now, fset),
+            )
+            for change in batch:
+                fragment = change.fragment
+                body = _rows.ENCODER.encode(fragment).decode()
+                await conn.execute(
+                    "INSERT INTO harness_fragments (fset, fragment_id, version, body, text, "
+                    "removed) VALUES (%s, %s, %s, %s::json, %s, %s) "
+                    "ON CONFLICT (fset, fragment_id) DO UPDATE SET version = excluded.version, "
+                    "body = excluded.body, text = excluded.text, removed = excluded.removed",
+                    (
+                        fset,
+                        fragment.id,
+                        fragment.version,
+                        body,
+                        _text(_rows.fragment_text(fragment)),
+                        fragment.removed,
+                    ),
+                )
+                await conn.execute(
+                    "INSERT INTO harness_fragment_versions (fset, fragment_id, version, op, at, "
+                    "body) VALUES (%s, %s, %s, %s, %s, %s::json)",
+                    (fset, fragment.id, fragment.version, change.op, now, body),
+                )
+            if log is not None and events:
+                session, first = await _session_for_log(conn, log, now, len(events))
+                async with conn.cursor() as insert:
+                    await insert.executemany(
+                        "INSERT INTO harness_events "
+                        "(session, seq, tag, body, at, message_id, role, text) "
+                        "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s)",
+                        [
+                            (session, r.seq, r.tag, r.body.decode(), r.at, None, None, None)
+                            for r in _rows.event_rows(events, first)
+                        ],
+                    )
+        return new_version
+
+    async def fragment_versions(self, scope: FragmentScope, fragment_id: str) -> list[Fragment]:
+        """Return every stored version of one fragment, oldest first."""
+        async with self._connection() as conn:
+            row = await _fragment_set(conn, scope)
+            if row is None:
+                return []
+            cursor = await conn.execute(
+                "SELECT body::text FROM harness_fragment_versions "
+                "WHERE fset = %s AND fragment_id = %s ORDER BY version",
+                (row[0], fragment_id),
+            )
+            rows = await cursor.fetchall()
+        return [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
+    async def search_fragments(
+        self, scope: FragmentScope, query: str, *, limit: int = 50
+    ) -> list[Fragment]:
+        """Full-text search over the set's current fragments (title, tags, content; CJK too)."""
+        terms = [_text(t) for t in _rows.search_terms(query)]
+        if not terms or limit <= 0:
+            return []
+        patterns = [f"%{_rows.escape_like(term)}%" for term in terms]
+        matches = " AND f.text ILIKE %s" * len(patterns)
+        async with self._connection() as conn:
+            row = await _fragment_set(conn, scope)
+            if row is None:
+                return []
+            cursor = await conn.execute(
+                "SELECT f.body::text FROM harness_fragments f "
+                f"WHERE f.fset = %s AND NOT f.removed{matches} ORDER BY f.id LIMIT %s",
+                (row[0], *patterns, limit),
+            )
+            rows = await cursor.fetchall()
+        return [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""
         async with self._connection() as conn:
+            await conn.execute(
+                "DELETE FROM harness_fragment_sets WHERE user_id = %s AND agent_id = %s "
+                "AND scope = 'session' AND name = %s",
+                (key.user_id, key.agent_id, key.session_id),
+            )
             cursor = await conn.execute(
                 "DELETE FROM harness_sessions "
                 "WHERE user_id = %s AND agent_id = %s AND session_id = %s RETURNING id",
@@ -410,6 +568,12 @@ class PostgresStore:
                 (time.time() - seconds,),
             )
             rows = await cursor.fetchall()
+            for r in rows:
+                await conn.execute(
+                    "DELETE FROM harness_fragment_sets WHERE user_id = %s AND agent_id = %s "
+                    "AND scope = 'session' AND name = %s",
+                    (r[0], r[1], r[2]),
+                )
         return [SessionKey(r[0], r[1], r[2]) for r in rows]
 
     async def aclose(self) -> None:
@@ -429,6 +593,40 @@ async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int:
     cursor = await conn.execute("SELECT max(version) FROM harness_schema")
     row = await cursor.fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+async def _fragment_set(
+    conn: psycopg.AsyncConnection[Any], scope: FragmentScope
+) -> tuple[int, int] | None:
+    cursor = await conn.execute(
+        "SELECT id, version FROM harness_fragment_sets "
+        "WHERE user_id = %s AND agent_id = %s AND scope = %s AND name = %s",
+        (scope.user_id, scope.agent_id, scope.scope, scope.name),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+async def _session_for_log(
+    conn: psycopg.AsyncConnection[Any], key: SessionKey, now: float, n_events: int
+) -> tuple[int, int]:
+    """Return the session row to log ``n_events`` in (created empty when new) and the first seq."""
+    await conn.execute(
+        "INSERT INTO harness_sessions (user_id, agent_id, session_id, state, version, title, "
+        "created_at, updated_at, n_events, n_messages) "
+        "VALUES (%s, %s, %s, %s::json, 0, '', %s, %s, 0, 0) "
+        "ON CONFLICT (user_id, agent_id, session_id) DO NOTHING",
+        (key.user_id, key.agent_id, key.session_id, _rows.empty_state().decode(), now, now),
+    )
+    cursor = await conn.execute(
+        "UPDATE harness_sessions SET n_events = n_events + %s, updated_at = %s "
+        "WHERE user_id = %s AND agent_id = %s AND session_id = %s RETURNING id, n_events",
+        (n_events, now, key.user_id, key.agent_id, key.session_id),
+    )
+    row = await cursor.fetchone()
+    if row is None:  # pragma: no cover - the row was just made
+        raise WorkspaceError(f"the session {key.session_id!r} vanished while logging")
+    return int(row[0]), int(row[1]) - n_events + 1
 
 
 async def _version(conn: psycopg.AsyncConnection[Any], key: SessionKey) -> int:

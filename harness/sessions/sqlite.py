@@ -24,6 +24,7 @@ import anyio.to_thread
 import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
+from harness.fragments import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions import _rows
 from harness.sessions.store import (
@@ -85,6 +86,51 @@ END;
 CREATE TRIGGER IF NOT EXISTS texts_delete AFTER DELETE ON events WHEN old.text IS NOT NULL
 BEGIN
     INSERT INTO texts (texts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TABLE IF NOT EXISTS fragment_sets (
+    id INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (user_id, agent_id, scope, name)
+);
+CREATE TABLE IF NOT EXISTS fragments (
+    id INTEGER PRIMARY KEY,
+    fset INTEGER NOT NULL REFERENCES fragment_sets (id) ON DELETE CASCADE,
+    fragment_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    text TEXT NOT NULL,
+    removed INTEGER NOT NULL,
+    UNIQUE (fset, fragment_id)
+);
+CREATE TABLE IF NOT EXISTS fragment_versions (
+    fset INTEGER NOT NULL REFERENCES fragment_sets (id) ON DELETE CASCADE,
+    fragment_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    op TEXT NOT NULL,
+    at REAL NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (fset, fragment_id, version)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fragment_texts USING fts5 (
+    text, content='fragments', content_rowid='id', tokenize='trigram'
+);
+CREATE TRIGGER IF NOT EXISTS fragment_texts_insert AFTER INSERT ON fragments
+BEGIN
+    INSERT INTO fragment_texts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS fragment_texts_delete AFTER DELETE ON fragments
+BEGIN
+    INSERT INTO fragment_texts (fragment_texts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TRIGGER IF NOT EXISTS fragment_texts_update AFTER UPDATE ON fragments
+BEGIN
+    INSERT INTO fragment_texts (fragment_texts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO fragment_texts (rowid, text) VALUES (new.id, new.text);
 END;
 """
 
@@ -394,6 +440,145 @@ class SqliteStore:
 
         return await self._run(work)
 
+    # ------------------------------------------------------------ fragments
+    async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
+        """Return the set's version (0 when never written) and its fragments' current versions."""
+
+        def work(conn: sqlite3.Connection) -> tuple[int, list[Fragment]]:
+            row = _fragment_set(conn, scope)
+            if row is None:
+                return 0, []
+            rows = conn.execute(
+                "SELECT body FROM fragments WHERE fset = ? ORDER BY id", (row[0],)
+            ).fetchall()
+            return row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
+        return await self._run(work)
+
+    async def commit_fragments(
+        self,
+        scope: FragmentScope,
+        *,
+        expected_version: int,
+        changes: Sequence[FragmentChange],
+        log: SessionKey | None = None,
+    ) -> int:
+        """Write new fragment versions in one transaction; return the set's new version.
+
+        Raises:
+            StateConflict: the set's version is not ``expected_version`` (nothing written).
+        """
+        batch = list(changes)
+        new_version = expected_version + 1
+        events = _rows.fragment_events(scope, batch, new_version)
+
+        def work(conn: sqlite3.Connection) -> int:
+            now = time.time()
+            conn.execute("BEGIN IMMEDIATE")
+            row = _fragment_set(conn, scope)
+            actual = 0 if row is None else row[1]
+            if actual != expected_version:
+                raise _rows.fragment_conflict(scope, expected_version, actual)
+            if row is None:
+                cursor = conn.execute(
+                    "INSERT INTO fragment_sets (user_id, agent_id, scope, name, version, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (scope.user_id, scope.agent_id, scope.scope, scope.name, new_version, now),
+                )
+                fset = int(cursor.lastrowid or 0)
+            else:
+                fset = row[0]
+                conn.execute(
+                    "UPDATE fragment_sets SET version = ?, updated_at = ? WHERE id = ?",
+                    (new_version, now, fset),
+                )
+            for change in batch:
+                fragment = change.fragment
+                body = _rows.ENCODER.encode(fragment)
+                conn.execute(
+                    "INSERT INTO fragments (fset, fragment_id, version, body, text, removed) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (fset, fragment_id) DO UPDATE SET "
+                    "version = excluded.version, body = excluded.body, text = excluded.text, "
+                    "removed = excluded.removed",
+                    (
+                        fset,
+                        fragment.id,
+                        fragment.version,
+                        body,
+                        _rows.fragment_text(fragment),
+                        int(fragment.removed),
+                    ),
+                )
+                conn.execute(
+                    "INSERT INTO fragment_versions (fset, fragment_id, version, op, at, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (fset, fragment.id, fragment.version, change.op, now, body),
+                )
+            if log is not None and events:
+                session, first = _session_for_log(conn, log, now, len(events))
+                conn.executemany(
+                    "INSERT INTO events (session, seq, tag, body, at, message_id, role, text) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (session, r.seq, r.tag, r.body, r.at, r.message_id, r.role, r.text)
+                        for r in _rows.event_rows(events, first)
+                    ],
+                )
+            conn.commit()
+            return new_version
+
+        return await self._run(work)
+
+    async def fragment_versions(self, scope: FragmentScope, fragment_id: str) -> list[Fragment]:
+        """Return every stored version of one fragment, oldest first."""
+
+        def work(conn: sqlite3.Connection) -> list[Fragment]:
+            row = _fragment_set(conn, scope)
+            if row is None:
+                return []
+            rows = conn.execute(
+                "SELECT body FROM fragment_versions WHERE fset = ? AND fragment_id = ? "
+                "ORDER BY version",
+                (row[0], fragment_id),
+            ).fetchall()
+            return [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
+        return await self._run(work)
+
+    async def search_fragments(
+        self, scope: FragmentScope, query: str, *, limit: int = 50
+    ) -> list[Fragment]:
+        """Full-text search over the set's current fragments (title, tags, content; CJK too)."""
+        terms = _rows.search_terms(query)
+        if not terms or limit <= 0:
+            return []
+        long_terms = [t for t in terms if len(t) >= 3]
+        short_terms = [t for t in terms if len(t) < 3]
+
+        def work(conn: sqlite3.Connection) -> list[Fragment]:
+            row = _fragment_set(conn, scope)
+            if row is None:
+                return []
+            args: list[object] = []
+            if long_terms:
+                match = " AND ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
+                sql = (
+                    "SELECT f.body FROM fragment_texts JOIN fragments f "
+                    "ON f.id = fragment_texts.rowid WHERE fragment_texts MATCH ? AND f.fset = ?"
+                )
+                args += [match, row[0]]
+            else:
+                sql = "SELECT f.body FROM fragments f WHERE f.fset = ?"
+                args.append(row[0])
+            sql += " AND f.removed = 0"
+            for term in short_terms:
+                sql += " AND f.text LIKE ? ESCAPE '\\'"
+                args.append(f"%{_rows.escape_like(term)}%")
+            rows = conn.execute(sql + " ORDER BY f.id LIMIT ?", (*args, limit)).fetchall()
+            return [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
+        return await self._run(work)
+
     async def aclose(self) -> None:
         """Close the database (an in-memory store loses its sessions)."""
 
@@ -517,7 +702,44 @@ def _messages(conn: sqlite3.Connection, session: int, ids: Sequence[str]) -> dic
     return {i: found[i] for i in ids if i in found}
 
 
+def _fragment_set(conn: sqlite3.Connection, scope: FragmentScope) -> tuple[int, int] | None:
+    row = conn.execute(
+        "SELECT id, version FROM fragment_sets "
+        "WHERE user_id = ? AND agent_id = ? AND scope = ? AND name = ?",
+        (scope.user_id, scope.agent_id, scope.scope, scope.name),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _session_for_log(
+    conn: sqlite3.Connection, key: SessionKey, now: float, n_events: int
+) -> tuple[int, int]:
+    """Return the session row to log ``n_events`` in (created empty when new) and the first seq."""
+    row = conn.execute(
+        "SELECT id, n_events FROM sessions WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+        (key.user_id, key.agent_id, key.session_id),
+    ).fetchone()
+    if row is None:
+        cursor = conn.execute(
+            "INSERT INTO sessions (user_id, agent_id, session_id, state, version, title, "
+            "created_at, updated_at, n_events, n_messages) VALUES (?, ?, ?, ?, 0, '', ?, ?, ?, 0)",
+            (key.user_id, key.agent_id, key.session_id, _rows.empty_state(), now, now, n_events),
+        )
+        return int(cursor.lastrowid or 0), 1
+    conn.execute(
+        "UPDATE sessions SET n_events = n_events + ?, updated_at = ? WHERE id = ?",
+        (n_events, now, row[0]),
+    )
+    return int(row[0]), int(row[1]) + 1
+
+
 def _delete(conn: sqlite3.Connection, session: int) -> None:
+    conn.execute(
+        "DELETE FROM fragment_sets WHERE id IN (SELECT f.id FROM fragment_sets f JOIN sessions s "
+        "ON f.user_id = s.user_id AND f.agent_id = s.agent_id AND f.scope = 'session' "
+        "AND f.name = s.session_id WHERE s.id = ?)",
+        (session,),
+    )
     conn.execute("DELETE FROM events WHERE session = ?", (session,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (session,))
 

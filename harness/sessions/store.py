@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
 from harness.errors import ConfigurationError
 from harness.manifest import ContextManifest
 from harness.messages import Message
+
+if TYPE_CHECKING:
+    from harness.fragments import Fragment, FragmentChange, FragmentScope
 
 
 class SessionKey(msgspec.Struct, frozen=True):
@@ -113,6 +116,22 @@ class ErrorEvent(msgspec.Struct, frozen=True, kw_only=True, tag="error"):
     at: float = msgspec.field(default_factory=_now)
 
 
+class FragmentEvent(msgspec.Struct, frozen=True, kw_only=True, tag="fragment"):
+    """A context fragment changed (`harness.fragments`): which, how, from and to which version."""
+
+    fragment_id: str
+    op: str
+    """``add``, ``edit``, ``remove``, ``disable``, ``enable``, ``move`` or ``revert``."""
+    old_version: int
+    """The fragment's version before (0: new, or a history message never changed)."""
+    new_version: int
+    scope: str = "session"
+    """``session``, or ``project:<name>`` for a project fragment changed from this session."""
+    set_version: int = 0
+    """The version of the fragment set after the change."""
+    at: float = msgspec.field(default_factory=_now)
+
+
 Event = (
     MessageEvent
     | ManifestEvent
@@ -122,6 +141,7 @@ Event = (
     | StateEvent
     | WarningEvent
     | ErrorEvent
+    | FragmentEvent
 )
 """One entry of a session's log (a tagged union: encoded with its ``type`` tag)."""
 
@@ -268,3 +288,50 @@ def open_store(url: str) -> SessionStore:
     raise ConfigurationError(
         f"unknown session store scheme {scheme!r} in {url!r}; use sqlite:/// or postgresql://"
     )
+
+
+@runtime_checkable
+class FragmentStore(SessionStore, Protocol):
+    """A session store that also keeps context fragments (`harness.fragments`).
+
+    A fragment set is one scope (`harness.fragments.FragmentScope`): a user's session, or an
+    agent's project (no user). It has a version bumped by every `commit_fragments`; every
+    version of every fragment is kept.
+    """
+
+    async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
+        """Return the set's version (0 when never written) and its fragments' current versions."""
+        ...
+
+    async def commit_fragments(
+        self,
+        scope: FragmentScope,
+        *,
+        expected_version: int,
+        changes: Sequence[FragmentChange],
+        log: SessionKey | None = None,
+    ) -> int:
+        """Write new fragment versions in one transaction; return the set's new version.
+
+        Each change's fragment becomes the current version and joins the version history; with
+        ``log``, one `FragmentEvent` per change is appended to that session's log (the session
+        is created, empty, when it does not exist yet).
+
+        Raises:
+            StateConflict: the set's version is not ``expected_version`` (nothing written).
+        """
+        ...
+
+    async def fragment_versions(self, scope: FragmentScope, fragment_id: str) -> list[Fragment]:
+        """Return every stored version of one fragment, oldest first."""
+        ...
+
+    async def search_fragments(
+        self, scope: FragmentScope, query: str, *, limit: int = 50
+    ) -> list[Fragment]:
+        """Full-text search over the set's current fragments (title, tags, content; CJK too).
+
+        Terms separated by whitespace must all occur, case-insensitively; removed fragments
+        are not found.
+        """
+        ...

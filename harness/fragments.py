@@ -1,0 +1,683 @@
+"""Context fragments: what the model is given, as units a developer can see and edit.
+
+A *fragment* is one independently understandable piece of context with metadata: a kind
+(``system``, ``user``, ``assistant``, ``tool``, ``file``), a title, the content, tags, times,
+its own version, a disabled flag, an order and a scope. There are two sorts:
+
+- **history fragments** — every message of a session's working history *is* a fragment by
+  reference: the fragment id is the message id (a rewritten copy answers to its original's
+  id) and nothing is copied. Editing, disabling or removing one stores an *overlay* under that
+  id (new content, the flags); `middleware.fragment_editor.FragmentEditor` applies it to the
+  real request. Version 0 is the message itself.
+- **added fragments** — stand on their own: pinned ``system`` fragments merge into System,
+  the others go to the reference section in the order the developer gave them. Scope
+  ``session`` (one session) or ``project`` (every session of the agent with that project
+  name, for shared engineering rules; keyed by agent and project, no user).
+
+Every change writes a new version (all versions are kept, so `Fragments.revert` can go back
+to any of them) and bumps the *set* version of its scope; a write prepared from a stale set
+version raises `StateConflict`. Each change is a `harness.sessions.FragmentEvent` in the
+session's log. Content is checked (`FragmentPolicy.max_chars`) and secrets are redacted
+(`FragmentPolicy.secrets`) before anything is stored.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Final, Literal, get_args
+
+import msgspec
+
+from harness.errors import ConfigurationError, InvalidInputError, StateConflict
+from harness.markers import ORIGIN_ID
+from harness.messages import Message, new_id
+
+if TYPE_CHECKING:
+    from harness.sessions.store import FragmentStore, SessionKey
+
+FragmentKind = Literal["system", "user", "assistant", "tool", "file"]
+Scope = Literal["session", "project"]
+KINDS: Final = frozenset(get_args(FragmentKind))
+DEFAULT_PROJECT: Final = "default"
+"""The project name of project-scope fragments when none is given."""
+TITLE_CHARS: Final = 60
+"""A history fragment's title is its first line, cut to this many characters."""
+
+
+class Fragment(msgspec.Struct, frozen=True, kw_only=True):
+    """One version of one fragment (frozen; every change is a new version)."""
+
+    id: str
+    """The fragment id; for a history fragment, the message id it stands for."""
+    kind: FragmentKind
+    """``system``, ``user``, ``assistant``, ``tool`` or ``file``."""
+    title: str = ""
+    """A short title for listings."""
+    content: str = ""
+    """The text the model is given (a history fragment's current text)."""
+    tags: tuple[str, ...] = ()
+    """Free labels to search and filter by."""
+    created_at: float = 0.0
+    """Unix time it was added (0 for a history message never changed)."""
+    updated_at: float = 0.0
+    """Unix time of this version."""
+    version: int = 1
+    """This version's number; 0 is a history message as it was recorded."""
+    disabled: bool = False
+    """Left out of the request, but kept (enable brings it back)."""
+    removed: bool = False
+    """Deleted: gone from the request and from listings (its versions stay)."""
+    order: float = 0.0
+    """Position among the added fragments of its scope (lower first)."""
+    scope: Scope = "session"
+    """``session`` or ``project``."""
+    message: bool = False
+    """A history fragment: ``id`` is a message id and the content overlays the message."""
+    edited: bool = False
+    """For a history fragment: the content replaces the message's text."""
+
+    def replace(self, **changes: object) -> Fragment:
+        """Return a copy with ``changes`` applied."""
+        return msgspec.structs.replace(self, **changes)
+
+    @property
+    def label(self) -> str:
+        """The id and version as manifests and transforms show them: ``fragment:<id>@<v>``."""
+        return f"fragment:{self.id}@{self.version}"
+
+
+class FragmentChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One write: the fragment's new version, the operation and the version it replaces."""
+
+    fragment: Fragment
+    op: str
+    """``add``, ``edit``, ``remove``, ``disable``, ``enable``, ``move`` or ``revert``."""
+    old_version: int
+
+
+class FragmentScope(msgspec.Struct, frozen=True):
+    """Which fragment set: a user's session, or an agent's project (no user)."""
+
+    user_id: str
+    agent_id: str
+    scope: Scope
+    name: str
+    """The session id, or the project name."""
+
+    @classmethod
+    def of_session(cls, key: SessionKey) -> FragmentScope:
+        """Return the scope of the fragments of ``key``'s session."""
+        return cls(key.user_id, key.agent_id, "session", key.session_id)
+
+    @classmethod
+    def of_project(cls, agent_id: str, project: str = DEFAULT_PROJECT) -> FragmentScope:
+        """Return the scope of an agent's project fragments (shared by every user)."""
+        return cls("", agent_id, "project", project)
+
+
+# ---------------------------------------------------------------- hygiene
+class SecretPattern(msgspec.Struct, frozen=True):
+    """A secret to redact: a name and a regular expression.
+
+    The whole match is replaced by ``[REDACTED:<name>]``, or, when the pattern has a group
+    named ``keep``, that group followed by the replacement (``password=[REDACTED:password]``).
+    """
+
+    name: str
+    pattern: str
+
+
+DEFAULT_SECRETS: Final = (
+    SecretPattern(
+        "private_key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+    ),
+    SecretPattern("api_key", r"\bsk-[A-Za-z0-9_\-]{16,}"),
+    SecretPattern("aws_key", r"\bAKIA[0-9A-Z]{16}\b"),
+    SecretPattern("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    SecretPattern("bearer", r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
+    SecretPattern(
+        "password",
+        r"(?i)(?P<keep>\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)"
+        r"\s*[=:]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
+    ),
+)
+"""API keys (``sk-…``, AWS, GitHub), bearer tokens, ``password=…``-style assignments, PEM
+private keys."""
+
+
+class FragmentPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """The hygiene rules of fragment writes."""
+
+    max_chars: int = 100_000
+    """The largest content (and title) a fragment may have, in characters."""
+    secrets: tuple[SecretPattern, ...] = DEFAULT_SECRETS
+    """What to redact before anything is stored (``()``: nothing)."""
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 1:
+            raise ConfigurationError(f"max_chars must be positive, got {self.max_chars}")
+        for secret in self.secrets:
+            try:
+                re.compile(secret.pattern)
+            except re.error as error:
+                raise ConfigurationError(
+                    f"the secret pattern {secret.name!r} is not a valid regular expression: {error}"
+                ) from error
+
+    def clean(self, text: str, what: str = "content") -> str:
+        """Return ``text`` with secrets redacted, after checking its size.
+
+        Raises:
+            InvalidInputError: ``text`` is longer than ``max_chars``.
+        """
+        if not isinstance(text, str):
+            raise InvalidInputError(f"a fragment's {what} must be text, got {type(text).__name__}")
+        if len(text) > self.max_chars:
+            raise InvalidInputError(
+                f"the fragment's {what} is {len(text):,} characters, over the limit of "
+                f"{self.max_chars:,}; split it into smaller fragments or raise "
+                "FragmentPolicy(max_chars=...)",
+                chars=len(text),
+                limit=self.max_chars,
+            )
+        return redact(text, self.secrets)
+
+
+def redact(text: str, secrets: Iterable[SecretPattern] = DEFAULT_SECRETS) -> str:
+    """Return ``text`` with every match of ``secrets`` replaced by ``[REDACTED:<name>]``."""
+    for secret in secrets:
+        compiled = re.compile(secret.pattern)
+        marker = f"[REDACTED:{secret.name}]"
+        keep = "keep" in compiled.groupindex
+
+        def sub(match: re.Match[str], marker: str = marker, keep: bool = keep) -> str:
+            return (match.group("keep") or "") + marker if keep else marker
+
+        text = compiled.sub(sub, text)
+    return text
+
+
+# ---------------------------------------------------------- history fragments
+def ref_id(message: Message) -> str:
+    """Return the fragment id of a history message: its original's id for a rewritten copy."""
+    origin = message.meta(ORIGIN_ID)
+    return origin if isinstance(origin, str) and origin else message.id
+
+
+def from_message(message: Message) -> Fragment:
+    """Return version 0 of the history fragment that ``message`` is."""
+    kind: FragmentKind = message.role if message.role in KINDS else "user"
+    return Fragment(
+        id=ref_id(message),
+        kind=kind,
+        title=_title(message),
+        content=message.text,
+        version=0,
+        message=True,
+    )
+
+
+def _title(message: Message) -> str:
+    if message.role == "tool":
+        return f"result of {message.name or message.tool_call_id or 'a tool'}"
+    if message.tool_calls:
+        return "calls " + ", ".join(call.name for call in message.tool_calls)
+    first = message.text.strip().split("\n", 1)[0]
+    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+
+
+def overlaid(message: Message, overlay: Fragment | None) -> Fragment:
+    """Return the history fragment of ``message`` with its overlay applied (if any)."""
+    base = from_message(message)
+    if overlay is None:
+        return base
+    return overlay.replace(
+        kind=base.kind,
+        title=overlay.title or base.title,
+        content=overlay.content if overlay.edited else base.content,
+    )
+
+
+# ---------------------------------------------------------------- operations
+FragmentList = list[Fragment]
+"""A list of fragments (the name keeps `Fragments.list` from shadowing ``list``)."""
+
+
+class Fragments:
+    """The fragments of one session and of its agent's project, over a session store.
+
+    Args:
+        store: a store with the fragment tables (both built-in backends).
+        key: the session (user, agent, session id); project changes are logged in it too.
+        project: the project name of project-scope fragments.
+        policy: size limit and secret patterns.
+
+    Every write takes ``expected_version``: the set version the caller read (``None``: the
+    version read at the start of the call). A write from a stale version raises
+    `StateConflict` and changes nothing.
+    """
+
+    def __init__(
+        self,
+        store: object,
+        key: SessionKey,
+        *,
+        project: str = DEFAULT_PROJECT,
+        policy: FragmentPolicy | None = None,
+    ) -> None:
+        from harness.sessions.store import FragmentStore
+
+        if not isinstance(store, FragmentStore):
+            raise ConfigurationError(
+                f"{store!r} keeps no fragments; use a store from harness.sessions.open_store "
+                "(sqlite:/// or postgresql://)"
+            )
+        self.store: FragmentStore = store
+        self.key = key
+        self.project = project
+        self.policy = policy or FragmentPolicy()
+
+    def scope_of(self, scope: Scope) -> FragmentScope:
+        """Return the fragment scope ``session`` or ``project`` of this session."""
+        if scope == "session":
+            return FragmentScope.of_session(self.key)
+        if scope == "project":
+            return FragmentScope.of_project(self.key.agent_id, self.project)
+        raise InvalidInputError(f"a fragment scope is 'session' or 'project', got {scope!r}")
+
+    async def version(self, scope: Scope = "session") -> int:
+        """Return the set version of ``scope`` (0 before the first write)."""
+        version, _ = await self.store.fragments(self.scope_of(scope))
+        return version
+
+    # -------------------------------------------------------------- reading
+    async def list(self, *, scope: Scope | None = None, removed: bool = False) -> FragmentList:
+        """Return the fragments in the order the model gets them.
+
+        Project system fragments, session system fragments, the history (each message with
+        its overlay), then the added fragments (project first), each group in its order.
+        ``scope`` limits the listing to one scope; ``removed`` includes removed fragments.
+        """
+        out: FragmentList = []
+        project: FragmentList = []
+        session: FragmentList = []
+        if scope in (None, "project"):
+            _, project = await self.store.fragments(self.scope_of("project"))
+        history: FragmentList = []
+        if scope in (None, "session"):
+            _, session = await self.store.fragments(self.scope_of("session"))
+            history = await self._history(session)
+        added = [f for f in project + session if not f.message]
+        added.sort(key=lambda f: (f.scope != "project", f.order))
+        out = [f for f in added if f.kind == "system"] + history
+        out += [f for f in added if f.kind != "system"]
+        return out if removed else [f for f in out if not f.removed]
+
+    async def get(self, fragment_id: str, *, scope: Scope = "session") -> Fragment:
+        """Return the current version of one fragment.
+
+        Raises:
+            InvalidInputError: there is no such fragment in ``scope``.
+        """
+        _, stored = await self.store.fragments(self.scope_of(scope))
+        return await self._current(fragment_id, scope, stored)
+
+    async def versions(self, fragment_id: str, *, scope: Scope = "session") -> FragmentList:
+        """Return every version of a fragment, oldest first (a history message's is 0)."""
+        current = await self.get(fragment_id, scope=scope)
+        found = await self.store.fragment_versions(self.scope_of(scope), current.id)
+        if current.message:
+            base = await self._message(fragment_id)
+            return [from_message(base), *(overlaid(base, f) for f in found)]
+        return found
+
+    async def search(
+        self,
+        keyword: str = "",
+        *,
+        tags: Sequence[str] = (),
+        scope: Scope | None = None,
+        limit: int = 50,
+    ) -> FragmentList:
+        """Return fragments whose title, tags or content contain every term of ``keyword``.
+
+        Added fragments and edited overlays are searched through the store's full-text index;
+        history messages through the store's message search (CJK included). ``tags`` keeps
+        only fragments carrying every tag given.
+        """
+        wanted = [t.casefold() for t in tags]
+        listed = await self.list(scope=scope)
+        if keyword.strip():
+            hits: set[str] = set()
+            for name in ("project", "session") if scope is None else (scope,):
+                for found in await self.store.search_fragments(
+                    self.scope_of(name), keyword, limit=max(limit, 1) * 4
+                ):
+                    hits.add(found.id)
+            if scope in (None, "session"):
+                for hit in await self.store.search(self.key.user_id, keyword, limit=500):
+                    if hit.session_id == self.key.session_id and hit.agent_id == self.key.agent_id:
+                        hits.add(hit.message_id)
+                by_message = {f.id for f in listed if f.message and not f.edited}
+                terms = [t.casefold() for t in keyword.split()]
+                for f in listed:  # copies (offloads, trims) answer to their original's id
+                    if f.id in by_message and all(t in f.content.casefold() for t in terms):
+                        hits.add(f.id)
+            listed = [f for f in listed if f.id in hits and _matches(f, keyword)]
+        if wanted:
+            listed = [f for f in listed if all(t in {g.casefold() for g in f.tags} for t in wanted)]
+        return listed[:limit]
+
+    # -------------------------------------------------------------- writing
+    async def add(
+        self,
+        content: str,
+        *,
+        kind: FragmentKind = "user",
+        title: str = "",
+        tags: Sequence[str] = (),
+        scope: Scope = "session",
+        position: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+        expected_version: int | None = None,
+    ) -> Fragment:
+        """Add a fragment (at the end of its scope's order, or where ``position`` etc. say).
+
+        Raises:
+            InvalidInputError: a bad kind, an oversized content, an unknown neighbour.
+            StateConflict: ``expected_version`` is stale.
+        """
+        if kind not in KINDS:
+            raise InvalidInputError(
+                f"a fragment kind is one of {', '.join(sorted(KINDS))}; got {kind!r}"
+            )
+        version, stored = await self._read(scope, expected_version)
+        now = time.time()
+        fragment = Fragment(
+            id="f-" + new_id()[:12],
+            kind=kind,
+            title=self.policy.clean(title, "title"),
+            content=self.policy.clean(content),
+            tags=_tags(tags),
+            created_at=now,
+            updated_at=now,
+            version=1,
+            scope=scope,
+        )
+        order = _order_at(stored, fragment.id, position, before, after)
+        fragment = fragment.replace(order=order)
+        await self._write(
+            scope, version, [FragmentChange(fragment=fragment, op="add", old_version=0)]
+        )
+        return fragment
+
+    async def edit(
+        self,
+        fragment_id: str,
+        *,
+        content: str | None = None,
+        title: str | None = None,
+        tags: Sequence[str] | None = None,
+        scope: Scope = "session",
+        expected_version: int | None = None,
+    ) -> Fragment:
+        """Change a fragment's content, title or tags (a history message gets an overlay)."""
+        changes: dict[str, object] = {}
+        if content is not None:
+            changes["content"] = self.policy.clean(content)
+            changes["edited"] = True
+        if title is not None:
+            changes["title"] = self.policy.clean(title, "title")
+        if tags is not None:
+            changes["tags"] = _tags(tags)
+        if not changes:
+            raise InvalidInputError("nothing to edit: give the new content, title or tags")
+        return await self._change(fragment_id, "edit", changes, scope, expected_version)
+
+    async def remove(
+        self, fragment_id: str, *, scope: Scope = "session", expected_version: int | None = None
+    ) -> Fragment:
+        """Remove a fragment: gone from the request and listings (revert brings it back)."""
+        return await self._change(fragment_id, "remove", {"removed": True}, scope, expected_version)
+
+    async def disable(
+        self, fragment_id: str, *, scope: Scope = "session", expected_version: int | None = None
+    ) -> Fragment:
+        """Leave a fragment out of the request but keep it listed."""
+        return await self._change(
+            fragment_id, "disable", {"disabled": True}, scope, expected_version
+        )
+
+    async def enable(
+        self, fragment_id: str, *, scope: Scope = "session", expected_version: int | None = None
+    ) -> Fragment:
+        """Bring a disabled fragment back."""
+        return await self._change(
+            fragment_id, "enable", {"disabled": False}, scope, expected_version
+        )
+
+    async def move(
+        self,
+        fragment_id: str,
+        *,
+        position: int | None = None,
+        before: str | None = None,
+        after: str | None = None,
+        scope: Scope = "session",
+        expected_version: int | None = None,
+    ) -> Fragment:
+        """Move an added fragment to ``position`` (0 first) or before / after another.
+
+        History messages keep the conversation's order (moving one would split tool calls
+        from their results); only added fragments move.
+        """
+        if sum(x is not None for x in (position, before, after)) != 1:
+            raise InvalidInputError("move needs exactly one of position, before or after")
+        version, stored = await self._read(scope, expected_version)
+        current = await self._current(fragment_id, scope, stored)
+        if current.message:
+            raise InvalidInputError(
+                f"{fragment_id!r} is a history message: history keeps the conversation's "
+                "order (tool calls stay with their results); move added fragments only"
+            )
+        order = _order_at(stored, current.id, position, before, after)
+        return await self._commit_one(scope, version, current, "move", {"order": order})
+
+    async def revert(
+        self,
+        fragment_id: str,
+        *,
+        to_version: int | None = None,
+        scope: Scope = "session",
+        expected_version: int | None = None,
+    ) -> Fragment:
+        """Restore an earlier version (default: the one before the current) as a new version."""
+        version, stored = await self._read(scope, expected_version)
+        current = await self._current(fragment_id, scope, stored)
+        target = current.version - 1 if to_version is None else to_version
+        if not 0 <= target < current.version or (target == 0 and not current.message):
+            first = 0 if current.message else 1
+            raise InvalidInputError(
+                f"fragment {fragment_id!r} is at version {current.version}; revert to a "
+                f"version from {first} to {current.version - 1}"
+                if current.version > first
+                else f"fragment {fragment_id!r} has no earlier version to revert to"
+            )
+        if target == 0:
+            old = from_message(await self._message(fragment_id)).replace(content="")
+        else:
+            found = await self.store.fragment_versions(self.scope_of(scope), current.id)
+            old = next(f for f in found if f.version == target)
+        changes: dict[str, object] = {
+            "title": old.title,
+            "content": old.content,
+            "tags": old.tags,
+            "disabled": old.disabled,
+            "removed": old.removed,
+            "edited": old.edited,
+        }
+        if target == 0:
+            changes["title"] = ""
+        return await self._commit_one(scope, version, current, "revert", changes)
+
+    # -------------------------------------------------------------- private
+    async def _read(self, scope: Scope, expected: int | None) -> tuple[int, FragmentList]:
+        target = self.scope_of(scope)
+        version, stored = await self.store.fragments(target)
+        if expected is not None and expected != version:
+            raise StateConflict(
+                f"the {scope} fragments of {self.key.session_id!r} are at version {version}, "
+                f"but this change was prepared from version {expected}: someone else changed "
+                "them first and nothing was written. List them again and redo the change.",
+                expected_version=expected,
+                actual_version=version,
+                session_id=self.key.session_id,
+            )
+        return version, stored
+
+    async def _change(
+        self,
+        fragment_id: str,
+        op: str,
+        changes: dict[str, object],
+        scope: Scope,
+        expected: int | None,
+    ) -> Fragment:
+        version, stored = await self._read(scope, expected)
+        current = await self._current(fragment_id, scope, stored)
+        return await self._commit_one(scope, version, current, op, changes)
+
+    async def _commit_one(
+        self, scope: Scope, version: int, current: Fragment, op: str, changes: dict[str, object]
+    ) -> Fragment:
+        now = time.time()
+        new = current.replace(
+            version=current.version + 1,
+            updated_at=now,
+            created_at=current.created_at or now,
+            **changes,
+        )
+        if new.message and not new.edited:
+            new = new.replace(content="")  # the overlay holds no copy of the message
+        await self._write(
+            scope, version, [FragmentChange(fragment=new, op=op, old_version=current.version)]
+        )
+        if new.message:
+            return overlaid(await self._message(new.id), new)
+        return new
+
+    async def _write(self, scope: Scope, version: int, changes: Sequence[FragmentChange]) -> None:
+        await self.store.commit_fragments(
+            self.scope_of(scope), expected_version=version, changes=changes, log=self.key
+        )
+
+    async def _current(self, fragment_id: str, scope: Scope, stored: FragmentList) -> Fragment:
+        for fragment in stored:
+            if fragment.id == fragment_id:
+                return fragment
+        if scope == "session":
+            message = await self._find_message(fragment_id)
+            if message is not None:
+                return from_message(message).replace(content="", title="")
+        raise InvalidInputError(
+            f"no fragment {fragment_id!r} in the {scope} fragments of session "
+            f"{self.key.session_id!r} (see `harness fragments list`)"
+        )
+
+    async def _history(self, stored: FragmentList) -> FragmentList:
+        overlays = {f.id: f for f in stored if f.message}
+        loaded = await self.store.load(self.key)
+        working = (
+            []
+            if loaded is None
+            else [loaded[1][i] for i in loaded[0].working_ids if i in loaded[1]]
+        )
+        seen: set[str] = set()
+        out: FragmentList = []
+        for message in working:
+            fid = ref_id(message)
+            seen.add(fid)
+            out.append(overlaid(message, overlays.get(fid)))
+        missing = [i for i in overlays if i not in seen]
+        if missing:  # left out of the working history (compacted while disabled …)
+            found = await self.store.messages(self.key, missing)
+            out += [overlaid(found[i], overlays[i]) for i in missing if i in found]
+        return out
+
+    async def _find_message(self, message_id: str) -> Message | None:
+        loaded = await self.store.load(self.key)
+        if loaded is not None:
+            for message in loaded[1].values():
+                if message.id == message_id or ref_id(message) == message_id:
+                    return message
+        found = await self.store.messages(self.key, [message_id])
+        return found.get(message_id)
+
+    async def _message(self, message_id: str) -> Message:
+        found = await self.store.messages(self.key, [message_id])
+        if message_id in found:
+            return found[message_id]
+        message = await self._find_message(message_id)
+        if message is None:
+            raise InvalidInputError(
+                f"the message {message_id!r} is not in session {self.key.session_id!r}"
+            )
+        return message
+
+
+def _tags(tags: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(tags, str):
+        tags = [tags]
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip() or len(tag) > 100:
+            raise InvalidInputError(f"a tag is non-empty text up to 100 characters, got {tag!r}")
+        if tag.strip() not in out:
+            out.append(tag.strip())
+    return tuple(out)
+
+
+def _matches(fragment: Fragment, keyword: str) -> bool:
+    text = f"{fragment.title}\n{' '.join(fragment.tags)}\n{fragment.content}".casefold()
+    return all(term.casefold() in text for term in keyword.split())
+
+
+def _order_at(
+    stored: list[Fragment],
+    moving: str,
+    position: int | None,
+    before: str | None,
+    after: str | None,
+) -> float:
+    """Return an order value that puts ``moving`` where asked among the added fragments."""
+    others = sorted(
+        (f for f in stored if not f.message and not f.removed and f.id != moving),
+        key=lambda f: f.order,
+    )
+    if before is not None or after is not None:
+        anchor = before if before is not None else after
+        index = next((i for i, f in enumerate(others) if f.id == anchor), None)
+        if index is None:
+            raise InvalidInputError(
+                f"no added fragment {anchor!r} in this scope to move next to "
+                "(history messages keep their place)"
+            )
+        position = index if before is not None else index + 1
+    if position is None:
+        position = len(others)
+    if position < 0:
+        raise InvalidInputError(f"a position is 0 or more, got {position}")
+    position = min(position, len(others))
+    low = others[position - 1].order if position > 0 else None
+    high = others[position].order if position < len(others) else None
+    if low is None and high is None:
+        return 1.0
+    if low is None:
+        return (high or 0.0) - 1.0
+    if high is None:
+        return low + 1.0
+    return (low + high) / 2
