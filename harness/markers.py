@@ -34,6 +34,9 @@ ORIGIN_ID: Final = "origin_id"
 """On a rewritten message: the id of the message it was made from."""
 INTERRUPTED: Final = "interrupted"
 """On a result made up for a tool call that never answered (``True``)."""
+FRAGMENT: Final = "fragment"
+"""On a history message sent with a developer's edit (`harness.fragments`): the fragment's
+``fragment:<id>@<version>`` label; ``origin_id`` names the message it overlays."""
 
 REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED)
 """Markers of a message whose content the model no longer sees in full."""

@@ -19,6 +19,7 @@ from middleware._selection import DefaultSelection, SelectionPolicy
 from middleware.budget_fit import BudgetFit
 from middleware.compaction import Compaction
 from middleware.context_sources import ContextRequest, ContextSource, ContextSources, context_source
+from middleware.fragment_editor import FragmentEditor
 from middleware.overflow_retry import OverflowRetry
 from middleware.pair_validation import PairValidation
 from middleware.session_tools import SessionTools
@@ -35,6 +36,7 @@ __all__ = [
     "ContextSource",
     "ContextSources",
     "DefaultSelection",
+    "FragmentEditor",
     "Instruction",
     "OverflowRetry",
     "PairValidation",

@@ -1,0 +1,280 @@
+"""FragmentEditor: apply the developer's context fragments to the real request.
+
+Place in the stack: after TaskState and before ToolResultOffload, BudgetFit, Compaction and
+PairValidation — it adds context (System parts, reference blocks) and changes the history,
+so the budget, compaction and pair checks see exactly what will be sent.
+
+Before every request it reads the session's fragments and the project's (`harness.fragments`,
+through the store and session key the agent puts in ``request.run``), so an edit made by the
+CLI while an agent serves the session reaches its next request:
+
+- a history message with an overlay is sent with the overlay's content (a copy with a new
+  id, marker ``fragment`` = ``fragment:<id>@<version>`` and ``origin_id``); tool calls,
+  results' call ids and ``reasoning_content`` stay as they were;
+- a disabled or removed history message is left out *with its partner*: a disabled call
+  message takes its results along; a disabled result takes its call out of the assistant
+  message (the whole message when nothing else is left), so pairs stay valid. What is left
+  out is for this request only: the working history that the agent keeps (``commit_history``)
+  still has it, so enabling it again brings it back;
+- added ``system`` fragments (pinned) join System as parts named ``fragment:<id>@<version>``;
+  other added fragments become reference blocks (category ``fragment``, source id
+  ``fragment:<id>@<version>``) in the developer's order — project fragments first. BudgetFit
+  may drop them (``omitted_for_budget:fragment:…``); each one dropped is a
+  ``fragment_omitted_for_budget`` warning event, and a request over ``warn_at`` of its limit
+  is a ``context_near_limit`` warning.
+
+In a round where Compaction rewrites the history it commits what it compacted, so a message
+left out in that round stays out of the working history (its text stays in the log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import ClassVar
+
+from harness.blocks import ContextBlock
+from harness.errors import ConfigurationError
+from harness.events import AgentEvent
+from harness.fragments import DEFAULT_PROJECT, Fragment, FragmentScope, ref_id
+from harness.markers import FRAGMENT, ORIGIN_ID
+from harness.messages import Message
+from harness.request import ModelRequest, ModelResponse, SystemPart
+from harness.sessions.store import FragmentStore
+from harness.types import Concern, Handler
+from middleware._history import units
+
+OMITTED: str = "omitted_for_budget:fragment:"
+
+
+class FragmentEditor:
+    """Apply the session's and the project's fragments to each request.
+
+    Args:
+        project: the project whose fragments every session of the agent loads.
+        priority: the selection priority of fragment reference blocks (higher survives
+            longer when BudgetFit must drop optional material).
+        warn_at: the share of the input limit above which a ``context_near_limit`` warning
+            is emitted (``None``: never).
+        purposes: request purposes the fragments apply to (default: the agent loop).
+
+    Raises:
+        ConfigurationError: an empty project name or a ``warn_at`` outside (0, 1].
+    """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
+    after: ClassVar[frozenset[Concern]] = frozenset()
+
+    def __init__(
+        self,
+        *,
+        project: str = DEFAULT_PROJECT,
+        priority: int = 0,
+        warn_at: float | None = 0.9,
+        purposes: Collection[str] = ("agent",),
+    ) -> None:
+        if not isinstance(project, str) or not project:
+            raise ConfigurationError(f"project must be a non-empty name, got {project!r}")
+        if warn_at is not None and not 0 < warn_at <= 1:
+            raise ConfigurationError(f"warn_at is a share of the limit in (0, 1], got {warn_at}")
+        if isinstance(purposes, str):
+            raise ConfigurationError(f"purposes must be a collection, e.g. ({purposes!r},)")
+        self.project = project
+        self.priority = int(priority)
+        self.warn_at = warn_at
+        self.purposes = frozenset(purposes)
+
+    def __repr__(self) -> str:
+        return f"FragmentEditor(project={self.project!r}, priority={self.priority})"
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        """Apply the fragments, send the request on, and warn about what the budget left out."""
+        run = request.run
+        if (
+            run is None
+            or run.key is None
+            or not isinstance(run.store, FragmentStore)
+            or request.ids.purpose not in self.purposes
+        ):
+            return await call_next(request)
+        store, key = run.store, run.key
+        _, session = await store.fragments(FragmentScope.of_session(key))
+        _, project = await store.fragments(FragmentScope.of_project(key.agent_id, self.project))
+        originals = await self._originals(request, session)
+        prepared = self.apply(request, session, project, originals)
+        response = await call_next(prepared)
+        self._warn(request, response)
+        return response
+
+    # ------------------------------------------------------------------ applying
+    def apply(
+        self,
+        request: ModelRequest,
+        session: list[Fragment],
+        project: list[Fragment],
+        originals: dict[str, Message] | None = None,
+    ) -> ModelRequest:
+        """Return ``request`` with the fragments applied (pure: no store access).
+
+        Args:
+            request: the request as prepared so far.
+            session: the session's fragments (current versions, overlays included).
+            project: the project's fragments.
+            originals: original messages by id, for copies whose edit was reverted.
+        """
+        overlays = {f.id: f for f in session if f.message}
+        added = sorted(
+            (f for f in (*project, *session) if not f.message and not f.disabled and not f.removed),
+            key=lambda f: (f.scope != "project", f.order),
+        )
+        changed = request
+        if overlays or any(m.meta(FRAGMENT) is not None for m in request.history):
+            changed = self._history(request, overlays, originals or {})
+        system = tuple(
+            SystemPart(name=f.label, text=f.content) for f in added if f.kind == "system"
+        )
+        blocks = tuple(self._block(f) for f in added if f.kind != "system")
+        if not system and not blocks:
+            return changed
+        return changed.replace(system=changed.system + system, blocks=changed.blocks + blocks)
+
+    def _block(self, fragment: Fragment) -> ContextBlock:
+        text = f"{fragment.title}\n{fragment.content}" if fragment.title else fragment.content
+        return ContextBlock.reference(
+            fragment.label,
+            text,
+            source_id=fragment.label,
+            revision=str(fragment.version),
+            category="fragment",
+            priority=self.priority,
+        )
+
+    def _history(
+        self,
+        request: ModelRequest,
+        overlays: dict[str, Fragment],
+        originals: dict[str, Message],
+    ) -> ModelRequest:
+        history = request.history
+        kept: list[Message] = []  # what is committed: edits applied, nothing left out
+        sent: list[Message] = []
+        transforms: list[str] = []
+        for start, end in units(history):
+            unit = [self._edited(m, overlays, originals, transforms) for m in history[start:end]]
+            kept.extend(unit)
+            out = [_left_out(m, overlays) for m in unit]
+            head = unit[0]
+            if out[0] is not None:
+                transforms.append(f"fragment_{out[0]}:{head.id}")
+                transforms.extend(f"fragment_pair_left_out:{m.id}" for m in unit[1:])
+                continue
+            if not (head.role == "assistant" and head.tool_calls) or not any(out[1:]):
+                sent.extend(unit)
+                continue
+            gone = {m.tool_call_id for m, why in zip(unit[1:], out[1:], strict=True) if why}
+            for m, why in zip(unit[1:], out[1:], strict=True):
+                if why:
+                    transforms.append(f"fragment_{why}:{m.id}")
+            calls = tuple(c for c in head.tool_calls if c.id not in gone)
+            if calls or head.text:
+                sent.append(head.replace(id=f"{head.id}~calls{len(calls)}", tool_calls=calls))
+                if len(calls) < len(head.tool_calls):
+                    transforms.append(f"fragment_pair_left_out:calls of {head.id}")
+            else:
+                transforms.append(f"fragment_pair_left_out:{head.id}")
+            sent.extend(m for m, why in zip(unit[1:], out[1:], strict=True) if not why)
+        if not transforms:
+            return request
+        left_out = len(sent) != len(kept) or any(
+            a is not b for a, b in zip(sent, kept, strict=True)
+        )
+        return request.replace(
+            history=tuple(sent),
+            # Left out for this request only: the agent keeps the history with them.
+            commit_history=tuple(kept) if left_out else request.commit_history,
+        ).with_transforms(*transforms)
+
+    @staticmethod
+    def _edited(
+        message: Message,
+        overlays: dict[str, Fragment],
+        originals: dict[str, Message],
+        transforms: list[str],
+    ) -> Message:
+        fid = ref_id(message)
+        overlay = overlays.get(fid)
+        marker = message.meta(FRAGMENT)
+        if overlay is not None and overlay.edited:
+            if marker == overlay.label:
+                return message  # already this version
+            meta = dict(message.metadata or {})
+            meta.update({FRAGMENT: overlay.label, ORIGIN_ID: fid})
+            transforms.append(f"fragment_edit:{overlay.label}")
+            return message.replace(
+                id=f"{fid}~fragment{overlay.version}", content=overlay.content, metadata=meta
+            )
+        if marker is not None:  # an edit was reverted: back to the original message
+            original = originals.get(fid)
+            if original is not None:
+                transforms.append(f"fragment_restore:{fid}")
+                return original
+        return message
+
+    async def _originals(
+        self, request: ModelRequest, session: list[Fragment]
+    ) -> dict[str, Message]:
+        """Return the originals of copies whose overlay no longer edits them (rare)."""
+        edited = {f.id for f in session if f.message and f.edited}
+        wanted = {
+            ref_id(m)
+            for m in request.history
+            if m.meta(FRAGMENT) is not None and ref_id(m) not in edited
+        }
+        if not wanted:
+            return {}
+        found: dict[str, Message] = {}
+        if request.state is not None:
+            found = {m.id: m for m in request.state.full_history if m.id in wanted}
+        missing = [i for i in wanted if i not in found]
+        run = request.run
+        if missing and run is not None and run.store is not None and run.key is not None:
+            found.update(await run.store.messages(run.key, missing))
+        return found
+
+    # ------------------------------------------------------------------ warnings
+    def _warn(self, request: ModelRequest, response: ModelResponse) -> None:
+        run, manifest = request.run, response.manifest
+        if run is None or run.emit is None or manifest is None:
+            return
+        for transform in manifest.transforms:
+            if transform.startswith(OMITTED):
+                run.emit(
+                    AgentEvent(
+                        kind="warning",
+                        code="fragment_omitted_for_budget",
+                        text=f"{transform[len('omitted_for_budget:') :]} was left out: the "
+                        "request is over its budget; shorten it, move it earlier or disable "
+                        "other fragments",
+                    )
+                )
+        limit = manifest.input_limit
+        near = self.warn_at is not None and limit > 0
+        if near and manifest.estimated_input_tokens >= (self.warn_at or 1.0) * limit:
+            run.emit(
+                AgentEvent(
+                    kind="warning",
+                    code="context_near_limit",
+                    text=f"the request uses ~{manifest.estimated_input_tokens:,} of "
+                    f"{limit:,} input tokens; disable or shorten fragments to make room",
+                )
+            )
+
+
+def _left_out(message: Message, overlays: dict[str, Fragment]) -> str | None:
+    overlay = overlays.get(ref_id(message))
+    if overlay is None:
+        return None
+    if overlay.removed:
+        return "removed"
+    if overlay.disabled:
+        return "disabled"
+    return None

@@ -1,0 +1,208 @@
+"""FragmentEditor through HarnessAgent and ScriptedModel: the article's validation matrix.
+
+Every check is on the request the model actually received (``model.agent_requests``), with a
+real SQLite store, the CLI-facing `harness.fragments.Fragments` writing the fragments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeContext
+from harness.errors import ConfigurationError
+from harness.events import AgentEvent
+from harness.sessions import SessionKey, SessionStore, open_store
+from harness.types import Middleware
+from middleware import BudgetFit, Compaction, FragmentEditor, PairValidation, ToolResultOffload
+from middleware._history import check_pairs
+from providers import ScriptedModel
+
+CTX = RuntimeContext(user_id="u1", session_id="s1")
+KEY = SessionKey("u1", "agent", "s1")
+
+
+def shell(command: str) -> str:
+    """Run a command.
+
+    Args:
+        command: the command line.
+    """
+    return f"ran {command}: SECRET-OUTPUT-42"
+
+
+def make_agent(store: SessionStore, model: ScriptedModel, **policy: int) -> HarnessAgent:
+    stack: list[Middleware] = [
+        FragmentEditor(),
+        ToolResultOffload(),
+        BudgetFit(),
+        Compaction(),
+        PairValidation(),
+    ]
+    return HarnessAgent(
+        model=model,
+        tools=[shell],
+        stack=stack,
+        store=store,
+        system_prompt="You are careful.",
+        policy=ContextPolicy(**policy),  # type: ignore[arg-type]
+    )
+
+
+def sent_text(model: ScriptedModel, index: int = -1) -> str:
+    request = model.agent_requests[index]
+    return "\n".join(m.text for m in request.render())
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SessionStore]:
+    opened = open_store(f"sqlite://{tmp_path / 'sessions.db'}")
+    yield opened
+    await opened.aclose()
+
+
+async def test_add_edit_revert_and_remove_change_what_the_model_receives(
+    store: SessionStore,
+) -> None:
+    model = ScriptedModel(default="ok")
+    agent = make_agent(store, model)
+    fragments = Fragments(store, KEY)
+    await agent.call("Compute the invoice total in floats", CTX)
+    first_user = agent.state(CTX).working_history[0]
+
+    added = await fragments.add("Never use floating point for money.", title="money rule")
+    await fragments.edit(first_user.id, content="Compute the invoice total in decimals")
+    await agent.call("go on", CTX)
+    text = sent_text(model)
+    assert "Never use floating point for money." in text
+    assert "in decimals" in text and "in floats" not in text
+    request = model.agent_requests[-1]
+    assert any(b.source_id == f"fragment:{added.id}@1" for b in request.blocks)
+    assert model.agent_requests[-1].history[0].meta("fragment") == f"fragment:{first_user.id}@1"
+
+    await fragments.revert(first_user.id)  # back to the recorded message
+    await fragments.remove(added.id)
+    await agent.call("and now?", CTX)
+    text = sent_text(model)
+    assert "in floats" in text and "in decimals" not in text
+    assert "floating point for money" not in text
+
+
+async def test_disabling_a_tool_result_hides_its_call_and_pairs_stay_valid(
+    store: SessionStore,
+) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedModel.tool_call("shell", {"command": "ls"}),
+            "listed",
+            "second",
+            "third",
+        ]
+    )
+    agent = make_agent(store, model)
+    fragments = Fragments(store, KEY)
+    await agent.call("list the files", CTX)
+    result = next(m for m in agent.state(CTX).working_history if m.role == "tool")
+
+    await fragments.disable(result.id)
+    await agent.call("what next?", CTX)  # PairValidation(mode="fail") let it through
+    request = model.agent_requests[-1]
+    assert "SECRET-OUTPUT-42" not in sent_text(model)
+    assert not any(m.tool_calls or m.role == "tool" for m in request.history)
+    assert check_pairs(request.history).ok
+    assert f"fragment_disabled:{result.id}" in request.transforms
+    # Left out for the request only: the working history still has both.
+    assert any(m.id == result.id for m in agent.state(CTX).working_history)
+
+    await fragments.enable(result.id)
+    await agent.call("and again?", CTX)
+    assert "SECRET-OUTPUT-42" in sent_text(model)
+    assert check_pairs(model.agent_requests[-1].history).ok
+
+
+async def test_a_pinned_system_fragment_is_in_system_and_a_project_one_in_every_session(
+    store: SessionStore,
+) -> None:
+    model = ScriptedModel(default="ok")
+    agent = make_agent(store, model)
+    pinned = await Fragments(store, KEY).add("Answer in English.", kind="system")
+    await Fragments(store, KEY).add("Use the decimal module.", scope="project")
+    await agent.call("hi", CTX)
+    request = model.agent_requests[-1]
+    assert f"fragment:{pinned.id}@1" in [p.name for p in request.system]
+    assert "Answer in English." in request.system_text
+    assert "Use the decimal module." in sent_text(model)
+
+    other = RuntimeContext(user_id="u2", session_id="elsewhere")
+    await agent.call("hello", other)
+    text = sent_text(model)
+    assert "Use the decimal module." in text  # the project's rule reaches every session
+    assert "Answer in English." not in text  # u1's session fragment does not
+
+
+async def test_reasoning_content_stays_on_every_remaining_assistant_turn(
+    store: SessionStore,
+) -> None:
+    call = ScriptedModel.tool_call("shell", {"command": "ls"}).replace(reasoning_content="r1")
+    model = ScriptedModel(
+        [
+            call,
+            Message.assistant("listed", reasoning_content="r2"),
+            Message.assistant("fine", reasoning_content="r3"),
+        ],
+        default=Message.assistant("ok", reasoning_content="rx"),
+    )
+    agent = make_agent(store, model)
+    fragments = Fragments(store, KEY)
+    await agent.call("list", CTX)
+    await agent.call("more", CTX)
+    history = agent.state(CTX).working_history
+    listed = next(m for m in history if m.text == "listed")
+    result = next(m for m in history if m.role == "tool")
+    note = await fragments.add("a note")
+    await fragments.edit(listed.id, content="listed (edited)")
+    await fragments.disable(result.id)
+    await fragments.move(note.id, position=0)
+    await agent.call("go", CTX)
+    sent = model.agent_requests[-1].history
+    assistants = [m for m in sent if m.role == "assistant"]
+    assert [m.reasoning_content for m in assistants] == ["r2", "r3"]
+    assert assistants[0].text == "listed (edited)"
+
+
+async def test_a_fragment_over_budget_is_omitted_with_a_warning(store: SessionStore) -> None:
+    model = ScriptedModel(default="ok", window=None)
+    agent = make_agent(store, model, max_input_tokens=6_000)
+    fragments = Fragments(store, KEY)
+    big = await fragments.add("word " * 9_000, title="huge")
+    events: list[AgentEvent] = [e async for e in agent.stream_events("hi", CTX)]
+    request = model.agent_requests[-1]
+    assert f"omitted_for_budget:fragment:{big.id}@1" in request.transforms
+    assert "word word" not in sent_text(model)
+    assert any(e.kind == "warning" and e.code == "fragment_omitted_for_budget" for e in events)
+    logged = await store.events(KEY, kinds=("warning",))
+    assert logged
+
+
+async def test_secrets_in_a_fragment_never_reach_the_store_in_clear(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    fragments = Fragments(store, KEY)
+    await fragments.add("deploy with password=hunter2 and key sk-abcdefghijklmnop1234")
+    await store.aclose()
+    raw = b"".join(p.read_bytes() for p in sorted(_files(tmp_path)))
+    assert b"hunter2" not in raw and b"sk-abcdefghijklmnop1234" not in raw
+    assert b"[REDACTED:password]" in raw
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        FragmentEditor(project="")
+    with pytest.raises(ConfigurationError):
+        FragmentEditor(warn_at=2.0)
+
+
+def _files(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.name.startswith("sessions.db")]
