@@ -4,6 +4,8 @@ harness run                      the demo agent session (offline, ScriptedModel)
 HARNESS_MODEL=gpt-4o harness run the same session on a real model through litellm
 harness sessions list|show|search|purge   the recorded sessions (see `harness.sessions.cli`)
 harness manifests show --session ID       a session's context_build manifests
+harness fragments list|show|add|edit|rm|disable|enable|move|revert|search --session ID
+                                          a session's context fragments (`harness.fragments`)
 harness bench providers --model M [--api-base URL]   (from a source checkout)
 
 ``--json`` prints JSON lines and nothing else on stdout, for every command.
@@ -20,6 +22,7 @@ import anyio
 
 from harness.errors import HarnessError
 from harness.sessions import cli as sessions_cli
+from harness.sessions import fragments_cli
 
 
 def _positive_int(text: str) -> int:
@@ -73,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print manifests as JSON lines on stdout (the rest goes to stderr)",
     )
     sessions_cli.add_commands(sub)
+    fragments_cli.add_commands(sub)
     bench = sub.add_parser("bench", help="benchmarks; see also `make bench`")
     bench.add_argument(
         "name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)"
@@ -107,6 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("sessions", "manifests"):
             status: int = anyio.run(sessions_cli.run, args)
             return status
+        if args.command == "fragments":
+            done: int = anyio.run(fragments_cli.run, args)
+            return done
         if args.command == "bench":
             try:
                 from benchmarks.__main__ import main as bench_main

@@ -1,0 +1,176 @@
+"""Fragments and their versions on both store backends (SQLite and a real PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from harness import FragmentPolicy, Fragments, SecretPattern, redact
+from harness.errors import ConfigurationError, InvalidInputError, StateConflict
+from harness.messages import Message
+from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
+from harness.sessions.store import MessageEvent
+from tests.sessions import conftest as shared
+
+backend = shared.backend
+pg_server = shared.pg_server
+store_url = shared.store_url
+"""The session-store fixtures: every test runs on SQLite and on a real PostgreSQL."""
+
+KEY = SessionKey("u1", "agent", "s1")
+
+
+@pytest.fixture
+async def fstore(store_url: str) -> AsyncIterator[SessionStore]:
+    """An open store of the backend under test."""
+    opened = open_store(store_url)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def record(store: SessionStore, *messages: Message) -> None:
+    """Record messages as the agent would: logged and in the working history."""
+    await store.commit(
+        KEY,
+        expected_version=0,
+        events=[MessageEvent(message=m) for m in messages],
+        state=StoredState(working_ids=tuple(m.id for m in messages)),
+    )
+
+
+async def test_operations_versions_and_revert(fstore: SessionStore) -> None:
+    fragments = Fragments(fstore, KEY)
+    a = await fragments.add("first rule", title="A", tags=["rules"])
+    b = await fragments.add("second rule", title="B")
+    c = await fragments.add("third rule", title="C", position=0)
+    assert [f.id for f in await fragments.list()] == [c.id, a.id, b.id]
+    await fragments.move(c.id, after=b.id)
+    assert [f.id for f in await fragments.list()] == [a.id, b.id, c.id]
+    await fragments.move(b.id, before=a.id)
+    assert [f.id for f in await fragments.list()] == [b.id, a.id, c.id]
+
+    await fragments.edit(a.id, content="first rule, revised")
+    await fragments.disable(a.id)
+    await fragments.enable(a.id)
+    assert [v.version for v in await fragments.versions(a.id)] == [1, 2, 3, 4]
+    back = await fragments.revert(a.id, to_version=1)
+    assert (back.version, back.content) == (5, "first rule")
+    await fragments.remove(b.id)
+    assert b.id not in [f.id for f in await fragments.list()]
+    assert b.id in [f.id for f in await fragments.list(removed=True)]
+    restored = await fragments.revert(b.id)
+    assert not restored.removed
+    assert await fragments.version() == 11
+
+    logged = [e.event for e in await fstore.events(KEY, kinds=("fragment",))]
+    assert all(isinstance(e, FragmentEvent) for e in logged)
+    assert [(e.op, e.old_version, e.new_version) for e in logged if isinstance(e, FragmentEvent)][
+        -2:
+    ] == [("remove", 2, 3), ("revert", 3, 4)]
+
+
+async def test_a_history_message_is_a_fragment_by_reference(fstore: SessionStore) -> None:
+    user = Message.user("use floats for the total")
+    reply = Message.assistant("ok", reasoning_content="thinking")
+    await record(fstore, user, reply)
+    fragments = Fragments(fstore, KEY)
+    listed = await fragments.list()
+    assert [(f.id, f.version, f.message) for f in listed] == [
+        (user.id, 0, True),
+        (reply.id, 0, True),
+    ]
+    edited = await fragments.edit(user.id, content="use decimals for the total")
+    assert (edited.version, edited.content, edited.edited) == (
+        1,
+        "use decimals for the total",
+        True,
+    )
+    versions = await fragments.versions(user.id)
+    assert [v.content for v in versions] == [
+        "use floats for the total",
+        "use decimals for the total",
+    ]
+    reverted = await fragments.revert(user.id, to_version=0)
+    assert (reverted.version, reverted.content, reverted.edited) == (2, user.text, False)
+    with pytest.raises(InvalidInputError, match="history message"):
+        await fragments.move(user.id, position=0)
+    # The message itself was never copied or changed.
+    assert (await fstore.messages(KEY, [user.id]))[user.id] == user
+
+
+async def test_a_write_from_a_stale_version_is_a_conflict(fstore: SessionStore) -> None:
+    one = Fragments(fstore, KEY)
+    other = Fragments(fstore, KEY)
+    seen = await one.version()
+    await other.add("someone else")
+    with pytest.raises(StateConflict):
+        await one.add("mine", expected_version=seen)
+    assert [f.content for f in await one.list()] == ["someone else"]
+
+
+async def test_concurrent_writers_never_lose_a_change(fstore: SessionStore) -> None:
+    fragments = Fragments(fstore, KEY)
+    failures = 0
+
+    async def add(i: int) -> None:
+        nonlocal failures
+        try:
+            await fragments.add(f"note {i}")
+        except StateConflict:
+            failures += 1
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(add, i)
+    assert len(await fragments.list()) + failures == 8
+    assert await fragments.version() == 8 - failures
+
+
+async def test_search_by_keyword_tag_and_cjk(fstore: SessionStore) -> None:
+    await record(fstore, Message.user("数据库连接池的大小是多少"))
+    fragments = Fragments(fstore, KEY)
+    await fragments.add("不要修改公共接口", title="关键约束", tags=["rules"])
+    await fragments.add("Money is Decimal, never float", tags=["money", "rules"])
+    assert [f.title for f in await fragments.search("公共接口")] == ["关键约束"]
+    assert [f.kind for f in await fragments.search("数据库连接")] == ["user"]
+    assert len(await fragments.search("", tags=["rules"])) == 2
+    assert [f.tags for f in await fragments.search("decimal", tags=["money"])] == [
+        ("money", "rules")
+    ]
+    assert await fragments.search("nowhere-to-be-found") == []
+
+
+async def test_project_fragments_are_shared_by_every_user_of_the_agent(
+    fstore: SessionStore,
+) -> None:
+    await Fragments(fstore, KEY).add("shared rule", scope="project")
+    other = Fragments(fstore, SessionKey("u2", "agent", "s9"))
+    assert [f.content for f in await other.list()] == ["shared rule"]
+    elsewhere = Fragments(fstore, SessionKey("u2", "another-agent", "s9"))
+    assert await elsewhere.list() == []
+
+
+async def test_secrets_are_redacted_and_size_is_limited(fstore: SessionStore) -> None:
+    fragments = Fragments(fstore, KEY, policy=FragmentPolicy(max_chars=500))
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----"
+    added = await fragments.add(
+        f"key sk-proj-abcdefghijklmnop1234 Authorization: Bearer abcdefghij12345 "
+        f"password=hunter2 {pem}"
+    )
+    for secret in ("sk-proj-abcdefghijklmnop1234", "abcdefghij12345", "hunter2", "MIIEabc"):
+        assert secret not in added.content
+        assert not await fragments.search(secret)
+    assert "Bearer [REDACTED:bearer]" in added.content
+    with pytest.raises(InvalidInputError, match="over the limit of 500"):
+        await fragments.add("x" * 501)
+
+
+def test_secret_patterns_are_configurable() -> None:
+    custom = (SecretPattern("ticket", r"TICKET-\d+"),)
+    assert redact("see TICKET-123", custom) == "see [REDACTED:ticket]"
+    with pytest.raises(ConfigurationError):
+        FragmentPolicy(secrets=(SecretPattern("bad", "(unclosed"),))
