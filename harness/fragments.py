@@ -140,7 +140,7 @@ DEFAULT_SECRETS: Final = (
     SecretPattern("bearer", r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
     SecretPattern(
         "password",
-        r"(?i)(?P<keep>\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token)"
+        r"(?i)(?P<keep>\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token)"
         r"\s*[=:]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
     ),
 )
