@@ -9,10 +9,11 @@ the package versions and the date. The summary is printed to stdout, progress to
 suite uses it). ``providers`` takes ``--model`` and ``--api-base``; without ``--model`` (or
 with ``--model local``) it runs against the local OpenAI-compatible test server.
 
-A benchmark is a module ``benchmarks/bench_<name>.py`` with ``run(quick) -> dict``; it may
-also accept ``smoke``, ``progress`` (a ``str -> None`` callable) and, for providers,
-``model`` and ``api_base``. A module that is missing from the checkout is reported as not
-available; one that fails is reported with its error and makes the exit status 1.
+A benchmark is a module ``benchmarks/bench_<name>.py`` with ``measure(mode, progress)``
+(plain or async; `benchmarks._report.run_measure` runs it) that returns its result; for
+providers it also takes ``model`` and ``api_base``. A module that is missing from the
+checkout is reported as not available; one that fails is reported with its error and makes
+the exit status 1.
 """
 
 from __future__ import annotations
@@ -80,31 +81,21 @@ def load(name: str) -> Any:
         raise
 
 
-def call_run(module: Any, *, mode: str, progress: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """Call ``module.run`` with the arguments its signature accepts."""
+def call_run(module: Any, *, mode: _report.Mode, progress: Any, options: dict[str, Any]) -> Any:
+    """Run one benchmark module: its ``measure`` through `benchmarks._report.run_measure`.
+
+    A module still written the older way, with ``run(quick, *, smoke, progress)``, is called
+    through that.
+    """
+    if hasattr(module, "measure"):
+        return _report.run_measure(module.measure, mode, progress, **options)
     run = module.run
     params = inspect.signature(run).parameters
-    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs: dict[str, Any] = {}
-    quick = mode != "full"
-    if "smoke" in params or accepts_all:
-        kwargs["smoke"] = mode == "smoke"
-    if "progress" in params or accepts_all:
-        kwargs["progress"] = progress
-    for key, value in options.items():
-        if value is not None and (key in params or accepts_all):
-            kwargs[key] = value
-    if "quick" in params or accepts_all:
-        kwargs["quick"] = quick
-        result = run(**kwargs)
-    else:
-        result = run(quick, **kwargs)
-    if not isinstance(result, dict):
-        result = {"value": result}
-    return result
+    kwargs = {k: v for k, v in options.items() if v is not None and k in params}
+    return run(mode != "full", smoke=mode == "smoke", progress=progress, **kwargs)
 
 
-def run_one(name: str, *, mode: str, out: Path, options: dict[str, Any]) -> dict[str, Any]:
+def run_one(name: str, *, mode: _report.Mode, out: Path, options: dict[str, Any]) -> dict[str, Any]:
     """Run one benchmark and save its JSON and charts; a failure becomes a result too.
 
     Raises:
@@ -117,6 +108,8 @@ def run_one(name: str, *, mode: str, out: Path, options: dict[str, Any]) -> dict
     started = time.perf_counter()
     try:
         result = call_run(module, mode=mode, progress=say, options=options)
+        if not isinstance(result, dict):
+            result = {"value": result}
         result.setdefault("status", "ok")
     except Exception as exc:
         if type(exc).__name__ in ("ProviderKeyMissing", "BenchmarkRefused"):
@@ -189,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     names = args.names or list(BENCHMARKS)
-    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    mode: _report.Mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     options = {"model": args.model, "api_base": args.api_base}
     out: Path = args.out
     unavailable: list[str] = []

@@ -20,7 +20,9 @@ and never asserted.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
+import inspect
 import json
 import math
 import os
@@ -31,7 +33,15 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import anyio
+
+Mode = Literal["full", "quick", "smoke"]
+"""How long a benchmark runs: ``full`` (``make bench``), ``quick`` (under a minute) or ``smoke``
+(only checks the output; the test suite uses it)."""
+Progress = Callable[[str], None]
+"""Receives a line of progress now and then."""
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 PACKAGES = (
@@ -47,6 +57,27 @@ PACKAGES = (
     "matplotlib",
     "psutil",
 )
+
+
+# ---------------------------------------------------------------------------- running
+def run_measure(
+    measure: Callable[..., Any], mode: Mode, progress: Progress | None = None, **options: Any
+) -> Any:
+    """Run a benchmark's ``measure(mode, progress, **options)`` and return its result.
+
+    An async ``measure`` runs in a fresh event loop. Only the options its signature names are
+    passed, and never one that is ``None`` (``--model`` goes to ``providers`` alone).
+    """
+    params = inspect.signature(measure).parameters
+    kwargs = {k: v for k, v in options.items() if v is not None and k in params}
+    call = functools.partial(measure, mode, progress or _quiet, **kwargs)
+    if inspect.iscoroutinefunction(measure):
+        return anyio.run(call)
+    return call()
+
+
+def _quiet(message: str) -> None:
+    """Drop a progress line."""
 
 
 # ----------------------------------------------------------------------------- stats

@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 
-from benchmarks._report import stats, time_samples
+from benchmarks._report import Mode, Progress, stats, time_samples
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest
@@ -92,11 +92,12 @@ def _us(s: dict[str, float]) -> str:
     return f"{s['median'] * 1e6:,.1f} µs ({s['p10'] * 1e6:,.1f}–{s['p90'] * 1e6:,.1f})"
 
 
-def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+def measure(mode: Mode, progress: Progress | None = None) -> dict[str, Any]:
     """Time the cut selection and the per-round check for 10 to 10,000 candidate messages.
 
     ``smoke`` only checks the output: 10 to 1,000 messages, a few short samples.
     """
+    smoke, quick = mode == "smoke", mode == "quick"
     sizes = SIZES[:3] if smoke else SIZES
     repeat = 3 if smoke else 7 if quick else 25
     budget_s = 0.005 if smoke else 0.05 if quick else 0.4
@@ -111,12 +112,12 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     for n in sizes:
         body, label = _session(n)
         total = est.count_messages(body)  # warm the per-id cache, as in a running agent
-        modes = {
+        keep_ranges = {
             "default": {"keep_tokens": int(0.35 * 120_000), "max_messages": 50 // 2 - 3},
             "keep_messages": {"keep_tokens": int(0.8 * 120_000), "max_messages": 20},
             "35% of tokens": {"keep_tokens": int(0.35 * total), "max_messages": INF},
         }
-        for mode, kw in modes.items():
+        for keep_range, kw in keep_ranges.items():
             ours = time_samples(
                 partial(select_cut, body, est.count_message, **kw),
                 repeat=repeat,
@@ -129,25 +130,33 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
             )
             cut = select_cut(body, est.count_message, **kw)
             if cut != full_scan_cut(body, est.count_message, **kw):
-                raise AssertionError(f"select_cut and the full scan disagree at n={n}, mode={mode}")
+                raise AssertionError(
+                    f"select_cut and the full scan disagree at n={n}, keep range={keep_range}"
+                )
             s_ours, s_base = stats(ours), stats(base)
             ratio = stats([b / o for o, b in zip(ours, base, strict=True)])
             rows.append(
                 [
                     f"{len(body):,}",
-                    mode,
+                    keep_range,
                     len(body) - cut,
                     _us(s_ours),
                     _us(s_base),
                     f"{ratio['median']:.1f}×",
                 ]
             )
-            series.setdefault(f"select_cut, {mode}", []).append([len(body), s_ours["median"] * 1e6])
-            if mode == "default":
+            series.setdefault(f"select_cut, {keep_range}", []).append(
+                [len(body), s_ours["median"] * 1e6]
+            )
+            if keep_range == "default":
                 series.setdefault("full scan (baseline), default", []).append(
                     [len(body), s_base["median"] * 1e6]
                 )
-            data[f"{n}:{mode}"] = {"ours": s_ours, "full_scan": s_base, "kept": len(body) - cut}
+            data[f"{n}:{keep_range}"] = {
+                "ours": s_ours,
+                "full_scan": s_base,
+                "kept": len(body) - cut,
+            }
 
         # The per-round check in the steady state: whatever trimming this history needs was
         # done (and, in an agent, committed) once; time the check on the result.
@@ -175,7 +184,7 @@ def run(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     return {
         "name": "compaction_cut",
         "title": "Compaction: finding the keep boundary",
-        "mode": "smoke" if smoke else "quick" if quick else "full",
+        "mode": mode,
         "workload": label + " (the largest history; smaller ones are its prefixes)",
         "measured": "one select_cut call (the keep boundary, pair-safe) per keep range and "
         "history length, against a full scan of the same history; and one Compaction.prepare "
@@ -256,7 +265,7 @@ async def _time_prepare(
 
 
 if __name__ == "__main__":
-    result = run(quick="--quick" in sys.argv)
+    result = measure("quick" if "--quick" in sys.argv else "full")
     print(
         json.dumps({k: v for k, v in result.items() if k != "data"}, indent=1, ensure_ascii=False)
     )

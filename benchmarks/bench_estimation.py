@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks._report import Mode, Progress
 from benchmarks.corpus import Workload
 from benchmarks.fit_estimator import (
     Row,
@@ -102,16 +103,13 @@ def _row(row: Row) -> dict[str, float]:
     return {"ratio": row.ratio, "median": row.median, "p95": row.p95, "sum_error": row.sum_error}
 
 
-def run(
-    quick: bool = False, *, smoke: bool = False, progress: Callable[[str], None] | None = None
-) -> dict[str, Any]:
+def measure(mode: Mode, progress: Progress | None = None) -> dict[str, Any]:
     """Run the benchmark and return its results in the suite's shape (see `benchmarks._report`).
 
-    Args:
-        quick: fewer texts and rounds.
-        smoke: a handful of texts, one round, no refits: checks the output only.
-        progress: called with a line of progress now and then.
+    ``quick`` uses fewer texts and rounds; ``smoke`` a handful of texts, one round and no
+    refits: it checks the output only.
     """
+    smoke, quick = mode == "smoke", mode == "quick"
     say = progress or (lambda line: print(line, file=sys.stderr))
     started = time.perf_counter()
     shared = SHARED.exists()
@@ -314,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="a handful of texts, no refits")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    result = run(args.quick, smoke=args.smoke)
+    result = measure("smoke" if args.smoke else "quick" if args.quick else "full")
     for line in result["headline"]:
         print(line)
     for table in result["tables"]:

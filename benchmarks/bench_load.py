@@ -29,14 +29,14 @@ import random
 import re
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from benchmarks import _report
-from benchmarks.bench_overhead import PrepClock, our_stack
+from benchmarks._report import Mode, Progress
+from benchmarks.peers import PrepClock, our_stack
 from benchmarks.workloads import FIXED_SUMMARY, make_session, tool_results
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.blocks import ContextBlock
@@ -53,8 +53,6 @@ REPEATS = {"full": 3, "quick": 2, "smoke": 1}
 BASELINE_SESSIONS = {"full": 50, "quick": 20, "smoke": 4}
 OUTPUT_CHARS = 4_000
 MARK = re.compile(r"MARK-[0-9a-f]{12}")
-
-Progress = Callable[[str], None]
 
 
 def rss_bytes() -> tuple[int, str]:
@@ -187,7 +185,8 @@ async def run_sessions(
         }
 
 
-async def _run(mode: str, progress: Progress) -> dict[str, Any]:
+async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
+    """Run the concurrent sessions and the one-at-a-time baseline."""
     count, rounds = SESSIONS[mode], ROUNDS[mode]
     session = make_session(200)
     outputs = [m.text[:OUTPUT_CHARS] for m in tool_results(session)]
@@ -333,12 +332,3 @@ def _result(
             "isolated": isolated,
         },
     }
-
-
-def run(
-    quick: bool = False, *, smoke: bool = False, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Run the load benchmark and return its result (see `benchmarks._report`)."""
-    mode = "smoke" if smoke else "quick" if quick else "full"
-    say = progress or (lambda message: None)
-    return anyio.run(_run, mode, say)

@@ -35,33 +35,30 @@ Every speed figure is a ratio measured in the same run: peer time / our time per
 from __future__ import annotations
 
 import gc
-import os
 import statistics
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from benchmarks import _report
-from benchmarks.workloads import (
-    FIXED_SUMMARY,
-    Session,
-    history,
+from benchmarks._report import Mode, Progress
+from benchmarks.peers import (
+    LangChainPeer,
+    PrepClock,
+    has_compaction,
+    our_stack,
     to_langchain,
     to_openai,
-    tool_results,
+    trim_messages,
 )
+from benchmarks.workloads import FIXED_SUMMARY, Session, history, tool_results
 from harness.agent import HarnessAgent, RuntimeContext
-from harness.manifest import ContextManifest
 from harness.messages import Message
 from harness.policy import ContextPolicy
-from harness.request import ModelRequest, ModelResponse
+from harness.request import ModelRequest
 from harness.tokens import approximate
-from harness.types import Handler, Middleware
 from providers.scripted import ScriptedModel
 
 WINDOW = 128_000
@@ -83,56 +80,6 @@ GOAL_SIZE = 2_000
 GOAL_RATIO = 20.0
 FLAT_LIMIT = 2.0
 """'Flat': warm time at the largest history at most this many times that at the smallest."""
-
-Progress = Callable[[str], None]
-
-
-# ------------------------------------------------------------------------- timing
-class PrepClock:
-    """Times preparation: from the outermost middleware to the manifest, per round.
-
-    Use the instance as the first middleware of the stack and its `observe` as the policy's
-    manifest observer. Rounds are keyed by run id (one agent call), so concurrent sessions
-    are timed independently; a retried round counts once (its first preparation).
-    """
-
-    def __init__(self) -> None:
-        self._started: dict[str, float] = {}
-        self.samples: list[float] = []
-        """Preparation seconds of every agent round, in order of completion."""
-        self.by_session: dict[str, list[float]] = {}
-        """The same samples grouped by session id."""
-
-    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
-        """Stamp the start of preparation and pass the request on."""
-        self._started[request.ids.run_id] = time.perf_counter()
-        return await call_next(request)
-
-    def observe(self, manifest: ContextManifest) -> None:
-        """Stamp the end of preparation (the manifest is built just before the client call)."""
-        end = time.perf_counter()
-        if manifest.purpose != "agent":
-            return  # compaction's summary requests report manifests too; not a round
-        start = self._started.pop(manifest.run_id, None)
-        if start is None:
-            return
-        self.samples.append(end - start)
-        self.by_session.setdefault(manifest.session_id, []).append(end - start)
-
-
-def our_stack(*, compaction: bool = True, **kwargs: Any) -> list[Middleware]:
-    """Return ``middleware.default_stack(**kwargs)``, without ``Compaction`` when asked."""
-    from middleware import default_stack
-
-    stack = list(default_stack(**kwargs))
-    if not compaction:
-        stack = [m for m in stack if type(m).__name__ != "Compaction"]
-    return stack
-
-
-def has_compaction() -> bool:
-    """Return whether the default stack has a ``Compaction`` layer (it may not have landed)."""
-    return any(type(m).__name__ == "Compaction" for m in our_stack())
 
 
 # ------------------------------------------------------------------------ systems
@@ -187,48 +134,19 @@ async def measure_ours(
     }
 
 
-class LangChainPeer:
-    """LangChain v1's summarisation and context-editing hooks, driven directly."""
+LANGCHAIN_TRIGGER = ("tokens", 10**12)
+"""Never reached: what is timed is LangChain's per-round check, as for our warm rounds."""
 
-    def __init__(self, system: str) -> None:
-        from langchain.agents.middleware import (
-            ClearToolUsesEdit,
-            ContextEditingMiddleware,
-            SummarizationMiddleware,
-        )
-        from langchain.agents.middleware.types import ModelRequest as LCRequest
-        from langchain.agents.middleware.types import ModelResponse as LCResponse
-        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-        from langchain_core.messages import AIMessage, SystemMessage
 
-        self.model = GenericFakeChatModel(messages=iter(()))
-        self.summarization = SummarizationMiddleware(
-            self.model,
-            trigger=("tokens", 10**12),
-            keep=("messages", 20),
-            summarizer=lambda messages: FIXED_SUMMARY,
-        )
-        self.editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
-        self.system = SystemMessage(content=system)
-        self._request_type = LCRequest
-        self._canned = LCResponse(result=[AIMessage(content="ok")])
-        self.sent = 0
+def langchain_peer(system: str) -> LangChainPeer:
+    """Return the LangChain peer this benchmark times (keep: the last 20 messages)."""
+    return LangChainPeer(system, trigger=LANGCHAIN_TRIGGER, keep=("messages", 20))
 
-    def round(self, messages: list[Any]) -> float:
-        """Run both hooks on ``messages`` (LangChain state); return the seconds taken."""
-        started = time.perf_counter()
-        update = self.summarization.before_model({"messages": messages}, None)  # type: ignore[arg-type]
-        if update is not None:
-            messages[:] = [m for m in update["messages"][1:]]
-        request = self._request_type(
-            model=self.model, messages=messages, system_message=self.system
-        )
-        self.editing.wrap_model_call(request, self._handler)
-        return time.perf_counter() - started
 
-    def _handler(self, request: Any) -> Any:
-        self.sent = len(request.messages)
-        return self._canned
+def _timed_round(peer: LangChainPeer, messages: list[Any]) -> float:
+    started = time.perf_counter()
+    peer.round(messages)
+    return time.perf_counter() - started
 
 
 def measure_langchain(
@@ -237,11 +155,11 @@ def measure_langchain(
     """Time the LangChain hooks: the first round on the history, then warm rounds."""
     from langchain_core.messages import AIMessage, ToolMessage
 
-    peer = LangChainPeer(session.system_prompt)
+    peer = langchain_peer(session.system_prompt)
     messages = to_langchain(session.messages)
     gc.collect()
-    cold = peer.round(messages)
-    sent_cold = peer.sent
+    cold = _timed_round(peer, messages)
+    sent_cold = len(peer.sent)
     samples: list[float] = []
     spent = cold
     rounds = slow_warm if cold > cap / 2 else warm
@@ -258,23 +176,16 @@ def measure_langchain(
         messages.append(
             ToolMessage(content=outputs[(step - 1) % len(outputs)].text, tool_call_id=call_id)
         )
-        samples.append(peer.round(messages))
+        samples.append(_timed_round(peer, messages))
         spent += samples[-1]
-    return {"cold": cold, "warm": samples, "sent_cold": sent_cold, "sent_warm": peer.sent}
-
-
-def _trim_messages() -> Callable[..., Any]:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from litellm.utils import trim_messages
-
-    return trim_messages
+    return {"cold": cold, "warm": samples, "sent_cold": sent_cold, "sent_warm": len(peer.sent)}
 
 
 def measure_litellm(
     session: Session, outputs: list[Message], warm: int, cap: float, slow_warm: int = 1
 ) -> dict[str, Any]:
     """Time ``litellm.utils.trim_messages`` with our input limit, cold then warm."""
-    trim = _trim_messages()
+    trim = trim_messages()
     limit = WINDOW - 4096 - 1024
     dicts = to_openai(session.messages, session.system_prompt)
     gc.collect()
@@ -327,7 +238,8 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-async def _run(mode: str, progress: Progress) -> dict[str, Any]:
+async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
+    """Measure the per-round preparation overhead (see the module docstring)."""
     sizes = SIZES[mode]
     repeats = COLD_REPEATS[mode]
     warm = WARM_ROUNDS[mode]
@@ -341,8 +253,8 @@ async def _run(mode: str, progress: Progress) -> dict[str, Any]:
     raw: dict[str, dict[int, list[dict[str, Any]]]] = {s: {} for s in [*systems, *peers]}
     memory: dict[int, dict[str, int]] = {}
     workload = ""
-    LangChainPeer("")  # import the peers before anything is timed
-    _trim_messages()
+    langchain_peer("")  # import the peers before anything is timed
+    trim_messages()
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         workdir = Path(tmp)
         for n in sizes:
@@ -637,12 +549,3 @@ def _result(
         "notes": notes,
         "data": data,
     }
-
-
-def run(
-    quick: bool = False, *, smoke: bool = False, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Run the overhead benchmark and return its result (see `benchmarks._report`)."""
-    mode = "smoke" if smoke else "quick" if quick else "full"
-    say = progress or (lambda message: None)
-    return anyio.run(_run, mode, say)

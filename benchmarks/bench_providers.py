@@ -29,13 +29,11 @@ import itertools
 import os
 import statistics
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
-import anyio
-
 from benchmarks import _report
-from benchmarks.bench_overhead import PrepClock, our_stack
+from benchmarks._report import Mode, Progress
+from benchmarks.peers import PrepClock, our_stack
 from benchmarks.workloads import (
     FIXED_SUMMARY,
     ReplayClient,
@@ -60,8 +58,6 @@ LOCAL_WINDOW = {"full": 9_000, "quick": 7_000, "smoke": 3_600}
 """The local server rejects requests over this many tokens (its real count)."""
 LOCAL_BUDGET_MARGIN = 1.04
 """The agent's budget is this much above the local window (as if the window were misreported)."""
-
-Progress = Callable[[str], None]
 
 
 class ProviderKeyMissing(RuntimeError):
@@ -172,9 +168,14 @@ async def run_session(
     return {"rows": rows, "failures": outcome.failures, "factor": factor, "calls": outcome.calls}
 
 
-async def _run(
-    mode: str, model: str | None, api_base: str | None, progress: Progress
+async def measure(
+    mode: Mode, progress: Progress, *, model: str | None = None, api_base: str | None = None
 ) -> dict[str, Any]:
+    """Replay the start of a session against ``model`` (default: the local test server).
+
+    Raises:
+        ProviderKeyMissing: when ``model`` needs an API key that is not in the environment.
+    """
     from providers.litellm_client import LiteLLMClient
 
     local = model in (None, "", "local")
@@ -333,21 +334,3 @@ def _result(
         "notes": notes,
         "data": {"rows": rows, "factor": outcome["factor"], "target": target, "local": local},
     }
-
-
-def run(
-    quick: bool = False,
-    *,
-    smoke: bool = False,
-    progress: Progress | None = None,
-    model: str | None = None,
-    api_base: str | None = None,
-) -> dict[str, Any]:
-    """Run the providers benchmark and return its result (see `benchmarks._report`).
-
-    Raises:
-        ProviderKeyMissing: when ``model`` needs an API key that is not in the environment.
-    """
-    mode = "smoke" if smoke else "quick" if quick else "full"
-    say = progress or (lambda message: None)
-    return anyio.run(_run, mode, model, api_base, say)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from benchmarks._report import stats, time_samples
+from benchmarks._report import Mode, Progress, stats, time_samples
 from harness.blocks import ContextBlock
 from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy
@@ -145,13 +145,13 @@ def _bare_sort(request: ModelRequest) -> Callable[[], Any]:
     return sort
 
 
-def run(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+def measure(mode: Mode, progress: Progress | None = None) -> dict[str, Any]:
     """Time `BudgetFit.fit` with 10, 1,000 and 10,000 optional blocks; print a table.
 
-    Args:
-        quick: fewer, shorter repeats (a few seconds in all).
-        smoke: the fewest repeats, only to check that the benchmark runs.
+    ``quick`` takes fewer, shorter repeats (a few seconds in all); ``smoke`` the fewest,
+    only to check that the benchmark runs.
     """
+    smoke, quick = mode == "smoke", mode == "quick"
     repeat = 3 if smoke else 7 if quick else 25
     budget_s = 0.01 if smoke else 0.1 if quick else 0.6
     budget = BudgetFit()
@@ -214,7 +214,7 @@ def run(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
     result = {
         "name": "selection",
         "title": "BudgetFit: selecting optional blocks under a budget",
-        "mode": "smoke" if smoke else "quick" if quick else "full",
+        "mode": mode,
         "workload": "synthetic request (seed 0): System prompt, 3 tool schemas, 3-message "
         "history, 2 required + 1 task-state block, and N optional blocks of mixed categories, "
         "priorities −100…100 and 40–4,000 characters; budgets where about half of the optional "
@@ -275,4 +275,4 @@ def _print(result: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    run(quick="--quick" in sys.argv)
+    measure("quick" if "--quick" in sys.argv else "full")

@@ -36,21 +36,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import anyio
-
-from benchmarks.bench_overhead import our_stack
+from benchmarks._report import Mode, Progress
+from benchmarks.peers import LangChainPeer, from_langchain, our_stack, to_langchain, trim_messages
 from benchmarks.workloads import (
     FIXED_SUMMARY,
     ReplayClient,
     Session,
-    from_langchain,
     make_session,
     replay,
     replay_tools,
     request_points,
     request_ready,
     stack_tool_names,
-    to_langchain,
 )
 from harness.accounting import REPLY_PRIMING, estimate_request
 from harness.agent import HarnessAgent, RuntimeContext
@@ -65,8 +62,6 @@ RESERVE = 4_096 + 1_024
 MESSAGES = {"full": 600, "quick": 300, "smoke": 70}
 """Recorded messages replayed (cut where a request is due)."""
 KEEP_FRACTION = 0.35
-
-Progress = Callable[[str], None]
 
 
 class Counter:
@@ -182,61 +177,34 @@ def run_langchain(
     session: Session, window: int, counter: Counter, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Feed ``session`` through LangChain's summarisation and context-editing hooks."""
-    from langchain.agents.middleware import (
-        ClearToolUsesEdit,
-        ContextEditingMiddleware,
-        SummarizationMiddleware,
-    )
-    from langchain.agents.middleware.types import ModelRequest as LCRequest
-    from langchain.agents.middleware.types import ModelResponse as LCResponse
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, SystemMessage
-
     limit = window - RESERVE
-    model = GenericFakeChatModel(messages=iter(()))
     summary_tokens: list[int] = []
 
     def summarize(messages: list[Any]) -> str:
         # What a chat-model summariser would receive: LangChain's own summary prompt around
         # the messages it selected (already trimmed to its summary-input limit).
-        prompt = summarization._format_summary_prompt(messages)
+        prompt = peer.summary_prompt(messages)
         summary_tokens.append(counter.estimator.count(prompt) + MESSAGE_OVERHEAD + REPLY_PRIMING)
         return FIXED_SUMMARY
 
-    summarization = SummarizationMiddleware(
-        model,
+    peer = LangChainPeer(
+        session.system_prompt,
         trigger=[("messages", 50), ("tokens", limit - counter.tool_tokens)],
         keep=("tokens", int(KEEP_FRACTION * limit)),
         summarizer=summarize,
     )
-    editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
-    system = SystemMessage(content=session.system_prompt)
     system_message = Message.system(session.system_prompt)
     originals = {m.id: m for m in session.messages}
-    canned = LCResponse(result=[AIMessage(content="ok")])
     state: list[Any] = []
     cursor = 0
     tokens: list[int] = []
     invalid = 0
-    captured: list[list[Any]] = []
-
-    def handler(request: Any) -> Any:
-        captured.append(list(request.messages))
-        return canned
-
     tick = _ticker("LangChain", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
         tick()
         state.extend(to_langchain(session.messages[cursor:point]))
         cursor = point
-        update = summarization.before_model({"messages": state}, None)  # type: ignore[arg-type]
-        if update is not None:
-            state = list(update["messages"][1:])
-        captured.clear()
-        editing.wrap_model_call(
-            LCRequest(model=model, messages=state, system_message=system), handler
-        )
-        sent = from_langchain(captured[-1], originals)
+        sent = from_langchain(peer.round(state), originals)
         tokens.append(counter.request([system_message, *sent]))
         invalid += pair_problems(sent) > 0
     return _tally("LangChain", tokens, window, invalid, summary_tokens)
@@ -247,9 +215,7 @@ def run_litellm(
     session: Session, window: int, counter: Counter, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Trim the whole history with ``litellm.utils.trim_messages`` before every request."""
-    from benchmarks.bench_overhead import _trim_messages
-
-    trim = _trim_messages()
+    trim = trim_messages()
     limit = window - RESERVE - counter.tool_tokens
     by_key = {_key(m.to_openai()): m for m in session.messages}
     system = {"role": "system", "content": session.system_prompt}
@@ -293,7 +259,8 @@ def _key(data: dict[str, Any]) -> tuple[Any, ...]:
 
 
 # ------------------------------------------------------------------------------ driver
-async def _run(mode: str, progress: Progress) -> dict[str, Any]:
+async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
+    """Replay one session through every system and count what each sends."""
     window = WINDOW[mode]
     whole = make_session(MESSAGES[mode])
     cut = request_ready(whole.messages, MESSAGES[mode])
@@ -427,12 +394,3 @@ def _result(
         "notes": notes,
         "data": {s["system"]: {k: v for k, v in s.items() if k != "system"} for s in systems},
     }
-
-
-def run(
-    quick: bool = False, *, smoke: bool = False, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Run the tokens-sent benchmark and return its result (see `benchmarks._report`)."""
-    mode = "smoke" if smoke else "quick" if quick else "full"
-    say = progress or (lambda message: None)
-    return anyio.run(_run, mode, say)

@@ -43,7 +43,7 @@ from benchmarks.trajectories import (
     Trajectory,
     load_trajectories,
 )
-from harness.messages import Message, ToolCall
+from harness.messages import Message
 from harness.tools import Tool, ToolContext
 from harness.types import ProvidesTools
 
@@ -220,80 +220,8 @@ def request_points(messages: Sequence[Message]) -> list[int]:
     return points
 
 
-# ----------------------------------------------------------------------- conversions
-def to_openai(messages: Sequence[Message], system: str = "") -> list[dict[str, Any]]:
-    """Return OpenAI chat dicts, the system prompt first when given."""
-    out = [{"role": "system", "content": system}] if system else []
-    out.extend(m.to_openai() for m in messages)
-    return out
-
-
-def to_langchain(messages: Sequence[Message]) -> list[Any]:
-    """Return LangChain messages with the same ids (as LangGraph's state would hold them)."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = []
-    for m in messages:
-        text = m.text
-        if m.role == "user":
-            out.append(HumanMessage(content=text, id=m.id))
-        elif m.role == "system":
-            out.append(SystemMessage(content=text, id=m.id))
-        elif m.role == "tool":
-            out.append(
-                ToolMessage(content=text, tool_call_id=m.tool_call_id or "", name=m.name, id=m.id)
-            )
-        else:
-            calls = [
-                {"name": c.name, "args": _args(c.arguments), "id": c.id, "type": "tool_call"}
-                for c in m.tool_calls
-            ]
-            out.append(AIMessage(content=text, tool_calls=calls, id=m.id))
-    return out
-
-
-def from_langchain(messages: Sequence[Any], originals: dict[str, Message]) -> list[Message]:
-    """Return harness messages for LangChain ones: the original where unchanged, else a conversion.
-
-    Keeping the originals keeps their token counts cached (and their exact argument text).
-    """
-    out: list[Message] = []
-    for lc in messages:
-        original = originals.get(lc.id or "")
-        text = lc.content if isinstance(lc.content, str) else _lc_text(lc.content)
-        if original is not None and original.text == text:
-            calls = getattr(lc, "tool_calls", None) or []
-            if all(
-                _args(c.arguments) == lc_call.get("args")
-                for c, lc_call in zip(original.tool_calls, calls, strict=False)
-            ):
-                out.append(original)
-                continue
-        kind = lc.type
-        if kind == "human":
-            out.append(Message.user(text))
-        elif kind == "system":
-            out.append(Message.system(text))
-        elif kind == "tool":
-            out.append(Message.tool(lc.tool_call_id, text, name=lc.name))
-        else:
-            calls_out = [
-                ToolCall(
-                    id=c.get("id") or "", name=c["name"], arguments=json.dumps(c.get("args") or {})
-                )
-                for c in (getattr(lc, "tool_calls", None) or [])
-            ]
-            out.append(Message.assistant(text or None, tool_calls=calls_out))
-    return out
-
-
-def _lc_text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
-
-
-def _args(arguments: str) -> dict[str, Any]:
+def call_arguments(arguments: str) -> dict[str, Any]:
+    """Return a tool call's arguments as a dict (``{"__raw__": text}`` when not a JSON object)."""
     try:
         value = json.loads(arguments or "{}")
     except ValueError:
@@ -389,7 +317,9 @@ def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> li
     for m in messages:
         for call in m.tool_calls:
             keys = fields.setdefault(call.name, set())
-            keys.update(k for k in _args(call.arguments) if k.isidentifier() and k != "context")
+            keys.update(
+                k for k in call_arguments(call.arguments) if k.isidentifier() and k != "context"
+            )
     return [
         RecordedTool(name, sorted(keys), results)
         for name, keys in sorted(fields.items())

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import _report, trajectories, workloads
+from benchmarks import _report, peers, trajectories, workloads
 from benchmarks.__main__ import BENCHMARKS, main
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
@@ -178,7 +178,7 @@ async def test_replay_feeds_the_recording_through_the_agent(tmp_path: Path) -> N
 def test_langchain_conversion_round_trips_unchanged_messages() -> None:
     session = workloads.history(40)
     originals = {m.id: m for m in session.messages}
-    back = workloads.from_langchain(workloads.to_langchain(session.messages), originals)
+    back = peers.from_langchain(peers.to_langchain(session.messages), originals)
     assert back == list(session.messages)
 
 
