@@ -48,10 +48,12 @@ from benchmarks.peers import (
     LangChainPeer,
     PrepClock,
     has_compaction,
-    our_stack,
     to_langchain,
     to_openai,
     trim_messages,
+)
+from benchmarks.peers import (
+    our_stack as our_stack,  # bench_sessions imports it from here; its home is peers
 )
 from benchmarks.workloads import FIXED_SUMMARY, Session, history, tool_results
 from harness.agent import HarnessAgent, RuntimeContext

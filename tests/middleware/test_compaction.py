@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.generators import synthetic_trajectories
 from benchmarks.trajectories import TRAJECTORY_DIR, load_trajectories
-from benchmarks.workloads import synthetic_trajectories
 from harness import (
     ConfigurationError,
     ContextPolicy,
