@@ -38,7 +38,7 @@ from harness.errors import (
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest
 from harness.markers import interrupted_result
-from harness.messages import Message, ToolCall, agent_input, new_id
+from harness.messages import Message, ToolCall, agent_input, new_id, waiting_calls
 from harness.permissions import Approver, ToolPermissions, permission_denial
 from harness.policy import ContextPolicy, requested_output
 from harness.request import (
@@ -432,15 +432,11 @@ def interrupted_results(history: Sequence[Message]) -> list[Message]:
     A call cancelled while its tools ran leaves an assistant message whose calls have no
     results; providers reject such a history, so the next call answers them first.
     """
-    answered: set[str] = set()
-    for message in reversed(history):
-        if message.role == "tool" and message.tool_call_id is not None:
-            answered.add(message.tool_call_id)
-            continue
-        if message.role == "assistant" and message.tool_calls:
-            return [interrupted_result(c) for c in message.tool_calls if c.id not in answered]
+    waiting = set(waiting_calls(history))
+    if not waiting:
         return []
-    return []
+    last = next(m for m in reversed(history) if m.role == "assistant" and m.tool_calls)
+    return [interrupted_result(c) for c in last.tool_calls if c.id in waiting]
 
 
 def _drain(pending: list[AgentEvent]) -> list[AgentEvent]:

@@ -29,10 +29,10 @@ def test_all_is_complete_and_importable(package: str) -> None:
     assert public <= exported, f"{package}.__all__ misses {sorted(public - exported)}"
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, module_level: bool = False) -> set[str]:
     tree = ast.parse(path.read_text())
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in tree.body if module_level else ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -63,13 +63,7 @@ def test_importing_the_library_does_not_import_litellm() -> None:
 
 def _module_level_imports(path: Path) -> set[str]:
     """Top-level packages imported when ``path`` is imported (not inside functions)."""
-    names: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-    return names
+    return _imports(path, module_level=True)
 
 
 def test_the_core_imports_neither_middleware_nor_providers_at_module_level() -> None:
