@@ -242,3 +242,36 @@ async def test_an_approval_is_asked_once_and_kept_with_the_session(tmp_path: Pat
     assert asked == ["deploy"]
     results = [m.text for m in await again.history(CTX) if m.role == "tool"]
     assert results == ["deployed", "deployed"]
+
+
+async def test_the_log_holds_every_message_once_and_what_replaced_what(tmp_path: Path) -> None:
+    from harness.sessions import CompactionEvent, MessageEvent, RewriteEvent
+    from middleware import Compaction
+
+    url = f"sqlite:///{tmp_path}/sessions.db"
+    script: list[Reply] = [
+        *[ScriptedModel.tool_call("shell", {"command": f"step {i}"}) for i in range(8)],
+        "done",
+    ]
+    model = ScriptedModel(script)
+    agent = HarnessAgent(
+        model=model,
+        tools=[shell],
+        stack=[Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, memory=None)],
+        store=url,
+    )
+    await agent.call("work through the steps", CTX)
+    logged = await agent.store.events(agent.key(CTX), limit=10_000)
+    messages = [e.event.message.id for e in logged if isinstance(e.event, MessageEvent)]
+    assert messages == [m.id for m in agent.state(CTX).full_history]  # each once, in order
+    compactions = [e.event for e in logged if isinstance(e.event, CompactionEvent)]
+    assert compactions and all(c.replaced for c in compactions)
+    found = await agent.store.messages(agent.key(CTX), list(compactions[0].replaced))
+    assert set(found) == set(compactions[0].replaced)  # every replaced id resolves
+    rewrites = [e.event for e in logged if isinstance(e.event, RewriteEvent)]
+    assert all(r.original_id in messages for r in rewrites if r.how == "trim")
+    state, by_id = await agent.store.load(agent.key(CTX)) or (None, {})
+    assert state is not None
+    assert [by_id[i].id for i in state.working_ids] == [
+        m.id for m in agent.state(CTX).working_history
+    ]

@@ -54,7 +54,6 @@ class SessionRecorder:
         self.version = version
         """The stored version this process last read or wrote."""
         self.title = title
-        self._logged: set[str] = set()
         self._working: tuple[str, ...] = ()
         self._full = 0
         self._extensions: dict[str, object] = {}
@@ -75,7 +74,6 @@ class SessionRecorder:
             calibration=dict(stored.calibration),
         )
         recorder = cls(store, key, version=stored.version, title=stored.title)
-        recorder._logged.update(stored.working_ids)
         recorder._working = stored.working_ids
         recorder._extensions = dict(state.extensions)
         return recorder, state
@@ -140,13 +138,14 @@ class SessionRecorder:
         self._extensions = dict(state.extensions)
 
     def _message_events(self, state: AgentState) -> list[Event]:
-        events: list[Event] = []
-        logged = self._logged
-        for message in state.full_history[self._full :]:
-            if message.id not in logged:
-                events.append(MessageEvent(message=message))
-                logged.add(message.id)
-        fresh = [m for m in state.working_history if m.id not in logged]
+        # What is new since the last commit: the full history's tail, and working messages
+        # that were neither in the last working history nor among those new messages (the
+        # rewritten copies and summaries). No set of every logged id is kept: a session's
+        # RAM stays proportional to its working history.
+        new = state.full_history[self._full :]
+        events: list[Event] = [MessageEvent(message=m) for m in new]
+        known = {*self._working, *(m.id for m in new)}
+        fresh = [m for m in state.working_history if m.id not in known]
         if not fresh:
             return events
         now = {m.id for m in state.working_history}
@@ -164,7 +163,6 @@ class SessionRecorder:
                         how=_how(message),
                     )
                 )
-            logged.add(message.id)
         return events
 
 
