@@ -95,6 +95,10 @@ class HarnessAgent:
         approve: asked about calls the permissions mark ``ask`` (sync or async, returns
             whether to run it; an approval holds for that tool for the rest of the session);
             without it, ``ask`` means deny.
+        keep_full_history: keep every message of a session in RAM
+            (``AgentState.full_history``) after it is committed. Long-running servers pass
+            ``False``: RAM then holds the working history only, and `history` reads the full
+            record from the store.
         states: the in-process session states (the RAM cache of the store), keyed by
             `SessionKey` (user, agent, session): two users never share a state.
 
@@ -117,6 +121,7 @@ class HarnessAgent:
         store: SessionStore | str | None = None,
         permissions: ToolPermissions | None = None,
         approve: Approver | None = None,
+        keep_full_history: bool = True,
         states: MutableMapping[SessionKey, AgentState] | None = None,
     ) -> None:
         if not isinstance(max_rounds, int) or max_rounds < 1:
@@ -137,6 +142,7 @@ class HarnessAgent:
         self.settings = settings
         self.states: MutableMapping[SessionKey, AgentState] = states if states is not None else {}
         self.store: SessionStore = _store_for(store, self.workspace)
+        self.keep_full_history = keep_full_history
         self.permissions = permissions or ToolPermissions()
         self.approve = approve
         self._recorders: dict[SessionKey, SessionRecorder] = {}
@@ -177,10 +183,12 @@ class HarnessAgent:
         if state is not None and recorder is not None:
             return state
         if state is None:
-            recorder, state = await SessionRecorder.load(self.store, key)
+            recorder, state = await SessionRecorder.load(
+                self.store, key, keep_full_history=self.keep_full_history
+            )
             self.states[key] = state
         else:  # seeded in memory (states=...): recorded from here on
-            recorder = SessionRecorder(self.store, key)
+            recorder = SessionRecorder(self.store, key, keep_full_history=self.keep_full_history)
         self._recorders[key] = recorder
         return state
 

@@ -275,3 +275,28 @@ async def test_the_log_holds_every_message_once_and_what_replaced_what(tmp_path:
     assert [by_id[i].id for i in state.working_ids] == [
         m.id for m in agent.state(CTX).working_history
     ]
+
+
+async def test_without_the_full_history_in_ram_the_record_is_read_from_the_store(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/sessions.db"
+    script: list[Reply] = [ScriptedModel.tool_call("shell", {"command": "ls"}), "one", "two"]
+    agent = HarnessAgent(
+        model=ScriptedModel(script), tools=[shell], stack=[], store=url, keep_full_history=False
+    )
+    await agent.call("first", CTX)
+    await agent.call("second", CTX)
+    state = agent.state(CTX)
+    assert state.full_history == []  # RAM holds the working history only
+    assert [m.text for m in state.working_history if m.role == "user"] == ["first", "second"]
+    record = await agent.history(CTX)
+    assert [m.role for m in record] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert len({m.id for m in record}) == len(record)  # nothing logged twice

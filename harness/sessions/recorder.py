@@ -47,10 +47,19 @@ class SessionRecorder:
     """Records one session's rounds into a store (owned by the agent, one per session)."""
 
     def __init__(
-        self, store: SessionStore, key: SessionKey, *, version: int = 0, title: str = ""
+        self,
+        store: SessionStore,
+        key: SessionKey,
+        *,
+        version: int = 0,
+        title: str = "",
+        keep_full_history: bool = True,
     ) -> None:
         self.store = store
         self.key = key
+        self.keep_full_history = keep_full_history
+        """Keep ``AgentState.full_history`` in RAM after commits (else it is emptied: the
+        full record is read from the store on demand)."""
         self.version = version
         """The stored version this process last read or wrote."""
         self.title = title
@@ -60,11 +69,14 @@ class SessionRecorder:
         self._pending: list[Event] = []
 
     @classmethod
-    async def load(cls, store: SessionStore, key: SessionKey) -> tuple[SessionRecorder, AgentState]:
+    async def load(
+        cls, store: SessionStore, key: SessionKey, *, keep_full_history: bool = True
+    ) -> tuple[SessionRecorder, AgentState]:
         """Return the recorder and the RAM state of ``key``: resumed, or new."""
         found = await store.load(key)
         if found is None:
-            return cls(store, key), AgentState(session_id=key.session_id)
+            recorder = cls(store, key, keep_full_history=keep_full_history)
+            return recorder, AgentState(session_id=key.session_id)
         stored, messages = found
         working = [messages[i] for i in stored.working_ids if i in messages]
         state = AgentState(
@@ -73,7 +85,13 @@ class SessionRecorder:
             extensions=decode_extensions(stored.extensions),
             calibration=dict(stored.calibration),
         )
-        recorder = cls(store, key, version=stored.version, title=stored.title)
+        recorder = cls(
+            store,
+            key,
+            version=stored.version,
+            title=stored.title,
+            keep_full_history=keep_full_history,
+        )
         recorder._working = stored.working_ids
         recorder._extensions = dict(state.extensions)
         return recorder, state
@@ -134,7 +152,11 @@ class SessionRecorder:
         )
         self._pending.clear()
         self._working = working
-        self._full = len(state.full_history)
+        if self.keep_full_history:
+            self._full = len(state.full_history)
+        else:  # the record is in the store; RAM keeps the working history only
+            del state.full_history[:]
+            self._full = 0
         self._extensions = dict(state.extensions)
 
     def _message_events(self, state: AgentState) -> list[Event]:
