@@ -4,11 +4,31 @@
 ``sqlite://`` opens a private database in memory. The standard library's ``sqlite3`` runs in
 worker threads (`anyio.to_thread.run_sync`) on one connection guarded by a lock, so many tasks
 can call the store at once while SQLite sees one writer at a time; other processes on the same
-file wait on SQLite's own lock (busy timeout). The file is crash-safe: WAL journal,
-``synchronous=FULL``, and every commit is one ``BEGIN IMMEDIATE`` transaction.
+file wait on SQLite's own lock (busy timeout). Every commit is one ``BEGIN IMMEDIATE``
+transaction in a WAL journal.
 
-Search uses an FTS5 index with the ``trigram`` tokenizer (any script, CJK included); terms
-shorter than three characters fall back to ``LIKE``.
+**Durability.** ``synchronous=NORMAL`` by default: a commit is written to the WAL (the
+operating system's page cache) before `commit` returns, and the WAL is fsynced at checkpoints.
+
+- Guaranteed: a commit that returned survives the *process* dying at any moment (an exception,
+  SIGKILL, the OOM killer): the kernel still writes the WAL out. The database is never
+  corrupted, by a crash or a power loss, and a transaction is all or nothing.
+- Not guaranteed: after a *power loss or an operating-system crash*, the last commits before
+  it (those since the last checkpoint's fsync) may be missing — rolled back as whole rounds,
+  never half-written.
+
+``sqlite:///path/to/sessions.db?synchronous=full`` fsyncs the WAL on every commit, so a
+returned commit survives a power loss too, at the price of one fsync per round (0.5–5 ms
+depending on the disk). ``synchronous`` is the URL's only option.
+
+**Search.** An FTS5 index with the ``trigram`` tokenizer (any script, CJK included); terms
+shorter than three characters fall back to ``LIKE``. The index is not maintained in the
+commit transaction (indexing a round's texts cost several times the rest of the commit):
+``fts_marks`` holds the highest ``events`` rowid indexed (and, for fragments, the highest
+``fragment_versions`` rowid), and `search` / `search_fragments` first index whatever was
+committed past the mark, in one transaction on the locked connection, then query — so a search
+sees every commit that returned before it, and the first search after many rounds pays for
+indexing them. `purge` removes a session's indexed texts in its own transaction.
 """
 
 from __future__ import annotations
@@ -40,6 +60,15 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS: Final = 30_000
 """How long a writer waits for another process's transaction before giving up."""
+
+SCHEMA_VERSION: Final = 3
+"""The SQLite layout: `_rows.SCHEMA_VERSION` (2, the tables both backends share) plus the
+deferred full-text index of version 3 (``fts_marks``, no insert triggers, ``fragment_texts``
+with its own copy of the texts). A database with a newer version is refused, so an older
+context-harness (whose triggers would index rows a second time) cannot open a version-3 file."""
+
+SYNCHRONOUS: Final = ("normal", "full")
+"""The values of the URL's ``synchronous`` option (``normal`` by default)."""
 
 _IN_CHUNK: Final = 500
 """Ids per ``IN (…)`` query (SQLite's variable limit is 32766, but short queries plan better)."""
@@ -79,14 +108,6 @@ CREATE INDEX IF NOT EXISTS events_by_tag ON events (session, tag, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS texts USING fts5 (
     text, content='events', content_rowid='id', tokenize='trigram'
 );
-CREATE TRIGGER IF NOT EXISTS texts_insert AFTER INSERT ON events WHEN new.text IS NOT NULL
-BEGIN
-    INSERT INTO texts (rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS texts_delete AFTER DELETE ON events WHEN old.text IS NOT NULL
-BEGIN
-    INSERT INTO texts (texts, rowid, text) VALUES ('delete', old.id, old.text);
-END;
 CREATE TABLE IF NOT EXISTS fragment_sets (
     id INTEGER PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -116,21 +137,28 @@ CREATE TABLE IF NOT EXISTS fragment_versions (
     body BLOB NOT NULL,
     PRIMARY KEY (fset, fragment_id, version)
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS fragment_texts USING fts5 (
-    text, content='fragments', content_rowid='id', tokenize='trigram'
-);
-CREATE TRIGGER IF NOT EXISTS fragment_texts_insert AFTER INSERT ON fragments
+"""
+
+_UPGRADE_3: Final = """
+DROP TRIGGER IF EXISTS texts_insert;
+DROP TRIGGER IF EXISTS texts_delete;
+DROP TRIGGER IF EXISTS fragment_texts_insert;
+DROP TRIGGER IF EXISTS fragment_texts_delete;
+DROP TRIGGER IF EXISTS fragment_texts_update;
+DROP TABLE IF EXISTS fragment_texts;
+CREATE TABLE IF NOT EXISTS fts_marks (name TEXT PRIMARY KEY, upto INTEGER NOT NULL);
+INSERT OR IGNORE INTO fts_marks (name, upto)
+    VALUES ('events', coalesce((SELECT max(id) FROM events), 0));
+INSERT OR IGNORE INTO fts_marks (name, upto) VALUES ('fragments', 0);
+CREATE TRIGGER texts_delete AFTER DELETE ON events
+WHEN old.text IS NOT NULL AND old.id <= (SELECT upto FROM fts_marks WHERE name = 'events')
 BEGIN
-    INSERT INTO fragment_texts (rowid, text) VALUES (new.id, new.text);
+    INSERT INTO texts (texts, rowid, text) VALUES ('delete', old.id, old.text);
 END;
-CREATE TRIGGER IF NOT EXISTS fragment_texts_delete AFTER DELETE ON fragments
+CREATE VIRTUAL TABLE fragment_texts USING fts5 (text, tokenize='trigram');
+CREATE TRIGGER fragment_texts_delete AFTER DELETE ON fragments
 BEGIN
-    INSERT INTO fragment_texts (fragment_texts, rowid, text) VALUES ('delete', old.id, old.text);
-END;
-CREATE TRIGGER IF NOT EXISTS fragment_texts_update AFTER UPDATE ON fragments
-BEGIN
-    INSERT INTO fragment_texts (fragment_texts, rowid, text) VALUES ('delete', old.id, old.text);
-    INSERT INTO fragment_texts (rowid, text) VALUES (new.id, new.text);
+    DELETE FROM fragment_texts WHERE rowid = old.id;
 END;
 """
 
@@ -145,7 +173,7 @@ class SqliteStore:
             ConfigurationError: the URL is not ``sqlite://`` or ``sqlite:///path``.
         """
         self.url = url
-        self.path = _parse(url)
+        self.path, self.synchronous = _parse(url)
         """The database file, or ``None`` for a private in-memory database."""
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -205,7 +233,7 @@ class SqliteStore:
             conn.execute("PRAGMA foreign_keys = ON")
             if self.path is not None:
                 conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             _migrate(conn, target)
         except sqlite3.DatabaseError as error:
             conn.close()
@@ -373,6 +401,7 @@ class SqliteStore:
         def work(conn: sqlite3.Connection) -> list[SearchHit]:
             args: list[object] = []
             if long_terms:
+                _index_events(conn)
                 # Each term a quoted phrase: a trigram phrase matches as a substring.
                 match = " AND ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
                 sql = (
@@ -561,6 +590,7 @@ class SqliteStore:
                 return []
             args: list[object] = []
             if long_terms:
+                _index_fragments(conn)
                 match = " AND ".join('"' + t.replace('"', '""') + '"' for t in long_terms)
                 sql = (
                     "SELECT f.body FROM fragment_texts JOIN fragments f "
@@ -593,26 +623,38 @@ class SqliteStore:
 
 
 # ---------------------------------------------------------------------- helpers
-def _parse(url: str) -> Path | None:
+def _parse(url: str) -> tuple[Path | None, str]:
+    """Return the database file (``None`` in memory) and the ``synchronous`` setting."""
     if not isinstance(url, str) or not url.lower().startswith("sqlite://"):
         raise ConfigurationError(
             f"a SQLite session store URL is 'sqlite:///path/to/sessions.db' or 'sqlite://' "
             f"(in memory), got {url!r}"
         )
     rest = url[len("sqlite://") :]
-    if rest in ("", "/:memory:", ":memory:"):
-        return None
-    if "?" in rest or "#" in rest:
+    if "#" in rest:
         raise ConfigurationError(
-            f"a SQLite session store URL takes no query or fragment, got {url!r}; "
+            f"a SQLite session store URL takes no fragment, got {url!r}; "
             "write 'sqlite:///path/to/sessions.db'"
         )
+    rest, _, query = rest.partition("?")
+    synchronous = "normal"
+    for option in query.split("&") if query else ():
+        name, _, value = option.partition("=")
+        if name.lower() != "synchronous" or value.lower() not in SYNCHRONOUS:
+            raise ConfigurationError(
+                f"a SQLite session store URL takes one option, synchronous=normal (the "
+                f"default) or synchronous=full, got {option!r} in {url!r}; write e.g. "
+                "'sqlite:///path/to/sessions.db?synchronous=full'"
+            )
+        synchronous = value.lower()
+    if rest in ("", "/:memory:", ":memory:"):
+        return None, synchronous
     if not rest.startswith("/"):
         raise ConfigurationError(
             f"a SQLite session store URL needs an absolute path after 'sqlite://' "
             f"(three slashes: 'sqlite:///path/to/sessions.db'), got {url!r}"
         )
-    return Path(rest)
+    return Path(rest), synchronous
 
 
 def _check_file(path: Path) -> None:
@@ -643,21 +685,21 @@ def _check_file(path: Path) -> None:
 
 def _migrate(conn: sqlite3.Connection, target: str) -> None:
     found = conn.execute("PRAGMA user_version").fetchone()[0]
-    if found > _rows.SCHEMA_VERSION:
+    if found > SCHEMA_VERSION:
         raise ConfigurationError(
             f"the session database {target} has schema version {found}, newer than this "
-            f"context-harness understands ({_rows.SCHEMA_VERSION}); upgrade context-harness "
+            f"context-harness understands ({SCHEMA_VERSION}); upgrade context-harness "
             "or use another database",
             path=target,
         )
-    if found == _rows.SCHEMA_VERSION:
+    if found == SCHEMA_VERSION:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] < _rows.SCHEMA_VERSION:
-            for statement in _statements(_SCHEMA):
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            for statement in _statements(_SCHEMA) + _statements(_UPGRADE_3):
                 conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {_rows.SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.commit()
     except BaseException:
         conn.rollback()
@@ -742,6 +784,66 @@ def _delete(conn: sqlite3.Connection, session: int) -> None:
     )
     conn.execute("DELETE FROM events WHERE session = ?", (session,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (session,))
+    # A rowid above every remaining row may be handed out again: keep the marks at or below
+    # the highest remaining rowid so that a reused rowid is indexed (the texts_delete trigger
+    # has already removed the indexed texts of the deleted events, fragments by theirs).
+    conn.execute(
+        "UPDATE fts_marks SET upto = min(upto, coalesce((SELECT max(id) FROM events), 0)) "
+        "WHERE name = 'events'"
+    )
+    conn.execute(
+        "UPDATE fts_marks SET upto = min(upto, "
+        "coalesce((SELECT max(rowid) FROM fragment_versions), 0)) WHERE name = 'fragments'"
+    )
+
+
+def _index_events(conn: sqlite3.Connection) -> None:
+    """Bring the events' full-text index up to date (one transaction; nothing when it is)."""
+    (mark,) = conn.execute("SELECT upto FROM fts_marks WHERE name = 'events'").fetchone()
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
+    if top <= mark:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    (mark,) = conn.execute("SELECT upto FROM fts_marks WHERE name = 'events'").fetchone()
+    (top,) = conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()
+    if top > mark:
+        conn.execute(
+            "INSERT INTO texts (rowid, text) SELECT id, text FROM events "
+            "WHERE id > ? AND id <= ? AND text IS NOT NULL ORDER BY id",
+            (mark, top),
+        )
+        conn.execute("UPDATE fts_marks SET upto = ? WHERE name = 'events'", (top,))
+    conn.commit()
+
+
+def _index_fragments(conn: sqlite3.Connection) -> None:
+    """Re-index the fragments written since the mark (one transaction; nothing when none were).
+
+    Every fragment write adds a `fragment_versions` row, so the rows past the mark name the
+    fragments whose indexed text is stale; ``fragment_texts`` keeps its own copy of the text,
+    so the stale entry is deleted by rowid.
+    """
+    (mark,) = conn.execute("SELECT upto FROM fts_marks WHERE name = 'fragments'").fetchone()
+    (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM fragment_versions").fetchone()
+    if top <= mark:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    (mark,) = conn.execute("SELECT upto FROM fts_marks WHERE name = 'fragments'").fetchone()
+    (top,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM fragment_versions").fetchone()
+    if top > mark:
+        changed = (
+            "SELECT f.id FROM fragments f JOIN fragment_versions v "
+            "ON v.fset = f.fset AND v.fragment_id = f.fragment_id "
+            "WHERE v.rowid > ? AND v.rowid <= ?"
+        )
+        conn.execute(f"DELETE FROM fragment_texts WHERE rowid IN ({changed})", (mark, top))
+        conn.execute(
+            f"INSERT INTO fragment_texts (rowid, text) SELECT id, text FROM fragments "
+            f"WHERE id IN ({changed}) ORDER BY id",
+            (mark, top),
+        )
+        conn.execute("UPDATE fts_marks SET upto = ? WHERE name = 'fragments'", (top,))
+    conn.commit()
 
 
 def _with_version(state: StoredState, version: int) -> StoredState:
