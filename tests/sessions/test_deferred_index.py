@@ -10,6 +10,8 @@ database (indexed by triggers) is upgraded without indexing anything twice, and 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,8 +34,15 @@ async def _say(store: SqliteStore, key: SessionKey, version: int, *texts: str) -
     return await store.commit(key, expected_version=version, events=events, state=StoredState())
 
 
-def _db(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path)
+@contextmanager
+def _db(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection of its own to the store's file, committed and closed at the end."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
 
 
 def _check_indexes(path: Path) -> None:
