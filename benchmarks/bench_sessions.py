@@ -1,7 +1,8 @@
 """Durable sessions: append throughput, search latency, per-round cost and resident memory.
 
 The session store (`harness.sessions`) is measured on SQLite (a file, the embedded default:
-WAL, ``synchronous=FULL``) and PostgreSQL side by side. The PostgreSQL server is the test
+WAL, ``synchronous=NORMAL``: a returned commit survives a process crash, a power loss may
+lose the last rounds; ``?synchronous=full`` fsyncs every commit) and PostgreSQL side by side. The PostgreSQL server is the test
 suite's throwaway server (`tests.sessions.pg_server`: initdb in a temp folder, a free loopback
 port) started here **with fsync on** (the tests run it with fsync off), so both backends pay for
 durability; without server binaries or psycopg it is reported as not available and SQLite
@@ -1052,8 +1053,9 @@ def _result(
     failures = [f for fig in figures.values() for f in fig["failures"]] + memory["failures"]
     notes = [
         f"PostgreSQL: {pg_note}",
-        "SQLite commits are durable (WAL, synchronous=FULL: an fsync per commit); PostgreSQL "
-        "runs with fsync on, so both pay for durability; the disk is the machine's.",
+        "SQLite runs WAL with synchronous=NORMAL (a returned commit survives a process crash; "
+        "a power loss may lose the last rounds); PostgreSQL runs with fsync on; the full-text "
+        "index of SQLite is brought up to date by the first search after commits.",
         "Search queries were chosen from the stored texts; a CJK term under three characters "
         "cannot use SQLite's trigram index and scans with LIKE.",
         "Memory figures are tracemalloc's (Python allocations); SQLite's and PostgreSQL's own "
