@@ -10,17 +10,16 @@ suite uses it). ``providers`` takes ``--model`` and ``--api-base``; without ``--
 with ``--model local``) it runs against the local OpenAI-compatible test server.
 
 A benchmark is a module ``benchmarks/bench_<name>.py`` with ``measure(mode, progress)``
-(plain or async; `benchmarks._report.run_measure` runs it) that returns its result; for
-providers it also takes ``model`` and ``api_base``. A module that is missing from the
-checkout is reported as not available; one that fails is reported with its error and makes
-the exit status 1.
+(plain or async; `benchmarks._report.run_measure` runs it) that returns a dict of the shape of
+`benchmarks.result.Result`; for providers it also takes ``model`` and ``api_base``. A module
+that is missing from the checkout is reported as not available; one that fails, or returns a
+result of another shape, is reported with its error and makes the exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from benchmarks import _report
+from benchmarks.result import Result
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "estimation": (
@@ -81,65 +81,57 @@ def load(name: str) -> Any:
         raise
 
 
-def call_run(module: Any, *, mode: _report.Mode, progress: Any, options: dict[str, Any]) -> Any:
-    """Run one benchmark module: its ``measure`` through `benchmarks._report.run_measure`.
-
-    A module still written the older way, with ``run(quick, *, smoke, progress)``, is called
-    through that.
-    """
-    if hasattr(module, "measure"):
-        return _report.run_measure(module.measure, mode, progress, **options)
-    run = module.run
-    params = inspect.signature(run).parameters
-    kwargs = {k: v for k, v in options.items() if v is not None and k in params}
-    return run(mode != "full", smoke=mode == "smoke", progress=progress, **kwargs)
-
-
-def run_one(name: str, *, mode: _report.Mode, out: Path, options: dict[str, Any]) -> dict[str, Any]:
+def run_one(name: str, *, mode: _report.Mode, out: Path, options: dict[str, Any]) -> Result:
     """Run one benchmark and save its JSON and charts; a failure becomes a result too.
+
+    A result of the wrong shape (`benchmarks.result.ResultShapeError`) is a failure like any
+    other: the error names the benchmark and the offending key.
 
     Raises:
         BenchmarkUnavailable: when its module is missing.
         BenchmarkRefused: when it refuses to run (passed on from the benchmark).
     """
     module = load(name)
+    title = BENCHMARKS[name][1]
     say = _report.progress_printer(name)
     say(f"start ({mode})")
     started = time.perf_counter()
     try:
-        result = call_run(module, mode=mode, progress=say, options=options)
-        if not isinstance(result, dict):
-            result = {"value": result}
-        result.setdefault("status", "ok")
+        result = _report.run_measure(module.measure, mode, say, name=name, title=title, **options)
     except Exception as exc:
         if type(exc).__name__ in ("ProviderKeyMissing", "BenchmarkRefused"):
             raise BenchmarkRefused(str(exc)) from exc
         traceback.print_exc(file=sys.stderr)
-        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-    result["name"] = name
-    result.setdefault("title", BENCHMARKS[name][1])
-    result.setdefault("mode", mode)
-    result["date"] = _report.now()
-    result["elapsed_s"] = round(time.perf_counter() - started, 2)
+        result = Result(
+            name=name,
+            title=title,
+            mode=mode,
+            workload="",
+            status="failed",
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    result.date = _report.now()
+    result.elapsed_s = round(time.perf_counter() - started, 2)
     try:
         drawn = _report.draw_charts(result, out)
     except Exception as exc:  # a broken chart must not lose the figures
         drawn = []
-        result["chart_error"] = f"{type(exc).__name__}: {exc}"
-    for chart in _report.charts(result):
-        chart["drawn"] = chart.get("file") in drawn
+        result.notes.append(f"charts failed: {type(exc).__name__}: {exc}")
+    for chart in result.charts:
+        chart.drawn = chart.file in drawn
     _report.save_json(result, out)
-    say(f"done in {result['elapsed_s']:.1f} s")
+    say(f"done in {result.elapsed_s:.1f} s")
     return result
 
 
 def write_report(out: Path, unavailable: Sequence[str]) -> Path:
     """Rebuild ``report.md`` in ``out`` from every saved result, in suite order."""
-    saved = _report.load_results(out)
+    saved, skipped = _report.load_results(out)
     ordered = [saved[n] for n in BENCHMARKS if n in saved]
     ordered += [r for n, r in saved.items() if n not in BENCHMARKS]
     path = out / "report.md"
-    path.write_text(_report.render_report(ordered, unavailable=unavailable), "utf-8")
+    text = _report.render_report(ordered, unavailable=unavailable, skipped=skipped)
+    path.write_text(text, "utf-8")
     return path
 
 
@@ -186,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = {"model": args.model, "api_base": args.api_base}
     out: Path = args.out
     unavailable: list[str] = []
-    results: list[dict[str, Any]] = []
+    results: list[Result] = []
     status = 0
     for name in names:
         try:
@@ -200,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = 2
             continue
         results.append(result)
-        if result.get("status") != "ok":
+        if result.status != "ok":
             status = max(status, 1)
         print("\n".join(_report.summary_lines(result)), flush=True)
     if results:

@@ -1,16 +1,10 @@
 """Statistics, the Markdown report and the PNG charts of the benchmark suite.
 
-A benchmark's ``run`` returns a plain, JSON-serialisable dict. The suite's own benchmarks
-use this shape (every key optional except ``name``); other shapes are rendered generically
-(scalars as a list, lists of dicts and dicts of dicts as tables, the rest as JSON):
-
-``name``, ``title``, ``mode`` (``full``/``quick``/``smoke``), ``workload`` (which workload
-was used — always said), ``measured`` (what exactly was timed or counted), ``headline``
-(summary lines), ``goals`` (``{"goal", "met": bool | None, "detail"}``), ``tables``
-(``{"title", "columns", "rows", "note"}``), ``charts`` (``{"file", "title", "x_label",
-"y_label", "xlog", "ylog", "series": {label: [[x, y], …]}}`` or a bar chart with
-``"kind": "bar", "categories": […], "series": {label: [values]}``), ``notes`` and ``data``
-(raw figures, kept in the JSON file only).
+A benchmark's ``measure`` returns a plain, JSON-serialisable dict of the shape of
+`benchmarks.result.Result` (``name``, ``title``, ``mode``, ``workload``, ``measured``,
+``headline``, ``goals``, ``tables``, ``charts``, ``notes`` and ``data``, the raw figures kept in
+the JSON file only). `run_measure` converts it once; everything here reads only `Result`, and a
+dict of another shape is refused with `benchmarks.result.ResultShapeError`.
 
 Every speed figure is a ratio against a baseline measured in the same run, given with the
 median and the spread (p10–p90) of repeated runs; absolute times are printed for reference
@@ -33,13 +27,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
+import msgspec
 
-Mode = Literal["full", "quick", "smoke"]
-"""How long a benchmark runs: ``full`` (``make bench``), ``quick`` (under a minute) or ``smoke``
-(only checks the output; the test suite uses it)."""
+from benchmarks.result import Mode as Mode
+from benchmarks.result import Result, ResultShapeError, to_result
+
 Progress = Callable[[str], None]
 """Receives a line of progress now and then."""
 
@@ -61,19 +56,29 @@ PACKAGES = (
 
 # ---------------------------------------------------------------------------- running
 def run_measure(
-    measure: Callable[..., Any], mode: Mode, progress: Progress | None = None, **options: Any
-) -> Any:
-    """Run a benchmark's ``measure(mode, progress, **options)`` and return its result.
+    measure: Callable[..., Any],
+    mode: Mode,
+    progress: Progress | None = None,
+    *,
+    name: str,
+    title: str,
+    **options: Any,
+) -> Result:
+    """Run a benchmark's ``measure(mode, progress, **options)`` and return its `Result`.
 
     An async ``measure`` runs in a fresh event loop. Only the options its signature names are
-    passed, and never one that is ``None`` (``--model`` goes to ``providers`` alone).
+    passed, and never one that is ``None`` (``--model`` goes to ``providers`` alone). The dict
+    it returns is converted once (`benchmarks.result.to_result`; ``name`` is always this one,
+    ``title`` a default).
+
+    Raises:
+        ResultShapeError: when ``measure`` returns something of another shape.
     """
     params = inspect.signature(measure).parameters
     kwargs = {k: v for k, v in options.items() if v is not None and k in params}
     call = functools.partial(measure, mode, progress or _quiet, **kwargs)
-    if inspect.iscoroutinefunction(measure):
-        return anyio.run(call)
-    return call()
+    raw = anyio.run(call) if inspect.iscoroutinefunction(measure) else call()
+    return to_result(raw, name=name, title=title, mode=mode)
 
 
 def _quiet(message: str) -> None:
@@ -252,44 +257,55 @@ def progress_printer(prefix: str) -> Callable[[str], None]:
     return say
 
 
-def save_json(result: dict[str, Any], out: Path) -> Path:
+def save_json(result: Result, out: Path) -> Path:
     """Write one benchmark's result as ``<name>.json`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{result.get('name', 'result')}.json"
-    path.write_text(json.dumps(result, indent=1, default=_json_default, allow_nan=True), "utf-8")
+    path = out / f"{result.name}.json"
+    plain = msgspec.to_builtins(result, enc_hook=_json_default)
+    path.write_text(json.dumps(plain, indent=1, allow_nan=True), "utf-8")
     return path
 
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
     return repr(value)
 
 
-def load_results(out: Path) -> dict[str, dict[str, Any]]:
-    """Return every ``*.json`` result in ``out`` by benchmark name."""
-    found: dict[str, dict[str, Any]] = {}
+def load_result(path: Path) -> Result:
+    """Read one saved result.
+
+    Raises:
+        ResultShapeError: when the file is not JSON of `Result`'s shape.
+    """
+    try:
+        return msgspec.convert(json.loads(path.read_text("utf-8")), Result)
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise ResultShapeError(f"{path.name} is not a benchmark result: {exc}") from exc
+
+
+def load_results(out: Path) -> tuple[dict[str, Result], list[str]]:
+    """Return every ``*.json`` result in ``out`` by benchmark name, and why others were skipped."""
+    found: dict[str, Result] = {}
+    skipped: list[str] = []
     if not out.is_dir():
-        return found
+        return found, skipped
     for path in sorted(out.glob("*.json")):
         try:
-            data = json.loads(path.read_text("utf-8"))
-        except ValueError:
+            result = load_result(path)
+        except ResultShapeError as exc:
+            skipped.append(str(exc))
             continue
-        if isinstance(data, dict):
-            found[str(data.get("name", path.stem))] = data
-    return found
+        found[result.name] = result
+    return found, skipped
 
 
-def draw_charts(result: dict[str, Any], out: Path) -> list[str]:
+def draw_charts(result: Result, out: Path) -> list[str]:
     """Draw the result's charts as PNG files in ``out``; return the files written.
 
-    Returns an empty list (and the report says so) when matplotlib is not installed.
+    Returns an empty list (and the result's notes say so) when matplotlib is not installed.
     """
-    specs = charts(result)
-    if not specs:
+    if not result.charts:
         return []
     try:
         import matplotlib
@@ -297,45 +313,43 @@ def draw_charts(result: dict[str, Any], out: Path) -> list[str]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        if isinstance(result.setdefault("notes", []), list):
-            result["notes"].append("charts skipped: matplotlib is not installed")
+        result.notes.append("charts skipped: matplotlib is not installed")
         return []
     written: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
-    for spec in specs:
+    for spec in result.charts:
         fig, ax = plt.subplots(figsize=(7.5, 4.6), dpi=110)
-        if spec.get("kind") == "bar":
-            categories = list(spec.get("categories", []))
-            series = spec.get("series", {})
-            width = 0.8 / max(1, len(series))
-            for index, (label, values) in enumerate(series.items()):
-                xs = [i + index * width - 0.4 + width / 2 for i in range(len(categories))]
-                ax.bar(xs, [v if v is not None else 0 for v in values], width, label=label)
-            ax.set_xticks(range(len(categories)))
-            ax.set_xticklabels(categories, rotation=15, ha="right")
+        if spec.kind == "bar":
+            width = 0.8 / max(1, len(spec.series))
+            for index, (label, values) in enumerate(spec.series.items()):
+                xs = [i + index * width - 0.4 + width / 2 for i in range(len(spec.categories))]
+                ax.bar(xs, [v if isinstance(v, float) else 0 for v in values], width, label=label)
+            ax.set_xticks(range(len(spec.categories)))
+            ax.set_xticklabels(spec.categories, rotation=15, ha="right")
         else:
             markers = "os^Dv<>p*h"
-            for index, (label, points) in enumerate(spec.get("series", {}).items()):
+            for index, (label, points) in enumerate(spec.series.items()):
                 pts = [
-                    (x, y) for x, y in points if y is not None and (y > 0 or not spec.get("ylog"))
+                    (x, y)
+                    for x, y in (p for p in points if isinstance(p, tuple))
+                    if y is not None and (y > 0 or not spec.ylog)
                 ]
                 if not pts:
                     continue
                 ax.plot(*zip(*pts, strict=True), marker=markers[index % len(markers)], label=label)
-            if spec.get("xlog"):
+            if spec.xlog:
                 ax.set_xscale("log")
-            if spec.get("ylog"):
+            if spec.ylog:
                 ax.set_yscale("log")
-        ax.set_title(spec.get("title", ""))
-        ax.set_xlabel(spec.get("x_label", ""))
-        ax.set_ylabel(spec.get("y_label", ""))
+        ax.set_title(spec.title)
+        ax.set_xlabel(spec.x_label)
+        ax.set_ylabel(spec.y_label)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
-        path = out / spec["file"]
-        fig.savefig(path)
+        fig.savefig(out / spec.file)
         plt.close(fig)
-        written.append(spec["file"])
+        written.append(spec.file)
     return written
 
 
@@ -361,56 +375,7 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
-def headlines(result: dict[str, Any]) -> list[str]:
-    """Return the result's headline lines (a string or a list of strings)."""
-    value = result.get("headline")
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    return []
-
-
-def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the result's goals in the suite's shape (other shapes: ``[]``)."""
-    value = result.get("goals")
-    if isinstance(value, list) and all(isinstance(g, dict) and "goal" in g for g in value):
-        return value
-    return []
-
-
-def tables(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the result's tables in the suite's shape (other shapes: ``[]``)."""
-    value = result.get("tables")
-    if isinstance(value, list) and all(
-        isinstance(t, dict)
-        and isinstance(t.get("columns"), list)
-        and isinstance(t.get("rows"), list)
-        for t in value
-    ):
-        return value
-    return []
-
-
-def charts(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return the result's chart specs in the suite's shape (other shapes: ``[]``)."""
-    value = result.get("charts")
-    if isinstance(value, list) and all(
-        isinstance(c, dict) and isinstance(c.get("file"), str) and isinstance(c.get("series"), dict)
-        for c in value
-    ):
-        return value
-    return []
-
-
-def _conforms(result: dict[str, Any], key: str) -> bool:
-    readers = {"headline": headlines, "goals": goals, "tables": tables, "charts": charts}
-    if key not in readers:
-        return True
-    return bool(readers[key](result)) or not result.get(key)
-
-
-def _goal_mark(met: Any) -> str:
+def _goal_mark(met: bool | None) -> str:
     if met is True:
         return "met"
     if met is False:
@@ -418,116 +383,46 @@ def _goal_mark(met: Any) -> str:
     return "not measured"
 
 
-def render_section(result: dict[str, Any]) -> str:
+def render_section(result: Result) -> str:
     """Return the Markdown section of one benchmark result."""
-    name = result.get("name", "?")
-    lines = [f"## {result.get('title', name)} (`{name}`)", ""]
-    meta = []
-    if result.get("mode"):
-        meta.append(f"mode: {result['mode']}")
-    if result.get("date"):
-        meta.append(f"run: {result['date']}")
-    if result.get("elapsed_s") is not None:
-        meta.append(f"took {result['elapsed_s']:.1f} s")
-    if meta:
-        lines += ["_" + " · ".join(meta) + "_", ""]
-    if result.get("status") and result["status"] != "ok":
-        lines += [f"**{result['status']}**: {result.get('error', '')}", ""]
-    if result.get("workload"):
-        lines += [f"**Workload:** {result['workload']}", ""]
-    if result.get("measured"):
-        lines += [f"**What was measured:** {result['measured']}", ""]
-    if headlines(result):
-        lines += [*(f"- {h}" for h in headlines(result)), ""]
-    if goals(result):
-        lines.append(
-            markdown_table(
-                ["goal", "result", "detail"],
-                [
-                    [g.get("goal", ""), _goal_mark(g.get("met")), g.get("detail", "")]
-                    for g in goals(result)
-                ],
-            )
-        )
-        lines.append("")
-    for table in tables(result):
-        if table.get("title"):
-            lines += [f"### {table['title']}", ""]
-        lines += [markdown_table(table["columns"], table["rows"]), ""]
-        if table.get("note"):
-            lines += [f"_{table['note']}_", ""]
-    for chart in charts(result):
-        if chart.get("drawn", True):
-            lines += [f"![{chart.get('title', '')}]({chart['file']})", ""]
-    known = {
-        "name",
-        "title",
-        "mode",
-        "date",
-        "elapsed_s",
-        "status",
-        "error",
-        "workload",
-        "measured",
-        "headline",
-        "goals",
-        "tables",
-        "charts",
-        "notes",
-        "data",
-    }
-    generic = {k: v for k, v in result.items() if k not in known or not _conforms(result, k)}
-    if generic:
-        lines += [render_generic(generic), ""]
-    notes = result.get("notes")
-    if isinstance(notes, list) and notes:
-        lines += ["Notes:", "", *(f"- {n}" for n in notes), ""]
-    elif isinstance(notes, str) and notes:
-        lines += [f"Notes: {notes}", ""]
+    lines = [f"## {result.title} (`{result.name}`)", "", f"_mode: {result.mode}"]
+    if result.date:
+        lines[-1] += f" · run: {result.date}"
+    if result.elapsed_s is not None:
+        lines[-1] += f" · took {result.elapsed_s:.1f} s"
+    lines[-1] += "_"
+    lines.append("")
+    if result.status != "ok":
+        lines += [f"**{result.status}**: {result.error}", ""]
+    if result.workload:
+        lines += [f"**Workload:** {result.workload}", ""]
+    if result.measured:
+        lines += [f"**What was measured:** {result.measured}", ""]
+    if result.headline:
+        lines += [*(f"- {h}" for h in result.headline), ""]
+    if result.goals:
+        rows = [[g.goal, _goal_mark(g.met), g.detail] for g in result.goals]
+        lines += [markdown_table(["goal", "result", "detail"], rows), ""]
+    for table in result.tables:
+        if table.title:
+            lines += [f"### {table.title}", ""]
+        lines += [markdown_table(table.columns, table.rows), ""]
+        if table.note:
+            lines += [f"_{table.note}_", ""]
+    lines += [f"![{c.title}]({c.file})\n" for c in result.charts if c.drawn]
+    if result.notes:
+        lines += ["Notes:", "", *(f"- {n}" for n in result.notes), ""]
     return "\n".join(lines)
 
 
-def render_generic(data: dict[str, Any]) -> str:
-    """Render a dict of unknown shape: scalars as a list, tables where possible, else JSON."""
-    lines: list[str] = []
-    scalars = {
-        k: v for k, v in data.items() if isinstance(v, str | int | float | bool) or v is None
-    }
-    if scalars:
-        lines += [f"- **{k}**: {_cell(v)}" for k, v in scalars.items()]
-        lines.append("")
-    for key, value in data.items():
-        if key in scalars:
-            continue
-        if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-            columns = list(dict.fromkeys(k for r in value for k in r))
-            lines += [
-                f"### {key}",
-                "",
-                markdown_table(columns, [[r.get(c) for c in columns] for r in value]),
-                "",
-            ]
-        elif isinstance(value, dict) and value and all(isinstance(r, dict) for r in value.values()):
-            columns = list(dict.fromkeys(k for r in value.values() for k in r))
-            if all(not isinstance(r.get(c), dict | list) for r in value.values() for c in columns):
-                rows = [[k, *(r.get(c) for c in columns)] for k, r in value.items()]
-                lines += [f"### {key}", "", markdown_table(["", *columns], rows), ""]
-                continue
-            lines += _json_block(key, value)
-        else:
-            lines += _json_block(key, value)
-    return "\n".join(lines)
+def render_report(
+    results: Sequence[Result], *, unavailable: Sequence[str] = (), skipped: Sequence[str] = ()
+) -> str:
+    """Return the whole Markdown report: machine, versions, summary, every section.
 
-
-def _json_block(key: str, value: Any) -> list[str]:
-    text = json.dumps(value, indent=1, default=_json_default)
-    if len(text) > 4000:
-        text = text[:4000] + "\n… (cut; see the JSON file)"
-    return [f"### {key}", "", "```json", text, "```", ""]
-
-
-def render_report(results: Sequence[dict[str, Any]], *, unavailable: Sequence[str] = ()) -> str:
-    """Return the whole Markdown report: machine, versions, summary, every section."""
+    ``unavailable`` names benchmarks whose module is missing; ``skipped`` says which saved
+    files were not results (`load_results`).
+    """
     info = machine()
     lines = [
         "# context-harness benchmarks",
@@ -548,38 +443,32 @@ def render_report(results: Sequence[dict[str, Any]], *, unavailable: Sequence[st
         "",
     ]
     for result in results:
-        name = result.get("name", "?")
-        heads = headlines(result)
-        status = result.get("status", "ok")
-        if status != "ok":
-            lines.append(f"- `{name}`: {status} — {result.get('error', '')}")
-        for head in heads:
-            lines.append(f"- `{name}`: {head}")
-        for goal in goals(result):
-            lines.append(
-                f"- `{name}` goal — {goal.get('goal')}: {_goal_mark(goal.get('met'))} "
-                f"({goal.get('detail', '')})"
-            )
+        name = result.name
+        if result.status != "ok":
+            lines.append(f"- `{name}`: {result.status} — {result.error}")
+        lines += [f"- `{name}`: {head}" for head in result.headline]
+        lines += [
+            f"- `{name}` goal — {g.goal}: {_goal_mark(g.met)} ({g.detail})" for g in result.goals
+        ]
     for name in unavailable:
         lines.append(f"- `{name}`: not available (its module is not in this checkout)")
+    for reason in skipped:
+        lines.append(f"- skipped: {reason}")
     lines.append("")
     for result in results:
         lines += [render_section(result), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def summary_lines(result: dict[str, Any]) -> list[str]:
+def summary_lines(result: Result) -> list[str]:
     """Return the lines printed to stdout for one result."""
-    name = result.get("name", "?")
-    out = [f"== {result.get('title', name)} ({name}) =="]
-    if result.get("status", "ok") != "ok":
-        out.append(f"  {result['status']}: {result.get('error', '')}")
-    if result.get("workload"):
-        out.append(f"  workload: {result['workload']}")
-    out += [f"  {h}" for h in headlines(result)]
-    for goal in goals(result):
-        out.append(
-            f"  goal: {goal.get('goal')} -> {_goal_mark(goal.get('met')).strip('*')} "
-            f"({goal.get('detail', '')})"
-        )
+    out = [f"== {result.title} ({result.name}) =="]
+    if result.status != "ok":
+        out.append(f"  {result.status}: {result.error}")
+    if result.workload:
+        out.append(f"  workload: {result.workload}")
+    out += [f"  {h}" for h in result.headline]
+    out += [
+        f"  goal: {g.goal} -> {_goal_mark(g.met).strip('*')} ({g.detail})" for g in result.goals
+    ]
     return out

@@ -217,10 +217,6 @@ def _result(
         "name": "estimation",
         "title": "Token estimation: approximate vs exact, per text class",
         "mode": "smoke" if smoke else "quick" if quick else "full",
-        "quick": quick,
-        "shared_data": shared,
-        "rounds": rounds,
-        "targets": GOALS,
         "workload": workload_text,
         "measured": (
             "summed estimate ÷ exact per workload (in-sample: shipped fit; out-of-sample: "
@@ -301,8 +297,15 @@ def _result(
                 ],
             }
         ],
-        "data": {"rows": rows, "speed": speeds},
-        "seconds": time.perf_counter() - started,
+        "data": {
+            "rows": rows,
+            "speed": speeds,
+            "quick": quick,
+            "shared_data": shared,
+            "rounds": rounds,
+            "targets": GOALS,
+            "seconds": time.perf_counter() - started,
+        },
     }
 
 

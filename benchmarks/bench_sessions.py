@@ -52,10 +52,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
 import msgspec
 
 from benchmarks import _report
+from benchmarks._report import Mode, Progress
 from benchmarks.bench_overhead import our_stack
 from benchmarks.trajectories import NO_OUTPUT
 from benchmarks.workloads import (
@@ -150,8 +150,6 @@ ZH_WORDS = [
     "响应",
 ]
 """The vocabulary of the generated Chinese texts (the replays have none)."""
-
-Progress = Callable[[str], None]
 
 
 # --------------------------------------------------------------------------- stores
@@ -786,7 +784,9 @@ def memory_limit(working_text: int, logged: int) -> int:
 
 
 # ---------------------------------------------------------------------------- run
-async def _run(mode: str, say: Progress) -> dict[str, Any]:
+async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
+    """Run the sessions benchmark and return its result (see `benchmarks.result.Result`)."""
+    say = progress
     with tempfile.TemporaryDirectory(prefix="bench-sessions-") as folder:
         workdir = Path(folder)
         server, pg_note = start_postgres(say)
@@ -1173,12 +1173,3 @@ def _result(
             "memory": {**memory, "limit_bytes": limit},
         },
     }
-
-
-def run(
-    quick: bool = False, *, smoke: bool = False, progress: Progress | None = None
-) -> dict[str, Any]:
-    """Run the sessions benchmark and return its result (see `benchmarks._report`)."""
-    mode = "smoke" if smoke else "quick" if quick else "full"
-    say = progress or (lambda message: None)
-    return anyio.run(_run, mode, say)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 
 from benchmarks import _report, peers, trajectories, workloads
 from benchmarks.__main__ import BENCHMARKS, main
+from benchmarks.result import Result, ResultShapeError, to_result
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from providers.scripted import ScriptedModel
@@ -35,16 +38,17 @@ def _numbers(value: Any) -> list[float]:
     return []
 
 
-def _run(name: str, out: Path, *extra: str) -> dict[str, Any]:
+def _run(name: str, out: Path, *extra: str) -> Result:
     status = main([name, "--smoke", "--out", str(out), *extra])
     assert status == 0
-    result: dict[str, Any] = json.loads((out / f"{name}.json").read_text("utf-8"))
-    assert result["status"] == "ok"
-    assert result["mode"] == "smoke"
-    assert result["workload"], "every benchmark names its workload"
+    result = _report.load_result(out / f"{name}.json")  # the saved file reads back as a Result
+    assert result.name == name
+    assert result.status == "ok"
+    assert result.mode == "smoke"
+    assert result.workload, "every benchmark names its workload"
     report = (out / "report.md").read_text("utf-8")
     assert "## Machine" in report and "## Versions" in report
-    assert result["workload"] in report
+    assert result.workload in report
     return result
 
 
@@ -194,24 +198,59 @@ def test_stats_and_ratios() -> None:
     assert _report.fmt_time(0.0015) == "1.50 ms"
 
 
-def test_report_renders_results_of_any_shape() -> None:
-    ours = {
-        "name": "x",
-        "workload": "w",
-        "headline": ["h"],
-        "goals": [{"goal": "g", "met": False, "detail": "d"}],
-        "tables": [{"title": "t", "columns": ["a", "b"], "rows": [[1, 2.5]]}],
-    }
-    foreign = {
-        "name": "y",
-        "goals": {"ratio": 25.0},
-        "results": [{"k": 1}, {"k": 2}],
-        "headline": 3,
-    }
-    text = _report.render_report([ours, foreign], unavailable=["z"])
+def test_report_renders_a_result() -> None:
+    ours = to_result(
+        {
+            "workload": "w",
+            "headline": ["h"],
+            "goals": [{"goal": "g", "met": False, "detail": "d"}],
+            "tables": [{"title": "t", "columns": ["a", "b"], "rows": [[1, 2.5]]}],
+        },
+        name="x",
+        title="X",
+        mode="smoke",
+    )
+    text = _report.render_report([ours], unavailable=["z"], skipped=["old.json: why"])
     assert "| 1 | 2.50 |" in text and "**missed**" in text
-    assert "`z`: not available" in text
-    assert '"ratio": 25.0' in text and "| k |" in text
+    assert "**Workload:** w" in text and "- `x`: h" in text
+    assert "`z`: not available" in text and "skipped: old.json: why" in text
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        ({"workload": "w", "goals": {"ratio": 25.0}}, "`$.goals`"),
+        ({"workload": "w", "results": [{"k": 1}]}, "unknown field `results`"),
+        ({"workload": "w", "goals": [{"goal": "g", "met": "yes"}]}, "`$.goals[0].met`"),
+        ({"headline": ["h"]}, "missing required field `workload`"),
+        ({"workload": "w", "tables": [{"columns": ["a"], "rows": [[{"k": 1}]]}]}, "rows"),
+    ],
+)
+def test_a_result_of_another_shape_is_refused_with_a_clear_error(
+    raw: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(ResultShapeError, match="benchmark 'y' returned a result") as caught:
+        to_result(raw, name="y", title="Y", mode="smoke")
+    assert path in str(caught.value)
+    with pytest.raises(ResultShapeError, match="returned list, not a dict"):
+        to_result([raw], name="y", title="Y", mode="smoke")
+
+
+def test_the_runner_fails_a_benchmark_that_returns_another_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = types.ModuleType("benchmarks.bench_odd")
+    module.measure = lambda mode, progress: {"workload": "w", "quick": True}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "benchmarks.bench_odd", module)
+    monkeypatch.setitem(BENCHMARKS, "odd", ("bench_odd", "a benchmark of the old shape"))
+    (tmp_path / "stale.json").write_text('{"name": "stale", "extra": 1}', "utf-8")
+    assert main(["odd", "--smoke", "--out", str(tmp_path)]) == 1
+    saved = _report.load_result(tmp_path / "odd.json")
+    assert saved.status == "failed"
+    assert "unknown field `quick`" in saved.error and "'odd'" in saved.error
+    assert "failed: ResultShapeError" in capsys.readouterr().out
+    report = (tmp_path / "report.md").read_text("utf-8")
+    assert "skipped: stale.json is not a benchmark result" in report
 
 
 # ------------------------------------------------------------------------------ runner
@@ -237,7 +276,7 @@ def test_a_missing_module_is_reported_not_available(
 # --------------------------------------------------------------------------- benchmarks
 def test_overhead_smoke(tmp_path: Path) -> None:
     result = _run("overhead", tmp_path)
-    data = result["data"]
+    data = result.data
     assert set(data) >= SYSTEMS_OVERHEAD
     for system in SYSTEMS_OVERHEAD:
         for n, entry in data[system].items():
@@ -250,20 +289,20 @@ def test_overhead_smoke(tmp_path: Path) -> None:
             if system != "ours":
                 assert entry["warm_ratio_vs_ours"]["median"] > 0
     assert all(x >= 0 or math.isnan(x) for x in _numbers(data))
-    assert {g["goal"].split(" (")[0] for g in result["goals"]} >= {"flat as history grows"}
-    for chart in result["charts"]:
-        assert chart["drawn"] and (tmp_path / chart["file"]).stat().st_size > 1000
-        assert set(chart["series"]) >= SYSTEMS_OVERHEAD
-    rows = result["tables"][0]["rows"]
+    assert {g.goal.split(" (")[0] for g in result.goals} >= {"flat as history grows"}
+    for chart in result.charts:
+        assert chart.drawn and (tmp_path / chart.file).stat().st_size > 1000
+        assert set(chart.series) >= SYSTEMS_OVERHEAD
+    rows = result.tables[0].rows
     assert {row[1] for row in rows} >= SYSTEMS_OVERHEAD
-    memory = result["data"]["memory_peak"]
+    memory = result.data["memory_peak"]
     assert memory and all(m["peak_bytes"] > 0 and m["messages"] > 0 for m in memory.values())
     assert "![" in (tmp_path / "report.md").read_text("utf-8")
 
 
 def test_tokens_sent_smoke(tmp_path: Path) -> None:
     result = _run("tokens_sent", tmp_path)
-    data = result["data"]
+    data = result.data
     assert set(data) == {"ours", "LangChain", "litellm"}
     points = len(data["LangChain"]["per_request"])
     assert points == len(data["litellm"]["per_request"]) > 0
@@ -278,8 +317,8 @@ def test_tokens_sent_smoke(tmp_path: Path) -> None:
     assert data["ours"]["failures"] == []
     assert data["ours"]["summary_requests"] > 0, "the smoke session is long enough to compact"
     assert data["litellm"]["summary_requests"] == 0
-    goals = {g["goal"]: g for g in result["goals"]}
-    assert goals["zero overflows (exact count over the window)"]["met"] == (
+    goals = {g.goal: g for g in result.goals}
+    assert goals["zero overflows (exact count over the window)"].met == (
         data["ours"]["overflows"] == 0
     )
 
@@ -296,14 +335,14 @@ def test_tokens_sent_counts_a_broken_tool_pair() -> None:
 
 def test_load_smoke_checks_isolation(tmp_path: Path) -> None:
     result = _run("load", tmp_path)
-    data = result["data"]
+    data = result.data
     assert data["isolated"] is True
     run = data["runs"][0]
     assert run["leaks"] == 0 and run["lost"] == 0 and run["failures"] == []
     assert run["rounds"] == run["sessions"] * 3
     assert run["requests_checked"] >= run["rounds"]
     assert run["rounds_per_s"] > 0 and run["rss_per_session"] >= 0
-    assert result["goals"][0]["met"] is True
+    assert result.goals[0].met is True
 
 
 async def test_load_isolation_check_catches_a_leak() -> None:
@@ -328,8 +367,8 @@ async def test_load_isolation_check_catches_a_leak() -> None:
 @pytest.mark.integration
 def test_providers_smoke_against_the_local_server(tmp_path: Path) -> None:
     result = _run("providers", tmp_path)
-    rows = result["data"]["rows"]
-    assert result["data"]["local"] is True
+    rows = result.data["rows"]
+    assert result.data["local"] is True
     assert len(rows) >= 5
     answered = [r for r in rows if r["error"] is None]
     assert answered and all(r["reported"] > 0 for r in answered)
@@ -342,7 +381,7 @@ def test_providers_smoke_against_the_local_server(tmp_path: Path) -> None:
     for row in rows:
         if row["overflow"]:
             assert row["handled"].startswith(("retried", "not retried"))
-    assert 0.7 <= result["data"]["factor"] <= 2.0
+    assert 0.7 <= result.data["factor"] <= 2.0
 
 
 def test_providers_refuses_without_the_key(
@@ -357,22 +396,21 @@ def test_providers_refuses_without_the_key(
 @pytest.mark.parametrize("name", ["estimation", "selection", "compaction_cut"])
 def test_hot_path_benchmarks_smoke(name: str, tmp_path: Path) -> None:
     result = _run(name, tmp_path)
-    goals = _report.goals(result)
-    assert goals, f"{name} states its goals"
-    assert all(isinstance(g["met"], bool) and g["goal"] for g in goals)
-    assert _report.tables(result), f"{name} prints a table"
-    numbers = _numbers(result.get("data", {}))
+    assert result.goals, f"{name} states its goals"
+    assert all(isinstance(g.met, bool) and g.goal for g in result.goals)
+    assert result.tables, f"{name} prints a table"
+    numbers = _numbers(result.data)
     assert numbers and all(not math.isnan(x) for x in numbers)
 
 
 def test_sessions_smoke_reports_both_backends_and_the_goals(tmp_path: Path) -> None:
     result = _run("sessions", tmp_path)
-    data = result["data"]
+    data = result.data
     backends = ["SQLite file"]
     if not data["postgres"].startswith("not available"):
         backends.append("PostgreSQL")
     else:
-        assert "not available" in " ".join(result["headline"])
+        assert "not available" in " ".join(result.headline)
     for name in backends:
         append = data["append"][name]
         assert append["events"] == 2_000 and append["commits"] == 500
@@ -397,5 +435,5 @@ def test_sessions_smoke_reports_both_backends_and_the_goals(tmp_path: Path) -> N
     assert (
         memory["limit_bytes"] == 2 * memory["working_text_bytes"] + 16 * memory["logged_messages"]
     )
-    goals = {g["goal"]: g["met"] for g in result["goals"]}
+    goals = {g.goal: g.met for g in result.goals}
     assert len(goals) == 2 and all(isinstance(met, bool) for met in goals.values())
