@@ -827,7 +827,9 @@ def gen_agent_session(rng: random.Random, rounds: int) -> list[Message]:
     messages.append(Message.user(task))
     for i in range(rounds):
         thought = " ".join(_sentence(rng) for _ in range(rng.randint(1, 4)))
-        name = rng.choice(["bash", "read_file", "edit_file", "search", "open"])
+        name = rng.choice(
+            ["bash", "view_file", "edit_file", "search", "open"]
+        )  # not read_file: the stack offers its own
         if name == "bash":
             args = {"command": f"{rng.choice(['ls', 'cat', 'grep -rn', 'pytest'])} {_path(rng)}"}
         elif name == "edit_file":
