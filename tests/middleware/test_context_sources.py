@@ -272,43 +272,59 @@ async def test_omit_never_reuses_the_previous_value() -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_a_slow_source_times_out_at_its_timeout(anyio_backend: str) -> None:
+    seen: list[str] = []
+
     async def slow(request: ContextRequest) -> list[ContextBlock]:
-        await anyio.sleep(10)
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")  # stopped by the timeout, not left running
+            raise
         return []
 
     agent, model = agent_with(context_source("slow", slow, timeout=0.2))
     started = time.monotonic()
     with pytest.raises(SourceError, match=r"timed out after 0\.2s") as caught:
         await agent.call("x")
-    elapsed = time.monotonic() - started
-    assert 0.19 <= elapsed < 0.45
+    assert time.monotonic() - started >= 0.19  # it waited its timeout
+    assert seen == ["cancelled"]
     assert caught.value.reason == "timeout"
     assert model.requests == []
 
 
 async def test_a_slow_omit_source_is_left_out_after_its_timeout() -> None:
+    seen: list[str] = []
+
     async def slow(request: ContextRequest) -> list[ContextBlock]:
-        await anyio.sleep(10)
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
         return [ContextBlock.reference("late", "never")]
 
     agent, model = agent_with(context_source("slow", slow, timeout=0.15, on_failure="omit"))
     started = time.monotonic()
     await agent.call("x")
-    elapsed = time.monotonic() - started
-    assert 0.14 <= elapsed < 0.4
+    assert time.monotonic() - started >= 0.14 and seen == ["cancelled"]
     assert model.agent_requests[0].transforms == ("source_unavailable:source/slow/:timeout",)
 
 
 async def test_a_failing_source_stops_the_other_loads_at_once() -> None:
+    seen: list[str] = []
+
     async def slow(request: ContextRequest) -> list[ContextBlock]:
-        await anyio.sleep(10)
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")  # the failure stopped it; it did not run to its end
+            raise
         return []
 
     agent, _ = agent_with(context_source("slow", slow), context_source("flaky", failing_raise))
-    started = time.monotonic()
     with pytest.raises(SourceError) as caught:
         await agent.call("x")
-    assert time.monotonic() - started < 1.0
+    assert seen == ["cancelled"]
     assert caught.value.source == "flaky"
 
 
@@ -494,12 +510,10 @@ async def test_cancelling_the_agent_call_cancels_in_flight_loads(anyio_backend: 
         return []
 
     agent, model = agent_with(context_source("hang", hang, timeout=30))
-    started = time.monotonic()
     with anyio.move_on_after(0.1) as scope:
         await agent.call("x")
     assert scope.cancelled_caught
     assert state == {"started": True, "cancelled": True}
-    assert time.monotonic() - started < 1.0
     assert model.requests == []
 
 
