@@ -9,6 +9,7 @@ are done once, not every round.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import (
     AsyncGenerator,
@@ -30,6 +31,7 @@ from harness.chain import compose
 from harness.errors import (
     ConfigurationError,
     ContextBuildError,
+    HarnessError,
     MaxRoundsExceeded,
     ProviderError,
     StateConflict,
@@ -276,7 +278,9 @@ class HarnessAgent:
         except BaseException as exc:
             if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
                 recorder.note_error(exc)
-                with anyio.CancelScope(shield=True):
+                # Record what the failed call stored; the caller needs the original error
+                # more than a second one from the store (a conflict drops the RAM copy).
+                with anyio.CancelScope(shield=True), contextlib.suppress(HarnessError):
                     await self._commit(key, state)
             raise
 
