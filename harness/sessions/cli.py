@@ -22,7 +22,7 @@ import argparse
 import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,17 +172,8 @@ def _days(text: str) -> float:
 async def run(args: argparse.Namespace) -> int:
     """Run a ``sessions`` or ``manifests`` command; return the exit status."""
     out = Output(as_json=args.json)
-    try:
-        workspace = _workspace(args)
-        url = args.store or _default_url(workspace)
-        _check_ids(args)
-        _check_exists(url)
-        store = open_store(url)
-    except CommandError as exc:
-        return _fail(str(exc), exc.status)
-    except HarnessError as exc:
-        return _fail(f"{type(exc).__name__}: {exc}", 2)
-    try:
+
+    async def act(store: SessionStore, workspace: Path) -> None:
         command = f"{args.command} {args.action}"
         if command == "sessions list":
             await _list(store, args, out)
@@ -195,7 +186,35 @@ async def run(args: argparse.Namespace) -> int:
         elif command == "manifests show":
             await _manifests(store, args, out)
         else:  # argparse only lets the commands above through
-            return _fail(f"unknown command {command!r}", 2)
+            raise CommandError(f"unknown command {command!r}", status=2)
+
+    return await with_store(args, act)
+
+
+async def with_store(
+    args: argparse.Namespace,
+    act: Callable[[SessionStore, Path], Awaitable[None]],
+    *,
+    must_exist: bool = True,
+) -> int:
+    """Open the store the arguments name, run ``act`` on it, close it; return the exit status.
+
+    Every failure is one line on stderr: exit 1 for what is not there, 2 for bad input or
+    a store that cannot be used. ``must_exist=False`` lets a command create the database.
+    """
+    try:
+        workspace = _workspace(args)
+        url = args.store or _default_url(workspace)
+        _check_ids(args)
+        if must_exist:
+            _check_exists(url)
+        store = open_store(url)
+    except CommandError as exc:
+        return _fail(str(exc), exc.status)
+    except HarnessError as exc:
+        return _fail(f"{type(exc).__name__}: {exc}", 2)
+    try:
+        await act(store, workspace)
     except CommandError as exc:
         return _fail(str(exc), exc.status)
     except HarnessError as exc:

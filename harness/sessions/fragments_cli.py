@@ -18,26 +18,14 @@ version N. ``--store``, ``--workspace``, ``--user``, ``--agent`` and ``--json`` 
 from __future__ import annotations
 
 import argparse
-import contextlib
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from harness.errors import HarnessError
 from harness.fragments import DEFAULT_PROJECT, KINDS, Fragment, Fragments, Scope
-from harness.sessions.cli import (
-    DEFAULT_AGENT,
-    CommandError,
-    Output,
-    _check_exists,
-    _check_ids,
-    _default_url,
-    _fail,
-    _flat,
-    _when,
-    _workspace,
-)
-from harness.sessions.store import SessionKey, open_store
+from harness.sessions.cli import DEFAULT_AGENT, CommandError, Output, _flat, _when, with_store
+from harness.sessions.store import SessionKey, SessionStore
 
 ACTIONS = ("list", "show", "add", "edit", "rm", "disable", "enable", "move", "revert", "search")
 
@@ -105,29 +93,12 @@ def add_commands(sub: Any) -> None:
 async def run(args: argparse.Namespace) -> int:
     """Run a ``fragments`` command; return the exit status."""
     out = Output(as_json=args.json)
-    try:
-        workspace = _workspace(args)
-        url = args.store or _default_url(workspace)
-        _check_ids(args)
-        if args.action != "add":
-            _check_exists(url)
-        store = open_store(url)
-    except CommandError as exc:
-        return _fail(str(exc), exc.status)
-    except HarnessError as exc:
-        return _fail(f"{type(exc).__name__}: {exc}", 2)
-    try:
+
+    async def act(store: SessionStore, workspace: Path) -> None:
         key = SessionKey(args.user, args.agent or DEFAULT_AGENT, args.session)
-        fragments = Fragments(store, key, project=args.project or DEFAULT_PROJECT)
-        await _act(fragments, args, out)
-    except CommandError as exc:
-        return _fail(str(exc), exc.status)
-    except HarnessError as exc:
-        return _fail(f"{type(exc).__name__}: {exc}", 2)
-    finally:
-        with contextlib.suppress(HarnessError):
-            await store.aclose()
-    return 0
+        await _act(Fragments(store, key, project=args.project or DEFAULT_PROJECT), args, out)
+
+    return await with_store(args, act, must_exist=args.action != "add")
 
 
 async def _act(fragments: Fragments, args: argparse.Namespace, out: Output) -> None:
