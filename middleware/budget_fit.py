@@ -35,19 +35,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.accounting import counted_near_limit, fixed_tokens
+from harness.accounting import BLOCKS_FRAMING, counted_near_limit, fixed_tokens
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
-from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
+from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
 from middleware._layout import SUMMARY_ROOM
 from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection, SelectionPolicy
-
-BLOCKS_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD + 6
-"""Framing of the one user message that carries the rendered blocks (matches accounting)."""
 
 
 def is_fixed(block: ContextBlock) -> bool:
@@ -125,7 +122,7 @@ class BudgetFit:
                 total += count_block(block)
         fixed = fixed_tokens(request, est)
         if fixed_blocks:
-            fixed += BLOCKS_MESSAGE_OVERHEAD + fixed_blocks
+            fixed += BLOCKS_FRAMING + fixed_blocks
         if fixed > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks need ~{fixed} tokens "
@@ -151,7 +148,7 @@ class BudgetFit:
             )
         reserve = self._history_reserve(request.history, minimum, est)
         room = max(0, limit - fixed - reserve)
-        overhead = 0 if fixed_blocks else BLOCKS_MESSAGE_OVERHEAD
+        overhead = 0 if fixed_blocks else BLOCKS_FRAMING
         if not optional or total + overhead <= room:
             used = total + overhead if optional else 0
             return request.replace(history_budget=limit - fixed - used)
