@@ -257,11 +257,8 @@ class HarnessAgent:
         """
         ctx = ctx or RuntimeContext()
         key = self.key(ctx)
-        known = self.states.get(key)
-        if known is None:
-            known = await self.load(ctx)
-        message = agent_input(input, known.working_history)
         state = await self.load(ctx)
+        message = agent_input(input, state.working_history)  # nothing is stored before this
         recorder = self._recorders[key]
         pending: list[AgentEvent] = []
 
