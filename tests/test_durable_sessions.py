@@ -300,3 +300,20 @@ async def test_without_the_full_history_in_ram_the_record_is_read_from_the_store
         "assistant",
     ]
     assert len({m.id for m in record}) == len(record)  # nothing logged twice
+
+
+async def test_a_failed_call_reports_its_own_error_even_when_recording_it_conflicts(
+    tmp_path: Path,
+) -> None:
+    from harness import ProviderUnavailable
+
+    url = f"sqlite:///{tmp_path}/sessions.db"
+    a = agent_on(url, ScriptedModel(default="a"))
+    down = ProviderUnavailable("provider down; retry later", provider="scripted", status=503)
+    b = agent_on(url, ScriptedModel([down]))
+    await a.load(CTX)
+    await b.load(CTX)
+    await a.call("from a", CTX)  # b's copy is stale now: its error record will conflict
+    with pytest.raises(ProviderUnavailable, match="provider down"):
+        await b.call("from b", CTX)
+    assert b.key(CTX) not in b.states  # the stale copy was dropped; the next call reloads
