@@ -1,51 +1,142 @@
-"""context-harness core: values, the chain, token estimation, policy, manifest and the agent."""
+"""context-harness core: values, the chain, token estimation, policy, manifest and the agent.
 
-from harness.accounting import estimate_request
-from harness.adapters import acompletion, completion, manifest_of
-from harness.agent import HarnessAgent, RuntimeContext
-from harness.blocks import ContextBlock, content_hash
-from harness.chain import compose
-from harness.errors import (
-    ConfigurationError,
-    ContextBudgetExceeded,
-    ContextBuildError,
-    ContextOverflowError,
-    HarnessError,
-    InvalidInputError,
-    InvalidToolPairs,
-    MaxRoundsExceeded,
-    PathEscapeError,
-    ProviderAuthError,
-    ProviderBadRequest,
-    ProviderError,
-    ProviderRateLimited,
-    ProviderUnavailable,
-    ScriptExhausted,
-    SourceError,
-    StateConflict,
-    WorkspaceError,
-)
-from harness.events import AgentEvent
-from harness.fragments import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
-from harness.manifest import ContextManifest, ManifestItem
-from harness.messages import ContentPart, Message, ToolCall, ToolSchema
-from harness.permissions import PermissionRule, ToolPermissions
-from harness.policy import ContextPolicy
-from harness.request import (
-    ModelRequest,
-    ModelResponse,
-    ProviderRetry,
-    RequestIds,
-    RunScope,
-    SystemPart,
-    Usage,
-)
-from harness.sessions import SessionKey, SessionStore, open_store
-from harness.state import AgentState
-from harness.tokens import TokenEstimator, approximate, estimator_for
-from harness.tools import Tool, ToolContext, tool
-from harness.types import Concern, Handler, Middleware
-from harness.workspace import Workspace
+Names are imported on first use (PEP 562 ``__getattr__``), so ``import harness``
+costs almost nothing and a program pays only for the parts it touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.accounting import estimate_request
+    from harness.adapters import acompletion, completion, manifest_of
+    from harness.agent import HarnessAgent, RuntimeContext
+    from harness.blocks import ContextBlock, content_hash
+    from harness.chain import compose
+    from harness.errors import (
+        ConfigurationError,
+        ContextBudgetExceeded,
+        ContextBuildError,
+        ContextOverflowError,
+        HarnessError,
+        InvalidInputError,
+        InvalidToolPairs,
+        MaxRoundsExceeded,
+        PathEscapeError,
+        ProviderAuthError,
+        ProviderBadRequest,
+        ProviderError,
+        ProviderRateLimited,
+        ProviderUnavailable,
+        ScriptExhausted,
+        SourceError,
+        StateConflict,
+        WorkspaceError,
+    )
+    from harness.events import AgentEvent
+    from harness.fragments import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
+    from harness.manifest import ContextManifest, ManifestItem
+    from harness.messages import ContentPart, Message, ToolCall, ToolSchema
+    from harness.permissions import PermissionRule, ToolPermissions
+    from harness.policy import ContextPolicy
+    from harness.request import (
+        ModelRequest,
+        ModelResponse,
+        ProviderRetry,
+        RequestIds,
+        RunScope,
+        SystemPart,
+        Usage,
+    )
+    from harness.sessions import SessionKey, SessionStore, open_store
+    from harness.state import AgentState
+    from harness.tokens import TokenEstimator, approximate, estimator_for
+    from harness.tools import Tool, ToolContext, tool
+    from harness.types import Concern, Handler, Middleware
+    from harness.workspace import Workspace
+
+_HOMES: dict[str, str] = {
+    "AgentEvent": "harness.events",
+    "AgentState": "harness.state",
+    "Concern": "harness.types",
+    "ConfigurationError": "harness.errors",
+    "ContentPart": "harness.messages",
+    "ContextBlock": "harness.blocks",
+    "ContextBudgetExceeded": "harness.errors",
+    "ContextBuildError": "harness.errors",
+    "ContextManifest": "harness.manifest",
+    "ContextOverflowError": "harness.errors",
+    "ContextPolicy": "harness.policy",
+    "Fragment": "harness.fragments",
+    "FragmentPolicy": "harness.fragments",
+    "Fragments": "harness.fragments",
+    "Handler": "harness.types",
+    "HarnessAgent": "harness.agent",
+    "HarnessError": "harness.errors",
+    "InvalidInputError": "harness.errors",
+    "InvalidToolPairs": "harness.errors",
+    "ManifestItem": "harness.manifest",
+    "MaxRoundsExceeded": "harness.errors",
+    "Message": "harness.messages",
+    "Middleware": "harness.types",
+    "ModelRequest": "harness.request",
+    "ModelResponse": "harness.request",
+    "PathEscapeError": "harness.errors",
+    "PermissionRule": "harness.permissions",
+    "ProviderAuthError": "harness.errors",
+    "ProviderBadRequest": "harness.errors",
+    "ProviderError": "harness.errors",
+    "ProviderRateLimited": "harness.errors",
+    "ProviderRetry": "harness.request",
+    "ProviderUnavailable": "harness.errors",
+    "RequestIds": "harness.request",
+    "RunScope": "harness.request",
+    "RuntimeContext": "harness.agent",
+    "ScriptExhausted": "harness.errors",
+    "SecretPattern": "harness.fragments",
+    "SessionKey": "harness.sessions",
+    "SessionStore": "harness.sessions",
+    "SourceError": "harness.errors",
+    "StateConflict": "harness.errors",
+    "SystemPart": "harness.request",
+    "TokenEstimator": "harness.tokens",
+    "Tool": "harness.tools",
+    "ToolCall": "harness.messages",
+    "ToolContext": "harness.tools",
+    "ToolPermissions": "harness.permissions",
+    "ToolSchema": "harness.messages",
+    "Usage": "harness.request",
+    "Workspace": "harness.workspace",
+    "WorkspaceError": "harness.errors",
+    "acompletion": "harness.adapters",
+    "approximate": "harness.tokens",
+    "completion": "harness.adapters",
+    "compose": "harness.chain",
+    "content_hash": "harness.blocks",
+    "estimate_request": "harness.accounting",
+    "estimator_for": "harness.tokens",
+    "manifest_of": "harness.adapters",
+    "open_store": "harness.sessions",
+    "redact": "harness.fragments",
+    "tool": "harness.tools",
+}
+"""Where each exported name lives; imported on first use (`__getattr__`)."""
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
 
 __all__ = [
     "AgentEvent",

@@ -27,15 +27,16 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import fsspec
 from anyio.lowlevel import RunVar
-from fsspec.implementations.local import LocalFileSystem
 
 from harness.errors import PathEscapeError, WorkspaceError
+
+if TYPE_CHECKING:
+    import fsspec
 
 try:  # POSIX only; elsewhere the in-process lock is the only one
     import fcntl
@@ -86,6 +87,11 @@ class Workspace:
     def __init__(
         self, location: str | os.PathLike[str], *, create: bool = True, **storage_options: Any
     ) -> None:
+        # Imported here, not at module level: fsspec (and the asyncio it pulls in) costs
+        # ~100 ms, paid only by a program that opens a workspace.
+        import fsspec.core
+        from fsspec.implementations.local import LocalFileSystem
+
         fs, root = fsspec.core.url_to_fs(os.fspath(location), **storage_options)
         self.fs: fsspec.AbstractFileSystem = fs
         self.local = isinstance(fs, LocalFileSystem)

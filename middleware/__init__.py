@@ -1,33 +1,97 @@
 """Middleware: one context concern each, composed around the model client.
 
 `default_stack()` returns them in their place; import any one to build your own list.
+
+Names are imported on first use (PEP 562 ``__getattr__``), so ``import middleware``
+costs almost nothing and a program pays only for the parts it touches.
 """
 
-from harness.task import (
-    TodoItem,
-    begin_task,
-    confirm_requirement,
-    enter_plan_mode,
-    exit_plan_mode,
-    propose_requirement,
-    record_verification,
-    reject_requirement,
-    set_subject_version,
-    set_todos,
-)
-from middleware._selection import DefaultSelection, SelectionPolicy
-from middleware.budget_fit import BudgetFit
-from middleware.compaction import Compaction
-from middleware.context_sources import ContextRequest, ContextSource, ContextSources, context_source
-from middleware.fragment_editor import FragmentEditor
-from middleware.overflow_retry import OverflowRetry
-from middleware.pair_validation import PairValidation
-from middleware.session_tools import SessionTools
-from middleware.stack import default_stack
-from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
-from middleware.tool_result_offload import ToolResultOffload, purge_session
-from middleware.tracing import Tracing
-from middleware.workspace_materials import Instruction, WorkspaceMaterials, instruction
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.task import (
+        TodoItem,
+        begin_task,
+        confirm_requirement,
+        enter_plan_mode,
+        exit_plan_mode,
+        propose_requirement,
+        record_verification,
+        reject_requirement,
+        set_subject_version,
+        set_todos,
+    )
+    from middleware._selection import DefaultSelection, SelectionPolicy
+    from middleware.budget_fit import BudgetFit
+    from middleware.compaction import Compaction
+    from middleware.context_sources import (
+        ContextRequest,
+        ContextSource,
+        ContextSources,
+        context_source,
+    )
+    from middleware.fragment_editor import FragmentEditor
+    from middleware.overflow_retry import OverflowRetry
+    from middleware.pair_validation import PairValidation
+    from middleware.session_tools import SessionTools
+    from middleware.stack import default_stack
+    from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
+    from middleware.tool_result_offload import ToolResultOffload, purge_session
+    from middleware.tracing import Tracing
+    from middleware.workspace_materials import Instruction, WorkspaceMaterials, instruction
+
+_HOMES: dict[str, str] = {
+    "BudgetFit": "middleware.budget_fit",
+    "Compaction": "middleware.compaction",
+    "ContextRequest": "middleware.context_sources",
+    "ContextSource": "middleware.context_sources",
+    "ContextSources": "middleware.context_sources",
+    "DefaultSelection": "middleware._selection",
+    "FragmentEditor": "middleware.fragment_editor",
+    "Instruction": "middleware.workspace_materials",
+    "OverflowRetry": "middleware.overflow_retry",
+    "PairValidation": "middleware.pair_validation",
+    "PlanModeOptions": "middleware.task_state",
+    "SelectionPolicy": "middleware._selection",
+    "SessionTools": "middleware.session_tools",
+    "TaskState": "middleware.task_state",
+    "TodoItem": "harness.task",
+    "ToolResultOffload": "middleware.tool_result_offload",
+    "Tracing": "middleware.tracing",
+    "WorkspaceMaterials": "middleware.workspace_materials",
+    "begin_task": "harness.task",
+    "confirm_requirement": "harness.task",
+    "context_source": "middleware.context_sources",
+    "default_stack": "middleware.stack",
+    "enable_task_list": "middleware.task_state",
+    "enter_plan_mode": "harness.task",
+    "exit_plan_mode": "harness.task",
+    "instruction": "middleware.workspace_materials",
+    "propose_requirement": "harness.task",
+    "purge_session": "middleware.tool_result_offload",
+    "record_verification": "harness.task",
+    "reject_requirement": "harness.task",
+    "set_subject_version": "harness.task",
+    "set_todos": "harness.task",
+}
+"""Where each exported name lives; imported on first use (`__getattr__`)."""
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
 
 __all__ = [
     "BudgetFit",

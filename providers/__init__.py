@@ -3,15 +3,47 @@
 `LiteLLMClient` imports litellm only when it first talks to a provider, so importing this
 package stays fast. It retries rate limits and transient 5xx answers (`RetryPolicy`) and
 records each retry as a `ProviderRetry` (`retries_of(response)`).
+
+Names are imported on first use (PEP 562 ``__getattr__``), so ``import providers``
+costs almost nothing and a program pays only for the parts it touches.
 """
 
 from __future__ import annotations
 
-from harness.request import ProviderRetry
-from providers.base import ModelClient, StreamChunk
-from providers.litellm_client import LiteLLMClient, retries_of
-from providers.retry import RetryPolicy
-from providers.scripted import ScriptedModel
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.request import ProviderRetry
+    from providers.base import ModelClient, StreamChunk
+    from providers.litellm_client import LiteLLMClient, retries_of
+    from providers.retry import RetryPolicy
+    from providers.scripted import ScriptedModel
+
+_HOMES: dict[str, str] = {
+    "LiteLLMClient": "providers.litellm_client",
+    "ModelClient": "providers.base",
+    "ProviderRetry": "harness.request",
+    "RetryPolicy": "providers.retry",
+    "ScriptedModel": "providers.scripted",
+    "StreamChunk": "providers.base",
+    "retries_of": "providers.litellm_client",
+}
+"""Where each exported name lives; imported on first use (`__getattr__`)."""
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
 
 __all__ = [
     "LiteLLMClient",
