@@ -23,13 +23,13 @@ import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from harness.errors import HarnessError
+from harness.sessions.cli_format import Output, flat, when
 from harness.sessions.store import (
     CompactionEvent,
     FragmentEvent,
@@ -76,29 +76,7 @@ class CommandError(Exception):
 # ------------------------------------------------------------------ the parser
 def add_commands(sub: Any) -> None:
     """Add the ``sessions`` and ``manifests`` commands to ``harness``'s sub-parsers."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--store",
-        default=None,
-        help="session store URL: sqlite:///abs/path.db or postgresql://user@host/db "
-        "(default: sqlite:///<workspace>/.harness/sessions.db)",
-    )
-    common.add_argument(
-        "--workspace",
-        default=None,
-        help="the agent's workspace folder (default: .): where the default store and the "
-        "offloaded tool results live",
-    )
-    common.add_argument(
-        "--user", default="", help="the user whose sessions to read (default: the anonymous user)"
-    )
-    common.add_argument(
-        "--agent",
-        default=None,
-        help=f"the agent id (default: {DEFAULT_AGENT}; list and search cover every agent "
-        "of the user unless given)",
-    )
-    common.add_argument("--json", action="store_true", help="print JSON lines instead of tables")
+    common = store_options()
 
     sessions = sub.add_parser("sessions", help="list, show, search and purge recorded sessions")
     actions = sessions.add_subparsers(dest="action", required=True)
@@ -146,6 +124,37 @@ def add_commands(sub: Any) -> None:
     )
     mshow.add_argument("--session", required=True, help="the session id")
     mshow.add_argument("--call", default=None, help="only the manifest of this call id")
+
+
+def store_options() -> argparse.ArgumentParser:
+    """Return the parent parser of the options every store command takes.
+
+    ``--store``, ``--workspace``, ``--user``, ``--agent`` and ``--json``; `with_store` reads them.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        default=None,
+        help="session store URL: sqlite:///abs/path.db or postgresql://user@host/db "
+        "(default: sqlite:///<workspace>/.harness/sessions.db)",
+    )
+    common.add_argument(
+        "--workspace",
+        default=None,
+        help="the agent's workspace folder (default: .): where the default store and the "
+        "offloaded tool results live",
+    )
+    common.add_argument(
+        "--user", default="", help="the user whose sessions to read (default: the anonymous user)"
+    )
+    common.add_argument(
+        "--agent",
+        default=None,
+        help=f"the agent id (default: {DEFAULT_AGENT}; list and search cover every agent "
+        "of the user unless given)",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON lines instead of tables")
+    return common
 
 
 def _count(text: str) -> int:
@@ -279,7 +288,12 @@ def _key(args: argparse.Namespace) -> SessionKey:
     return SessionKey(args.user, args.agent or DEFAULT_AGENT, args.session)
 
 
-async def _existing(store: SessionStore, args: argparse.Namespace) -> SessionKey:
+async def existing_session(store: SessionStore, args: argparse.Namespace) -> SessionKey:
+    """Return the key of the session ``args`` name (``--user``, ``--agent``, ``--session``).
+
+    Raises:
+        CommandError: the store has no such session for that user (exit status 1).
+    """
     key = _key(args)
     if await store.load(key) is None:
         raise CommandError(
@@ -289,9 +303,10 @@ async def _existing(store: SessionStore, args: argparse.Namespace) -> SessionKey
     return key
 
 
-async def _all_events(
+async def all_events(
     store: SessionStore, key: SessionKey, kinds: Sequence[str], offset: int, limit: int | None
 ) -> list[LoggedEvent]:
+    """Return the session's events of ``kinds`` from ``offset`` (all when ``limit`` is None)."""
     found: list[LoggedEvent] = []
     while limit is None or len(found) < limit:
         want = _PAGE if limit is None else min(_PAGE, limit - len(found))
@@ -315,15 +330,15 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: Output) -> N
     out.table(
         ("SESSION", "AGENT", "MESSAGES", "EVENTS", "LAST ACTIVE", "TITLE"),
         [
-            (i.session_id, i.agent_id, str(i.messages), str(i.events), _when(i.updated_at), i.title)
+            (i.session_id, i.agent_id, str(i.messages), str(i.events), when(i.updated_at), i.title)
             for i in infos
         ],
     )
 
 
 async def _show(store: SessionStore, args: argparse.Namespace, out: Output) -> None:
-    key = await _existing(store, args)
-    events = await _all_events(store, key, tuple(args.kind or ()), args.offset, args.limit)
+    key = await existing_session(store, args)
+    events = await all_events(store, key, tuple(args.kind or ()), args.offset, args.limit)
     if out.as_json:
         for logged in events:
             out.json(msgspec.to_builtins(logged))
@@ -331,7 +346,7 @@ async def _show(store: SessionStore, args: argparse.Namespace, out: Output) -> N
     out.note(f"session {key.session_id!r} · agent {key.agent_id!r} · user {key.user_id!r}")
     out.table(
         ("SEQ", "TIME", "KIND", "WHAT"),
-        [(str(e.seq), _when(e.event.at), _kind(e), _what(e)) for e in events],
+        [(str(e.seq), when(e.event.at), _kind(e), _what(e)) for e in events],
     )
 
 
@@ -350,10 +365,7 @@ async def _search(store: SessionStore, args: argparse.Namespace, out: Output) ->
         return
     out.table(
         ("SESSION", "AGENT", "SEQ", "ROLE", "TIME", "SNIPPET"),
-        [
-            (h.session_id, h.agent_id, str(h.seq), h.role, _when(h.at), _flat(h.snippet))
-            for h in hits
-        ],
+        [(h.session_id, h.agent_id, str(h.seq), h.role, when(h.at), flat(h.snippet)) for h in hits],
     )
 
 
@@ -426,10 +438,10 @@ def _remove_offloads(workspace: Workspace, key: SessionKey, folder: str) -> bool
 
 
 async def _manifests(store: SessionStore, args: argparse.Namespace, out: Output) -> None:
-    key = await _existing(store, args)
+    key = await existing_session(store, args)
     manifests = [
         e.event.manifest
-        for e in await _all_events(store, key, ("manifest",), 0, None)
+        for e in await all_events(store, key, ("manifest",), 0, None)
         if isinstance(e.event, ManifestEvent)
     ]
     if args.call is not None:
@@ -453,44 +465,6 @@ async def _manifests(store: SessionStore, args: argparse.Namespace, out: Output)
 
 
 # ------------------------------------------------------------------ output
-@dataclass
-class Output:
-    """Where a command's lines go: tables and notes for people, or JSON lines only."""
-
-    as_json: bool
-
-    def json(self, value: Any) -> None:
-        """Print one JSON line."""
-        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
-
-    def text(self, text: str) -> None:
-        """Print human text (only in table mode)."""
-        sys.stdout.write(text + "\n")
-
-    def note(self, text: str) -> None:
-        """Print a human note: stdout for tables, stderr under ``--json``."""
-        (sys.stderr if self.as_json else sys.stdout).write(text + "\n")
-
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        """Print an aligned table (the last column is not padded)."""
-        widths = [
-            max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-            for i, h in enumerate(headers)
-        ]
-        for row in (headers, *rows):
-            cells = [c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)]
-            self.text("  ".join([*cells, row[-1]]).rstrip())
-
-
-def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-
-
-def _flat(text: str, chars: int = 100) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= chars else flat[: chars - 1] + "…"
-
-
 def _kind(logged: LoggedEvent) -> str:
     return str(logged.event.__struct_config__.tag)
 
@@ -500,13 +474,13 @@ def _what(logged: LoggedEvent) -> str:
     if isinstance(event, MessageEvent):
         m = event.message
         calls = ", ".join(c.name for c in m.tool_calls)
-        return _flat(f"{m.role} {m.id}: {m.text}" + (f" → {calls}" if calls else ""))
+        return flat(f"{m.role} {m.id}: {m.text}" + (f" → {calls}" if calls else ""))
     if isinstance(event, RewriteEvent):
-        return _flat(
+        return flat(
             f"{event.how} of {event.original_id} → {event.message.id}: {event.message.text}"
         )
     if isinstance(event, CompactionEvent):
-        return _flat(f"summary {event.summary.id} replaced {len(event.replaced)} messages")
+        return flat(f"summary {event.summary.id} replaced {len(event.replaced)} messages")
     if isinstance(event, ManifestEvent):
         built = event.manifest
         return (
@@ -524,4 +498,4 @@ def _what(logged: LoggedEvent) -> str:
             f"({event.scope}, set v{event.set_version})"
         )
     label = event.code if isinstance(event, WarningEvent) else event.error
-    return _flat(f"{label}: {event.text}")
+    return flat(f"{label}: {event.text}")

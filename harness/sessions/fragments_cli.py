@@ -24,7 +24,8 @@ from typing import Any
 import msgspec
 
 from harness.fragments import DEFAULT_PROJECT, KINDS, Fragment, Fragments, Scope
-from harness.sessions.cli import DEFAULT_AGENT, CommandError, Output, _flat, _when, with_store
+from harness.sessions.cli import DEFAULT_AGENT, CommandError, with_store
+from harness.sessions.cli_format import Output, flat, when
 from harness.sessions.store import SessionKey, SessionStore
 
 ACTIONS = ("list", "show", "add", "edit", "rm", "disable", "enable", "move", "revert", "search")
@@ -187,9 +188,9 @@ def _table(out: Output, listed: list[Fragment], *, versions: bool = False) -> No
                 f.scope,
                 str(f.version),
                 _state(f),
-                _when(f.updated_at) if f.updated_at else "-",
-                _flat(f.title, 30),
-                _flat(f.content, 60 if not versions else 100),
+                when(f.updated_at) if f.updated_at else "-",
+                flat(f.title, 30),
+                flat(f.content, 60 if not versions else 100),
             )
             for f in listed
         ],
