@@ -6,6 +6,8 @@ harness sessions list|show|search|purge   the recorded sessions (see `harness.se
 harness manifests show --session ID       a session's context_build manifests
 harness fragments list|show|add|edit|rm|disable|enable|move|revert|search --session ID
                                           a session's context fragments (`harness.fragments`)
+harness context show --session ID [--call ID] [--html FILE]
+                                          what the model received in one round
 harness bench providers --model M [--api-base URL]   (from a source checkout)
 
 ``--json`` prints JSON lines and nothing else on stdout, for every command.
@@ -22,7 +24,7 @@ import anyio
 
 from harness.errors import HarnessError
 from harness.sessions import cli as sessions_cli
-from harness.sessions import fragments_cli
+from harness.sessions import context_cli, fragments_cli
 
 
 def _positive_int(text: str) -> int:
@@ -77,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sessions_cli.add_commands(sub)
     fragments_cli.add_commands(sub)
+    context_cli.add_commands(sub)
     bench = sub.add_parser("bench", help="benchmarks; see also `make bench`")
     bench.add_argument(
         "name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)"
@@ -114,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "fragments":
             done: int = anyio.run(fragments_cli.run, args)
             return done
+        if args.command == "context":
+            shown: int = anyio.run(context_cli.run, args)
+            return shown
         if args.command == "bench":
             try:
                 from benchmarks.__main__ import main as bench_main
