@@ -310,8 +310,7 @@ def _innermost(call: _Call) -> Handler:
         report_manifest(manifest, request)
         raw, response = await call.send(request, call.stream)
         call.raw, call.manifest, call.reply = raw, manifest, response.message
-        kept = request.commit_history
-        call.prepared = request.history if kept is None else kept
+        call.prepared = request.kept_history()
         return response.replace(manifest=manifest)
 
     return send

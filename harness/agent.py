@@ -389,8 +389,7 @@ class HarnessAgent:
             if self.policy.calibrate and response.usage is not None:
                 self._calibrate(state, request, manifest, response.usage.prompt_tokens)
             if state.version == request.state_version:
-                kept = request.commit_history
-                state.commit_working(request.history if kept is None else kept)
+                state.commit_working(request.kept_history())
         return response.replace(
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )

@@ -16,6 +16,7 @@ import msgspec
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
 from harness.manifest import ContextManifest
+from harness.markers import ORIGIN_ID
 from harness.messages import Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
 
@@ -115,6 +116,60 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     """Input tokens served from the provider's prompt cache, when reported."""
 
 
+class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
+    """Messages a middleware left out of one request only, to keep in the working history.
+
+    FragmentEditor leaves disabled messages out of what it passes on; the layers after it
+    (offload, compaction) never see them. When the agent commits, `restore` puts them back
+    among what those layers kept, in their old order: a left-out message whose neighbours
+    were summarised comes right after the summary. A left-out tool result whose call was
+    summarised away is dropped with it (a result never stands without its call).
+    """
+
+    history: tuple[Message, ...]
+    """The history as the leaving-out layer received it; its order places what comes back."""
+    sent: frozenset[str]
+    """Ids of the ``history`` messages passed on as they are."""
+    stand_ins: tuple[tuple[str, str], ...] = ()
+    """Copies passed on in place of a ``history`` message, as (copy id, original id): an
+    assistant message sent without the calls whose results were left out."""
+
+    def restore(self, kept: tuple[Message, ...]) -> tuple[Message, ...]:
+        """Return ``kept`` (what the later layers kept) with the left-out messages back."""
+        history = self.history
+        where = {m.id: i for i, m in enumerate(history)}
+        stand_ins = dict(self.stand_ins)
+        standing = set(stand_ins.values())
+        waiting = [
+            i for i, m in enumerate(history) if m.id not in self.sent and m.id not in standing
+        ]
+        back = {history[i].id for i in waiting}
+        out: list[Message] = []
+        k = 0
+        for message in kept:
+            original = stand_ins.get(message.id)
+            if original is not None:
+                message = history[where[original]]  # the message with all its calls again
+            at = where.get(message.id)
+            if at is None:
+                origin = message.meta(ORIGIN_ID)
+                at = where.get(origin) if isinstance(origin, str) else None
+            if at is not None:
+                while k < len(waiting) and waiting[k] < at:
+                    out.append(history[waiting[k]])
+                    k += 1
+            out.append(message)
+        out.extend(history[i] for i in waiting[k:])
+        calls: set[str] = set()
+        restored: list[Message] = []
+        for message in out:
+            if message.id in back and message.role == "tool" and message.tool_call_id not in calls:
+                continue  # its call was summarised away
+            calls.update(c.id for c in message.tool_calls)
+            restored.append(message)
+        return tuple(restored)
+
+
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything one model request is prepared from (immutable; change with `replace`)."""
 
@@ -147,6 +202,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     dropping the oldest units because the summariser failed), so the next round still has
     the messages and tries again; ``None``: the sent ``history`` is kept.
     """
+    left_out: LeftOut | None = None
+    """Messages left out of this request only (a disabled fragment), kept for next rounds."""
     transforms: tuple[str, ...] = ()
     """What middleware changed, in order; copied into the manifest."""
     state: AgentState | None = None
@@ -159,6 +216,15 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     def replace(self, **changes: Any) -> ModelRequest:
         """Return a copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
+
+    def kept_history(self) -> tuple[Message, ...]:
+        """Return the working history to keep once this request was answered.
+
+        What was sent (or ``commit_history``), with the messages ``left_out`` put back in
+        their places — also when a later layer (compaction) rewrote the rest.
+        """
+        kept = self.history if self.commit_history is None else self.commit_history
+        return kept if self.left_out is None else self.left_out.restore(kept)
 
     def with_transforms(self, *transforms: str) -> ModelRequest:
         """Return a copy with ``transforms`` appended to the record."""

@@ -25,6 +25,12 @@ TASK_KEY = "task_state/task"
 """The `AgentState.extensions` key of the `TaskContext`."""
 DEFAULT_PLAN_FILE = "PLAN.md"
 """The plan file when neither the state nor the options name one."""
+DEFAULT_PLAN_RULES = (
+    "You are in plan mode. Investigate and write the plan to the plan file; do not change "
+    "other files or run commands with side effects. When the plan is ready, present it and "
+    "leave plan mode before you start carrying it out."
+)
+"""The System rules of plan mode (also the text of the built-in ``mode/plan`` fragment)."""
 TodoStatus = Literal["pending", "in_progress", "completed"]
 RequirementStatus = Literal["proposed", "confirmed", "rejected"]
 

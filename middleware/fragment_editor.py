@@ -14,8 +14,9 @@ CLI while an agent serves the session reaches its next request:
 - a disabled or removed history message is left out *with its partner*: a disabled call
   message takes its results along; a disabled result takes its call out of the assistant
   message (the whole message when nothing else is left), so pairs stay valid. What is left
-  out is for this request only: the working history that the agent keeps (``commit_history``)
-  still has it, so enabling it again brings it back;
+  out is for this request only (``request.left_out``): the agent puts it back into the
+  working history it keeps — also when Compaction summarised the messages around it in
+  the same round — so enabling it again brings it back;
 - added ``system`` fragments (pinned) join System as parts named ``fragment:<id>@<version>``;
   other added fragments become reference blocks (category ``fragment``, source id
   ``fragment:<id>@<version>``) in the developer's order — project fragments first. BudgetFit
@@ -23,22 +24,41 @@ CLI while an agent serves the session reaches its next request:
   ``fragment_omitted_for_budget`` warning event, and a request over ``warn_at`` of its limit
   is a ``context_near_limit`` warning.
 
-In a round where Compaction rewrites the history it commits what it compacted, so a message
-left out in that round stays out of the working history (its text stays in the log).
+**Built-in System parts** (`harness.fragments.DEFAULT_BUILTINS`: working principles,
+environment information, the plan mode's rules) are seeded once into the project's
+fragments (`harness.fragments.seed_builtins`: idempotent, upgraded only while untouched) and
+from then on are fragments like any other. ``{date}``, ``{platform}`` and ``{cwd}`` in a
+built-in are filled in for each request. A built-in that governs a part another layer adds
+(``mode/plan`` from TaskState) applies only while that part is in the request: disabled, the
+part is left out; edited, its shipped text in the part is replaced by the developer's.
+
+Cost when a session has no fragments of its own: two reads of the store per request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import os
+from collections.abc import Collection, Sequence
 from typing import ClassVar
+
+import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
 from harness.events import AgentEvent
-from harness.fragments import DEFAULT_PROJECT, Fragment, FragmentScope, ref_id
+from harness.fragments import (
+    DEFAULT_BUILTINS,
+    DEFAULT_PROJECT,
+    Builtin,
+    Fragment,
+    FragmentScope,
+    ref_id,
+    render_placeholders,
+    seed_builtins,
+)
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
-from harness.request import ModelRequest, ModelResponse, SystemPart
+from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.sessions.store import FragmentStore
 from harness.types import Concern, Handler
 from middleware._history import units
@@ -56,9 +76,12 @@ class FragmentEditor:
         warn_at: the share of the input limit above which a ``context_near_limit`` warning
             is emitted (``None``: never).
         purposes: request purposes the fragments apply to (default: the agent loop).
+        builtins: the built-in System parts seeded into the project (``()``: none; those
+            seeded before stay fragments until removed).
 
     Raises:
-        ConfigurationError: an empty project name or a ``warn_at`` outside (0, 1].
+        ConfigurationError: an empty project name, a ``warn_at`` outside (0, 1], or two
+            built-ins with one id.
     """
 
     concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
@@ -71,6 +94,7 @@ class FragmentEditor:
         priority: int = 0,
         warn_at: float | None = 0.9,
         purposes: Collection[str] = ("agent",),
+        builtins: Sequence[Builtin] = DEFAULT_BUILTINS,
     ) -> None:
         if not isinstance(project, str) or not project:
             raise ConfigurationError(f"project must be a non-empty name, got {project!r}")
@@ -78,7 +102,14 @@ class FragmentEditor:
             raise ConfigurationError(f"warn_at is a share of the limit in (0, 1], got {warn_at}")
         if isinstance(purposes, str):
             raise ConfigurationError(f"purposes must be a collection, e.g. ({purposes!r},)")
+        ids = [b.id for b in builtins]
+        if len(set(ids)) != len(ids) or not all(isinstance(b, Builtin) for b in builtins):
+            raise ConfigurationError(
+                f"builtins must be Builtin values with distinct ids, got {ids!r}"
+            )
         self.project = project
+        self.builtins = tuple(builtins)
+        self._shipped = {b.id: b.content for b in self.builtins}
         self.priority = int(priority)
         self.warn_at = warn_at
         self.purposes = frozenset(purposes)
@@ -98,9 +129,14 @@ class FragmentEditor:
             return await call_next(request)
         store, key = run.store, run.key
         _, session = await store.fragments(FragmentScope.of_session(key))
-        _, project = await store.fragments(FragmentScope.of_project(key.agent_id, self.project))
+        scope = FragmentScope.of_project(key.agent_id, self.project)
+        if self.builtins:
+            _, project = await seed_builtins(store, scope, self.builtins, log=key)
+        else:
+            _, project = await store.fragments(scope)
         originals = await self._originals(request, session)
-        prepared = self.apply(request, session, project, originals)
+        cwd = run.workspace.root if run.workspace is not None else os.getcwd()
+        prepared = self.apply(request, session, project, originals, cwd=cwd)
         response = await call_next(prepared)
         self._warn(request, response)
         return response
@@ -112,6 +148,8 @@ class FragmentEditor:
         session: list[Fragment],
         project: list[Fragment],
         originals: dict[str, Message] | None = None,
+        *,
+        cwd: str = "",
     ) -> ModelRequest:
         """Return ``request`` with the fragments applied (pure: no store access).
 
@@ -120,22 +158,61 @@ class FragmentEditor:
             session: the session's fragments (current versions, overlays included).
             project: the project's fragments.
             originals: original messages by id, for copies whose edit was reverted.
+            cwd: the working folder a built-in's ``{cwd}`` names.
         """
         overlays = {f.id: f for f in session if f.message}
+        governing = {f.part: f for f in (*project, *session) if f.part and not f.message}
         added = sorted(
-            (f for f in (*project, *session) if not f.message and not f.disabled and not f.removed),
+            (
+                f
+                for f in (*project, *session)
+                if not f.message and not f.part and not f.disabled and not f.removed
+            ),
             key=lambda f: (f.scope != "project", f.order),
         )
         changed = request
         if overlays or any(m.meta(FRAGMENT) is not None for m in request.history):
             changed = self._history(request, overlays, originals or {})
+        if governing and any(p.name in governing for p in changed.system):
+            changed = self._governed(changed, governing, cwd)
         system = tuple(
-            SystemPart(name=f.label, text=f.content) for f in added if f.kind == "system"
+            SystemPart(name=f.label, text=self._text(f, cwd)) for f in added if f.kind == "system"
         )
         blocks = tuple(self._block(f) for f in added if f.kind != "system")
         if not system and not blocks:
             return changed
         return changed.replace(system=changed.system + system, blocks=changed.blocks + blocks)
+
+    @staticmethod
+    def _text(fragment: Fragment, cwd: str) -> str:
+        return (
+            render_placeholders(fragment.content, cwd=cwd) if fragment.builtin else fragment.content
+        )
+
+    def _governed(
+        self, request: ModelRequest, governing: dict[str, Fragment], cwd: str
+    ) -> ModelRequest:
+        """Apply built-ins to the System parts they govern (added by another layer)."""
+        parts: list[SystemPart] = []
+        transforms: list[str] = []
+        for part in request.system:
+            fragment = governing.get(part.name)
+            if fragment is None:
+                parts.append(part)
+            elif fragment.disabled or fragment.removed:
+                transforms.append(f"fragment_disabled:{fragment.label}")
+            elif fragment.edited:
+                text = self._text(fragment, cwd)
+                shipped = self._shipped.get(fragment.id, "")
+                if shipped and shipped in part.text:  # keep what the layer adds around it
+                    text = part.text.replace(shipped, text)
+                parts.append(msgspec.structs.replace(part, text=text))
+                transforms.append(f"fragment_edit:{fragment.label}")
+            else:
+                parts.append(part)
+        if not transforms:
+            return request
+        return request.replace(system=tuple(parts)).with_transforms(*transforms)
 
     def _block(self, fragment: Fragment) -> ContextBlock:
         text = f"{fragment.title}\n{fragment.content}" if fragment.title else fragment.content
@@ -157,6 +234,7 @@ class FragmentEditor:
         history = request.history
         kept: list[Message] = []  # what is committed: edits applied, nothing left out
         sent: list[Message] = []
+        stand_ins: list[tuple[str, str]] = []
         transforms: list[str] = []
         for start, end in units(history):
             unit = [self._edited(m, overlays, originals, transforms) for m in history[start:end]]
@@ -176,7 +254,9 @@ class FragmentEditor:
                     transforms.append(f"fragment_{why}:{m.id}")
             calls = tuple(c for c in head.tool_calls if c.id not in gone)
             if calls or head.text:
-                sent.append(head.replace(id=f"{head.id}~calls{len(calls)}", tool_calls=calls))
+                copy = head.replace(id=f"{head.id}~calls{len(calls)}", tool_calls=calls)
+                sent.append(copy)
+                stand_ins.append((copy.id, head.id))
                 if len(calls) < len(head.tool_calls):
                     transforms.append(f"fragment_pair_left_out:calls of {head.id}")
             else:
@@ -184,14 +264,14 @@ class FragmentEditor:
             sent.extend(m for m, why in zip(unit[1:], out[1:], strict=True) if not why)
         if not transforms:
             return request
-        left_out = len(sent) != len(kept) or any(
-            a is not b for a, b in zip(sent, kept, strict=True)
-        )
-        return request.replace(
-            history=tuple(sent),
-            # Left out for this request only: the agent keeps the history with them.
-            commit_history=tuple(kept) if left_out else request.commit_history,
-        ).with_transforms(*transforms)
+        left_out = None
+        if len(sent) != len(kept):  # for this request only: the agent keeps them
+            left_out = LeftOut(
+                history=tuple(kept),
+                sent=frozenset(m.id for m in sent),
+                stand_ins=tuple(stand_ins),
+            )
+        return request.replace(history=tuple(sent), left_out=left_out).with_transforms(*transforms)
 
     @staticmethod
     def _edited(

@@ -41,6 +41,7 @@ from harness.request import ModelRequest, ModelResponse, SystemPart
 from harness.state import AgentState
 from harness.task import (
     DEFAULT_PLAN_FILE,
+    DEFAULT_PLAN_RULES,
     TODOS_KEY,
     TaskContext,
     TodoItem,
@@ -54,13 +55,6 @@ from harness.task import (
 )
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
-
-DEFAULT_PLAN_RULES = (
-    "You are in plan mode. Investigate and write the plan to the plan file; do not change "
-    "other files or run commands with side effects. When the plan is ready, present it and "
-    "leave plan mode before you start carrying it out."
-)
-"""The System rules of plan mode."""
 
 # ----------------------------------------------------------------- rendering
 _MARK: dict[str, str] = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]"}
