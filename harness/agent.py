@@ -5,16 +5,22 @@ innermost handler turns the prepared request into a manifest (emitted to the pol
 observer and the event stream), sends it, and — once the model answered — commits the
 prepared history as the session's working history, so offload, trimming and compaction
 are done once, not every round.
+
+`HarnessAgent.stream_events` runs each model request in a task of its own, so the events
+the chain emits (the ``context_build`` manifest, streamed text) reach the consumer while
+the request is in flight; `HarnessAgent.call` needs no events early and runs it inline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections import deque
 from collections.abc import (
     AsyncGenerator,
     Callable,
     Iterable,
+    Iterator,
     Mapping,
     MutableMapping,
     Sequence,
@@ -34,6 +40,7 @@ from harness.errors import (
     HarnessError,
     MaxRoundsExceeded,
     ProviderError,
+    ProviderUnavailable,
     StateConflict,
     validation_of,
 )
@@ -55,7 +62,14 @@ from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
 from harness.state import AgentState
 from harness.tools import Tool, ToolContext, as_tool
-from harness.types import Middleware, ProvidesTools
+from harness.types import (
+    CallWatch,
+    Middleware,
+    ProvidesTools,
+    StreamingClient,
+    ToolRunWatch,
+    WatchesCalls,
+)
 from harness.workspace import Workspace
 
 
@@ -161,6 +175,7 @@ class HarnessAgent:
             model.context_window(self.model), max_output=requested_output(settings)
         )
         self._schemas = tuple(t.schema for t in self.tools.values())
+        self._watchers = [m for m in self.stack if isinstance(m, WatchesCalls)]
         self._system = (SystemPart(name="prompt", text=system_prompt),) if system_prompt else ()
         self._handler = compose(self.stack, self._send)
 
@@ -237,7 +252,7 @@ class HarnessAgent:
             MaxRoundsExceeded: ``max_rounds`` requests were made without a final reply.
         """
         final: Message | None = None
-        async with aclosing(self.stream_events(input, ctx)) as events:
+        async with aclosing(self._events(input, ctx, live=False)) as events:
             async for event in events:
                 if event.kind == "final":
                     final = event.message
@@ -248,31 +263,57 @@ class HarnessAgent:
     async def stream_events(
         self, input: str | Message | Mapping[str, Any], ctx: RuntimeContext | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run the loop and yield text, tool-call, tool-result, ``context_build`` and final events.
+        """Run the loop and yield its events as they happen.
 
-        ``input`` is what `call` takes; it is checked before anything is stored.
+        Each round yields ``context_build`` (the manifest) *before* the model is called —
+        the request waits until the consumer has taken it —, then ``text_delta`` events as
+        the model streams its answer (through the client's ``stream`` when it has one,
+        otherwise the whole text as one delta), then ``text`` with the round's whole text,
+        then a ``tool_call`` and a ``tool_result`` per call; ``final`` ends the call.
+        Summary requests and warnings come as they happen, stamped with their round.
+
+        Deltas are provisional, ``text`` is what the round said: a request that fails after
+        some of its text was streamed (the stream broke, or the provider reported an
+        overflow at its end) is followed by a ``warning`` with code ``stream_discarded`` —
+        drop that round's deltas shown so far; OverflowRetry's retry then streams its answer
+        anew, and a ``text`` event only ever follows the deltas of the answer kept.
+
+        Iterate it in one task, and close it (``contextlib.aclosing``) to stop early: the
+        request in flight is then cancelled. ``input`` is what `call` takes; it is checked
+        before anything is stored.
 
         Raises:
             InvalidInputError: as in `call`, before the first event.
         """
+        async with aclosing(self._events(input, ctx, live=True)) as events:
+            async for event in events:
+                yield event
+
+    async def _events(
+        self, input: str | Message | Mapping[str, Any], ctx: RuntimeContext | None, *, live: bool
+    ) -> AsyncGenerator[AgentEvent, None]:
         ctx = ctx or RuntimeContext()
         key = self.key(ctx)
         state = await self.load(ctx)
         message = agent_input(input, state.working_history)  # nothing is stored before this
         recorder = self._recorders[key]
-        pending: list[AgentEvent] = []
-
-        def emit(event: AgentEvent) -> None:
-            pending.append(event)
-            recorder.note(event)
-
+        outbox = _Outbox(recorder, live=live)
         run = RunScope(
-            emit=emit, client=self.client, workspace=self.workspace, store=self.store, key=key
+            emit=outbox.emit,
+            client=self.client,
+            workspace=self.workspace,
+            store=self.store,
+            key=key,
         )
+        run.slot(self, lambda: outbox)  # how `_ask` finds the call's consumer
+        watch = self._watch(run, ctx)
+        error: BaseException | None = None
         try:
-            async for event in self._rounds(message, state, run, ctx, pending):
-                yield event
+            async with aclosing(self._rounds(message, state, run, ctx, outbox, watch)) as rounds:
+                async for event in rounds:
+                    yield event
         except BaseException as exc:
+            error = exc
             if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
                 recorder.note_error(exc)
                 # Record what the failed call stored; the caller needs the original error
@@ -280,6 +321,8 @@ class HarnessAgent:
                 with anyio.CancelScope(shield=True), contextlib.suppress(HarnessError):
                     await self._commit(key, state)
             raise
+        finally:
+            watch.end(error if isinstance(error, Exception) else None)
 
     async def _commit(self, key: SessionKey, state: AgentState) -> None:
         """Commit the round to the store; on a conflict, forget the session's RAM copy."""
@@ -297,7 +340,8 @@ class HarnessAgent:
         state: AgentState,
         run: RunScope,
         ctx: RuntimeContext,
-        pending: list[AgentEvent],
+        outbox: _Outbox,
+        watch: _Watches,
     ) -> AsyncGenerator[AgentEvent, None]:
         key = self.key(ctx)
         if message.role == "tool":
@@ -308,21 +352,35 @@ class HarnessAgent:
         if message.role == "user":
             state.append(message)
         for round_no in range(self.max_rounds):
+            outbox.round = round_no
             request = self._prepare(state, run, ctx)
-            try:
-                response = await self._handler(request)
-            except ProviderError:
-                for event in _drain(pending):
+            outcome: list[ModelResponse | Exception] = []
+            outbox.start()
+            if outbox.live:
+                # The request runs in its own task; its events are yielded as they come.
+                async with anyio.create_task_group() as tg:
+                    with watch.active():  # the task inherits the call's context (its span)
+                        tg.start_soon(self._answer, request, outbox, outcome)
+                    while (event := await outbox.next()) is not None:
+                        try:
+                            yield event
+                        except GeneratorExit:  # the consumer stopped: cancel the request
+                            tg.cancel_scope.cancel()
+                            return
+                        outbox.took_one()
+            else:
+                with watch.active():
+                    await self._answer(request, outbox, outcome)
+            (answer,) = outcome
+            if isinstance(answer, Exception):
+                if not isinstance(answer, ProviderError):  # a provider error passed building
+                    report_manifest(_failed_manifest(request, answer), request)
+                for event in outbox.drain():
                     yield event
-                raise
-            except Exception as exc:
-                report_manifest(_failed_manifest(request, exc), request)
-                for event in _drain(pending):
-                    yield event
-                raise
-            for event in _drain(pending):
+                raise answer
+            for event in outbox.drain():
                 yield event
-            reply = response.message
+            reply = answer.message
             if reply.role != "assistant":
                 reply = reply.replace(role="assistant")
             state.append(reply)
@@ -337,9 +395,12 @@ class HarnessAgent:
                 return
             for call in reply.tool_calls:
                 yield AgentEvent(kind="tool_call", round=round_no, tool_call=call)
-                result = await self._run_tool(call, state, run, ctx)
+                with watch.active():
+                    result = await self._run_tool(call, state, run, ctx, watch)
                 state.append(result)
                 yield AgentEvent(kind="tool_result", round=round_no, message=result)
+                for event in outbox.drain():  # what the tool emitted
+                    yield event
         raise MaxRoundsExceeded(
             f"the agent made {self.max_rounds} model requests without a final reply; raise "
             "max_rounds or check that the tools give the model what it needs to finish",
@@ -347,6 +408,30 @@ class HarnessAgent:
         )
 
     # --------------------------------------------------------------- private
+    async def _answer(
+        self, request: ModelRequest, outbox: _Outbox, outcome: list[ModelResponse | Exception]
+    ) -> None:
+        """Run the chain for ``request``; put its response, or the error it raised, in ``outcome``."""
+        try:
+            outcome.append(await self._handler(request))
+        except Exception as exc:  # raised again by the loop, in the consumer's task
+            outcome.append(exc)
+        finally:
+            outbox.finish()
+
+    def _watch(self, run: RunScope, ctx: RuntimeContext) -> _Watches:
+        """Return the watches of this call by the stack's watching middleware (`Tracing`)."""
+        if not self._watchers:
+            return _NO_WATCH
+        ids = RequestIds(
+            agent_id=ctx.agent_id or self.agent_id,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            run_id=run.run_id,
+            call_id=run.run_id,
+        )
+        return _Watches([w.watch_call(ids, self.client) for w in self._watchers])
+
     def _prepare(self, state: AgentState, run: RunScope, ctx: RuntimeContext) -> ModelRequest:
         policy = self.policy
         if policy.calibrate and policy.estimator is not None:
@@ -378,7 +463,7 @@ class HarnessAgent:
         manifest = build_manifest(request)
         report_manifest(manifest, request)
         started = time.perf_counter()
-        response = await self.client.complete(request)
+        response = await self._ask(request)
         if response.retries and request.run is not None and request.run.emit is not None:
             for retry in response.retries:  # waited-out rate limits and 5xx, made visible
                 request.run.emit(
@@ -394,6 +479,19 @@ class HarnessAgent:
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )
 
+    async def _ask(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request``; in a `stream_events` call, stream its text to the consumer."""
+        outbox = request.run.slot(self, _no_outbox) if request.run is not None else None
+        if outbox is None or not outbox.live:
+            return await self.client.complete(request)
+        await outbox.delivered()  # the consumer has the manifest before the model is called
+        if isinstance(self.client, StreamingClient):
+            return await _streamed(self.client, request, outbox)
+        response = await self.client.complete(request)
+        if response.message.text:
+            outbox.emit(AgentEvent(kind="text_delta", text=response.message.text))
+        return response
+
     def _calibrate(
         self, state: AgentState, request: ModelRequest, manifest: ContextManifest, reported: int
     ) -> None:
@@ -402,8 +500,18 @@ class HarnessAgent:
         state.calibration[request.model] = updated_factor(factor, estimated=raw, reported=reported)
 
     async def _run_tool(
-        self, call: ToolCall, state: AgentState, run: RunScope, ctx: RuntimeContext
+        self, call: ToolCall, state: AgentState, run: RunScope, ctx: RuntimeContext, watch: _Watches
     ) -> Message:
+        with watch.tool(call) as tool_watches:
+            text, denied = await self._tool_text(call, state, run, ctx)
+            for tool_watch in tool_watches:
+                tool_watch.outcome(error=text.startswith("Error:"), denied=denied)
+        return Message.tool(call.id, text, name=call.name)
+
+    async def _tool_text(
+        self, call: ToolCall, state: AgentState, run: RunScope, ctx: RuntimeContext
+    ) -> tuple[str, bool]:
+        """Return the result text of ``call``, and whether the permissions denied it."""
         started = time.perf_counter()
         tool = self.tools.get(call.name)
         denial = await permission_denial(self.permissions, self.approve, call, state)
@@ -431,7 +539,7 @@ class HarnessAgent:
                 error=text.startswith("Error:"),
                 denied=denial is not None,
             )
-        return Message.tool(call.id, text, name=call.name)
+        return text, denial is not None
 
 
 def interrupted_results(history: Sequence[Message]) -> list[Message]:
@@ -447,10 +555,171 @@ def interrupted_results(history: Sequence[Message]) -> list[Message]:
     return [interrupted_result(c) for c in last.tool_calls if c.id in waiting]
 
 
-def _drain(pending: list[AgentEvent]) -> list[AgentEvent]:
-    events = list(pending)
-    pending.clear()
-    return events
+class _Outbox:
+    """Where one agent call's events wait for its consumer.
+
+    Events emitted while a request runs (by middleware, the summariser, the client's
+    stream) are stamped with the round, noted for the session log and queued. In a live
+    call (`HarnessAgent.stream_events`) the loop takes them while the request is in flight,
+    and `delivered` lets the request wait until the consumer has taken what was emitted so
+    far; otherwise the loop drains them once the request ended.
+    """
+
+    __slots__ = (
+        "_arrived",
+        "_done",
+        "_emitted",
+        "_progress",
+        "_queue",
+        "_recorder",
+        "_taken",
+        "live",
+        "round",
+    )
+
+    def __init__(self, recorder: SessionRecorder, *, live: bool) -> None:
+        self.live = live
+        self.round = 0
+        self._recorder = recorder
+        self._queue: deque[AgentEvent] = deque()
+        self._emitted = 0
+        self._taken = 0
+        self._done = True
+        self._arrived = anyio.Event()
+        self._progress = anyio.Event()
+
+    def emit(self, event: AgentEvent) -> None:
+        """Queue ``event`` (the call's `RunScope.emit`)."""
+        if event.round != self.round:
+            event = msgspec.structs.replace(event, round=self.round)
+        self._recorder.note(event)
+        self._queue.append(event)
+        self._emitted += 1
+        if self.live and not self._done:
+            self._arrived.set()
+
+    def start(self) -> None:
+        """A request begins."""
+        self._done = False
+
+    def finish(self) -> None:
+        """The request ended, with a response or an error."""
+        self._done = True
+        if self.live:
+            self._arrived.set()
+
+    async def next(self) -> AgentEvent | None:
+        """Return the next event of the request in flight; ``None`` once it ended."""
+        while not self._queue:
+            if self._done:
+                return None
+            await self._arrived.wait()
+            self._arrived = anyio.Event()
+        return self._queue.popleft()
+
+    def took_one(self) -> None:
+        """The consumer asked for the event after the one it was given."""
+        self._taken += 1
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    def drain(self) -> list[AgentEvent]:
+        """Return every queued event, as taken."""
+        events = list(self._queue)
+        self._queue.clear()
+        self._taken += len(events)
+        return events
+
+    async def delivered(self) -> None:
+        """Wait until the consumer has taken every event emitted so far."""
+        target = self._emitted
+        while self._taken < target:
+            await self._progress.wait()
+
+
+def _no_outbox() -> _Outbox | None:
+    return None
+
+
+async def _streamed(
+    client: StreamingClient, request: ModelRequest, outbox: _Outbox
+) -> ModelResponse:
+    """Return the response ``client`` streams for ``request``, its text emitted as deltas.
+
+    Raises:
+        ProviderUnavailable: the stream ended without its final response.
+        ProviderError: as the client raised it; when text had been streamed, a
+            ``stream_discarded`` warning is emitted first (see `HarnessAgent.stream_events`).
+    """
+    response: ModelResponse | None = None
+    streamed = 0
+    chunks = client.stream(request)
+    try:
+        async for chunk in chunks:
+            if chunk.text:
+                streamed += len(chunk.text)
+                outbox.emit(AgentEvent(kind="text_delta", round=outbox.round, text=chunk.text))
+            if chunk.response is not None:
+                response = chunk.response
+    except Exception as exc:
+        if streamed:
+            outbox.emit(
+                AgentEvent(
+                    kind="warning",
+                    code="stream_discarded",
+                    text=f"the {streamed} characters streamed for request {request.ids.call_id} "
+                    f"are void ({type(exc).__name__}); drop this round's text deltas shown so far",
+                )
+            )
+        raise
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+    if response is None:
+        raise ProviderUnavailable(
+            f"the stream for {request.model} ended without its final response; retry the "
+            "call, or check that the client's stream() yields the response on its last chunk",
+            model=request.model,
+        )
+    return response
+
+
+class _Watches:
+    """The watches of one agent call by the stack's watching middleware, as one."""
+
+    __slots__ = ("watches",)
+
+    def __init__(self, watches: list[CallWatch]) -> None:
+        self.watches = watches
+
+    def active(self) -> contextlib.AbstractContextManager[object]:
+        """Return the context in which every watch has the call current."""
+        if not self.watches:
+            return contextlib.nullcontext()
+        return self._all(w.active() for w in self.watches)
+
+    @contextlib.contextmanager
+    def tool(self, call: ToolCall) -> Iterator[list[ToolRunWatch]]:
+        """Run one tool inside every watch's tool context; yield their tool watches."""
+        with contextlib.ExitStack() as stack:
+            yield [stack.enter_context(w.tool(call)) for w in self.watches]
+
+    def end(self, error: BaseException | None) -> None:
+        """End every watch."""
+        for watch in self.watches:
+            watch.end(error)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _all(contexts: Iterable[contextlib.AbstractContextManager[object]]) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for context in contexts:
+                stack.enter_context(context)
+            yield
+
+
+_NO_WATCH = _Watches([])
 
 
 def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:

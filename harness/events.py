@@ -10,7 +10,7 @@ from harness.manifest import ContextManifest
 from harness.messages import Message, ToolCall
 
 EventKind = Literal[
-    "text", "tool_call", "tool_result", "context_build", "final", "error", "warning"
+    "text", "text_delta", "tool_call", "tool_result", "context_build", "final", "error", "warning"
 ]
 
 
@@ -18,8 +18,9 @@ class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
     """One thing that happened during an agent call."""
 
     kind: EventKind
-    """``text`` (assistant text), ``tool_call``, ``tool_result``, ``context_build``
-    (a manifest), ``final`` (the reply), ``error`` or ``warning`` (something degraded but
+    """``text`` (a round's assistant text), ``text_delta`` (a piece of it as the model
+    streams it; see `HarnessAgent.stream_events`), ``tool_call``, ``tool_result``,
+    ``context_build`` (a manifest), ``final`` (the reply), ``error`` or ``warning`` (something degraded but
     the call went on, e.g. ``summary_failed``)."""
     code: str | None = None
     """A stable name for ``warning`` and ``error`` events (``summary_failed`` …)."""

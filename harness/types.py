@@ -8,11 +8,13 @@ after, or call ``call_next`` again. A bare ``async def mw(request, call_next)`` 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from harness.request import ModelRequest, ModelResponse
+    from harness.messages import ToolCall
+    from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds
     from harness.tools import Tool
 
 Handler = Callable[["ModelRequest"], Awaitable["ModelResponse"]]
@@ -61,3 +63,73 @@ class Ordered(Protocol):
     """What this middleware does."""
     after: ClassVar[frozenset[Concern]]
     """Concerns that, when some middleware of the stack has them, must come before this one."""
+
+
+class ResponseChunk(Protocol):
+    """One piece of a streamed answer as the agent reads it (`providers.StreamChunk`)."""
+
+    @property
+    def text(self) -> str:
+        """New assistant text in this chunk."""
+        ...
+
+    @property
+    def response(self) -> ModelResponse | None:
+        """The assembled response, on the last chunk only."""
+        ...
+
+
+@runtime_checkable
+class StreamingClient(Protocol):
+    """A model client that can stream its answer; `HarnessAgent.stream_events` uses it."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ResponseChunk]:
+        """Send ``request`` and yield chunks; the last one carries the whole response."""
+        ...
+
+
+@runtime_checkable
+class NamesProvider(Protocol):
+    """A model client that can say which provider serves a model (for traces)."""
+
+    def provider_name(self, model: str) -> str | None:
+        """Return the provider's name (``openai``, ``anthropic`` …), or ``None`` if unknown."""
+        ...
+
+
+class ToolRunWatch(Protocol):
+    """What a `CallWatch` is told about one tool run once it ended."""
+
+    def outcome(self, *, error: bool, denied: bool) -> None:
+        """Record whether the run gave an error result, or was denied by the permissions."""
+        ...
+
+
+class CallWatch(Protocol):
+    """One watched agent call: entered around each step of it, never across a ``yield``.
+
+    The agent's loop is an async generator; a context kept across its ``yield`` would leak
+    into the consumer's code, so the agent enters `active` only around the steps it runs
+    itself (a model request, a tool run).
+    """
+
+    def active(self) -> AbstractContextManager[object]:
+        """Return a context in which the call is the current one (its span the parent)."""
+        ...
+
+    def tool(self, call: ToolCall) -> AbstractContextManager[ToolRunWatch]:
+        """Return the context one tool run happens in."""
+        ...
+
+    def end(self, error: BaseException | None) -> None:
+        """End the call, with the error it ended with (``None``: a reply, or stopped early)."""
+        ...
+
+
+@runtime_checkable
+class WatchesCalls(Protocol):
+    """A middleware that also watches whole agent calls and their tool runs (`Tracing`)."""
+
+    def watch_call(self, ids: RequestIds, client: ModelClientLike) -> CallWatch:
+        """Start watching the agent call ``ids`` names, whose requests go to ``client``."""
+        ...

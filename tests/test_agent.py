@@ -90,15 +90,17 @@ async def test_max_rounds_raises_a_typed_error_with_pairs_intact() -> None:
 async def test_events_come_in_order_with_a_manifest_before_each_request() -> None:
     model = ScriptedModel([ScriptedModel.tool_call("add", {"a": 2, "b": 2}, text="adding"), "four"])
     agent = HarnessAgent(model=model, tools=[add], stack=[])
-    kinds = [event.kind async for event in agent.stream_events("2+2?")]
-    assert kinds == [
-        "context_build",
-        "text",
-        "tool_call",
-        "tool_result",
-        "context_build",
-        "text",
-        "final",
+    events = [event async for event in agent.stream_events("2+2?")]
+    assert [(e.kind, e.round) for e in events] == [
+        ("context_build", 0),
+        ("text_delta", 0),
+        ("text", 0),
+        ("tool_call", 0),
+        ("tool_result", 0),
+        ("context_build", 1),
+        ("text_delta", 1),
+        ("text", 1),
+        ("final", 1),
     ]
 
 
