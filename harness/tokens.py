@@ -50,7 +50,11 @@ never downloaded, and without importing litellm itself.
 **Caches** are keyed by content, never by id alone: a message's key hashes its text or every
 part, every tool call's name and arguments, its reasoning and its name (Python caches a
 string's hash on the string, so a key costs O(parts), not O(text)). One cache can therefore
-serve many sessions and users, and a round costs O(new content).
+serve many sessions and users, and a round costs O(new content). The estimators that count
+alike — the default approximate one of a family, the bound, a family's exact tokenizer —
+share **one process-wide cache per counting method** (`CountCache`), so a fresh agent or a
+stateless ``acompletion`` over a history seen before pays a lookup per message, not a count.
+A cache holds 64-bit keys and counts, never text, and is bounded (`CACHE_LIMIT`).
 
 **Images** (non-text parts) are counted by the provider's rule where it is known (OpenAI:
 85 + 170 per 512-px tile; Anthropic: width × height / 750), read from the header of a
@@ -69,6 +73,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable
 from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from zlib import adler32
@@ -87,7 +92,8 @@ TOOL_SCHEMA_OVERHEAD = 8
 """Tokens of framing per tool schema."""
 FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
 """The tokenizer families with an exact tokenizer shipped offline."""
-_CACHE_LIMIT = 500_000
+CACHE_LIMIT = 500_000
+"""Entries one count cache holds (about 100 bytes each); the oldest quarter goes when full."""
 
 
 @runtime_checkable
@@ -279,6 +285,56 @@ def image_rule(family: str) -> str:
     return {"o200k": "openai", "cl100k": "openai", "anthropic": "anthropic"}.get(family, "bound")
 
 
+# ------------------------------------------------------------------- count caches
+class CountCache:
+    """The counts of one counting method: content key (64-bit hash) → tokens, bounded.
+
+    Shared by every estimator of the method (`shared_cache`): its counts hold no text and
+    depend on nothing but the content, so sharing across sessions and users is safe. When
+    full, the oldest quarter of the entries is dropped (insertion order), not all of them,
+    so a busy process never recounts everything at once.
+    """
+
+    __slots__ = ("blocks", "limit", "messages", "tools")
+
+    def __init__(self, limit: int = CACHE_LIMIT) -> None:
+        self.limit = limit
+        self.messages: dict[int, int] = {}
+        self.blocks: dict[int, int] = {}
+        self.tools: dict[int, int] = {}
+
+    def clear(self) -> None:
+        """Forget every count (benchmarks measuring a cold start call `clear_count_caches`)."""
+        self.messages.clear()
+        self.blocks.clear()
+        self.tools.clear()
+
+
+def remember(counts: dict[int, int], key: int, tokens: int, limit: int) -> None:
+    """Store ``tokens`` under ``key``, first dropping the oldest quarter when ``counts`` is full."""
+    if len(counts) >= limit:
+        for old in list(islice(counts, max(1, limit // 4))):
+            counts.pop(old, None)  # another thread may have dropped it already
+    counts[key] = tokens
+
+
+_SHARED_CACHES: dict[str, CountCache] = {}
+
+
+def shared_cache(method: str) -> CountCache:
+    """Return the process-wide cache of counting method ``method`` (made on first use)."""
+    found = _SHARED_CACHES.get(method)
+    if found is None:
+        found = _SHARED_CACHES.setdefault(method, CountCache())
+    return found
+
+
+def clear_count_caches() -> None:
+    """Forget every shared count (for benchmarks that measure a cold process)."""
+    for counts in list(_SHARED_CACHES.values()):
+        counts.clear()
+
+
 # ------------------------------------------------------------------ the base class
 class CachedEstimator:
     """Base class: message, tool and block counting with content-keyed caches over `count`."""
@@ -290,11 +346,19 @@ class CachedEstimator:
     images = "bound"
     """The image rule: ``openai``, ``anthropic`` or ``bound`` (see `image_tokens`)."""
 
-    def __init__(self) -> None:
-        # content key (64-bit hash) → tokens: about 100 bytes per cached message
-        self._messages: dict[int, int] = {}
-        self._blocks: dict[int, int] = {}
-        self._tools: dict[bytes, int] = {}
+    def __init__(self, *, shared_as: str | None = None) -> None:
+        # content key (64-bit hash) → tokens: about 100 bytes per cached message. Private
+        # unless the estimator counts exactly as every other of ``shared_as`` does.
+        self.cache = CountCache() if shared_as is None else shared_cache(shared_as)
+        """The counts of messages, blocks and tool schemas (see `CountCache`)."""
+        self._messages = self.cache.messages
+        self._limit = self.cache.limit
+
+    def _share(self, method: str) -> None:
+        """Count into the process-wide cache of ``method`` (only for estimators that count alike)."""
+        self.cache = shared_cache(method)
+        self._messages = self.cache.messages
+        self._limit = self.cache.limit
 
     @property
     def exact_counter(self) -> TokenEstimator | None:
@@ -315,9 +379,7 @@ class CachedEstimator:
         tokens = self._messages.get(key)
         if tokens is None:
             tokens = self._count_message(message)
-            if len(self._messages) >= _CACHE_LIMIT:
-                self._messages.clear()
-            self._messages[key] = tokens
+            remember(self._messages, key, tokens, self._limit)
         return tokens
 
     def _count_message(self, message: Message) -> int:
@@ -340,28 +402,27 @@ class CachedEstimator:
         return sum(count_message(m) for m in messages)
 
     def count_tools(self, tools: Iterable[ToolSchema]) -> int:
-        """Return the token cost of the tool schemas (cached by their JSON)."""
+        """Return the token cost of the tool schemas (cached by a hash of their JSON)."""
         total = 0
+        counts = self.cache.tools
         for tool in tools:
             encoded = msgspec.json.encode(tool)
-            tokens = self._tools.get(encoded)
+            key = hash(encoded)
+            tokens = counts.get(key)
             if tokens is None:
                 tokens = TOOL_SCHEMA_OVERHEAD + self.count(encoded.decode())
-                if len(self._tools) >= _CACHE_LIMIT:
-                    self._tools.clear()
-                self._tools[encoded] = tokens
+                remember(counts, key, tokens, self._limit)
             total += tokens
         return total
 
     def count_block(self, block: ContextBlock) -> int:
         """Return the token count of ``block`` as rendered (cached by its source id and text)."""
         key = hash((block.source_id, block.text))
-        tokens = self._blocks.get(key)
+        counts = self.cache.blocks
+        tokens = counts.get(key)
         if tokens is None:
             tokens = 2 + self.count(block.source_id) + self.count(block.text)
-            if len(self._blocks) >= _CACHE_LIMIT:
-                self._blocks.clear()
-            self._blocks[key] = tokens
+            remember(counts, key, tokens, self._limit)
         return tokens
 
 
@@ -646,7 +707,10 @@ class ApproximateEstimator(CachedEstimator):
         *,
         floor: float | None = None,
     ) -> None:
-        super().__init__()
+        # The family's own table counts alike in every instance: one shared cache. Custom
+        # coefficients or a subclass (which may count otherwise) keep a private one.
+        alike = coefficients is None and type(self) is ApproximateEstimator
+        super().__init__(shared_as=f"approximate:{family}" if alike else None)
         if coefficients is None:
             if family not in FAMILY_COEFFICIENTS:
                 raise ConfigurationError(
@@ -1170,6 +1234,8 @@ class BoundEstimator(ApproximateEstimator):
         self.family = "unknown"
         self.method = "bound:unknown"
         self.images = "bound"
+        if type(self) is BoundEstimator:
+            self._share(self.method)
 
     @property
     def exact_counter(self) -> TokenEstimator | None:
@@ -1236,9 +1302,14 @@ class ExactEstimator(CachedEstimator):
     floor = 1.0
 
     def __init__(
-        self, method: str, encode_len: Callable[[str], int], *, images: str = "bound"
+        self,
+        method: str,
+        encode_len: Callable[[str], int],
+        *,
+        images: str = "bound",
+        shared: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(shared_as=f"exact:{method}:{images}" if shared else None)
         self.method = method
         self.images = images
         self._encode_len = encode_len
@@ -1304,18 +1375,23 @@ def _hf_len(filename: str) -> Callable[[str], int]:
 
 
 def exact_for_family(family: str) -> ExactEstimator:
-    """Return a new exact estimator of one tokenizer family (its own caches).
+    """Return a new exact estimator of one tokenizer family (its counts cached process-wide).
 
     `shared_exact` returns the one process-wide instance that ``exact_counter`` hands out.
     """
     if family in ("o200k", "cl100k"):
         name = f"{family}_base"
-        return ExactEstimator(f"tiktoken:{name}", _tiktoken_len(name), images="openai")
+        return ExactEstimator(f"tiktoken:{name}", _tiktoken_len(name), images="openai", shared=True)
     if family == "deepseek":
-        return ExactEstimator("tokenizers:deepseek", _hf_len("deepseek_tokenizer.json"))
+        return ExactEstimator(
+            "tokenizers:deepseek", _hf_len("deepseek_tokenizer.json"), shared=True
+        )
     if family == "anthropic":
         return ExactEstimator(
-            "tokenizers:anthropic", _hf_len("anthropic_tokenizer.json"), images="anthropic"
+            "tokenizers:anthropic",
+            _hf_len("anthropic_tokenizer.json"),
+            images="anthropic",
+            shared=True,
         )
     raise ConfigurationError(
         f"unknown tokenizer family {family!r}; use o200k, cl100k, deepseek or anthropic"
@@ -1357,8 +1433,14 @@ def family_for(model: str) -> str:
     return UNKNOWN_FAMILY
 
 
+@cache
 def approximate(family: str = "o200k") -> ApproximateEstimator:
-    """Return the fast approximate estimator (the default) for a tokenizer family."""
+    """Return the fast approximate estimator (the default) for a tokenizer family.
+
+    One instance per family and process: building one takes about a millisecond (its tables),
+    and its counts are shared anyway (`CountCache`), so an agent or a stateless call per
+    request does not pay for it each time. Construct `ApproximateEstimator` for your own.
+    """
     if family == UNKNOWN_FAMILY:
         return BoundEstimator()
     return ApproximateEstimator(family)
@@ -1371,6 +1453,6 @@ def estimator_for(model: str, *, exact: bool = False) -> TokenEstimator:
     ``exact=True``; a model with no offline tokenizer gets `BoundEstimator` either way.
     """
     family = family_for(model)
-    if family == UNKNOWN_FAMILY:
-        return BoundEstimator()
-    return exact_for_family(family) if exact else ApproximateEstimator(family)
+    if exact and family != UNKNOWN_FAMILY:
+        return exact_for_family(family)
+    return approximate(family)
