@@ -88,6 +88,8 @@ _USER_CUES = re.compile(
     r"\b(remember|always|never|prefer|from now on|make sure|note that)\b", re.IGNORECASE
 )
 _ASSISTANT_PREFIXES = re.compile(r"^\s*(remember|note|decision|lesson)\s*:", re.IGNORECASE)
+_CUE_WORDS = ("remember", "always", "never", "prefer", "from now on", "make sure", "note that")
+_PREFIX_WORDS = ("remember", "note", "decision", "lesson")
 _CHANGING_TOOLS = re.compile(r"write|edit|create|patch|replace", re.IGNORECASE)
 _PATH_KEYS = ("path", "file_path", "filename")
 _MAX_FACT_CHARS = 300
@@ -99,12 +101,13 @@ def extract_facts(messages: Sequence[Message]) -> list[str]:
     changed: list[str] = []
     for message in messages:
         if message.role == "user" and not message.meta("summary"):
-            facts.extend(
-                _clip(line) for line in message.text.splitlines() if _USER_CUES.search(line)
-            )
+            facts.extend(_clip(line) for line in _cued_lines(message.text, _USER_CUES, _CUE_WORDS))
         elif message.role == "assistant":
             facts.extend(
-                _clip(line) for line in message.text.splitlines() if _ASSISTANT_PREFIXES.match(line)
+                _clip(line)
+                for line in _cued_lines(
+                    message.text, _ASSISTANT_PREFIXES, _PREFIX_WORDS, match=True
+                )
             )
             for call in message.tool_calls:
                 if _CHANGING_TOOLS.search(call.name):
@@ -244,6 +247,28 @@ DEFAULT_MEMORY: Final = WorkspaceMemory()
 def _clip(line: str) -> str:
     line = " ".join(line.split())
     return line if len(line) <= _MAX_FACT_CHARS else line[: _MAX_FACT_CHARS - 1] + "…"
+
+
+def _cued_lines(
+    text: str, cue: re.Pattern[str], words: tuple[str, ...], *, match: bool = False
+) -> list[str]:
+    """Return the lines of ``text`` that ``cue`` finds (matches at their start with ``match``).
+
+    A plain substring test on the case-folded text comes first, for the whole text and then
+    for each line: most lines hold no cue word, and running the regex over every line of a
+    long history costs seconds. Case-folding never misses what the ``IGNORECASE`` regex
+    would match (``ſ``, ``K``) and maps no character to a line break, so the folded lines
+    stay aligned with the original ones.
+    """
+    folded = text.casefold()
+    if not any(word in folded for word in words):
+        return []
+    test = cue.match if match else cue.search
+    return [
+        line
+        for line, low in zip(text.splitlines(), folded.splitlines(), strict=True)
+        if any(word in low for word in words) and test(line)
+    ]
 
 
 def _unique(items: list[str]) -> list[str]:

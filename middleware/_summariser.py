@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import Final
 
 import anyio
 import msgspec
 
-from harness.accounting import build_manifest, counted_near_limit, report_manifest, sure_count
+from harness.accounting import (
+    build_manifest,
+    counted_near_limit,
+    floor_of,
+    report_manifest,
+    sure_count,
+)
 from harness.errors import ConfigurationError, ContextOverflowError, ProviderError
 from harness.messages import Message, new_id
 from harness.request import ModelClientLike, ModelRequest
@@ -68,8 +75,6 @@ SUMMARY_HEADER: Final = "[Summary of the earlier conversation"
 
 CHUNK_FRACTION: Final = 0.6
 """The share of the summariser's input limit one summary request uses by default."""
-SUMMARY_OVERFLOW_RETRIES: Final = 3
-"""Times the chunks are halved when the summariser rejects a summary request as too long."""
 HEADER_TOKENS: Final = 32
 """Room for a summary message's header line ("[Summary of … compacted; …]")."""
 MIN_TEXT_TOKENS: Final = SUMMARY_ROOM - MESSAGE_OVERHEAD - HEADER_TOKENS
@@ -94,6 +99,28 @@ class Summariser:
         """The estimated size of the last summary request the summariser rejected as too long."""
 
     async def __call__(self, prompt: str) -> str:
+        """Return the answer to ``prompt``.
+
+        Raises:
+            ContextOverflowError: when the request is over the summariser's limit (by exact
+                count: then it is not sent) or the summariser rejects it as too long.
+        """
+        answer = await self.attempt(prompt)
+        if isinstance(answer, int):
+            raise ContextOverflowError(
+                f"a summary request of {answer:,} tokens was too long for the summariser "
+                f"(input limit {self.limit:,}); give Compaction a summariser with a larger "
+                "window (Compaction(model=...))",
+                reason="summary_over_limit",
+            )
+        return answer
+
+    async def attempt(self, prompt: str) -> str | int:
+        """Return the answer to ``prompt``, or the request's size when it was too long.
+
+        The request is counted exactly only near the summariser's limit (one count of the
+        whole request, never of each message); one that is over by exact count is not sent.
+        """
         source = self.request
         request = ModelRequest(
             model=self.client.model,
@@ -104,29 +131,26 @@ class Summariser:
         )
         request, tokens = counted_near_limit(request)  # exact near the summariser's limit
         if tokens > self.limit:
-            # Chunks are packed on estimates; one that is over by exact count is not sent:
-            # the caller halves the chunks as it does for a provider overflow.
             self.overflowed_at = tokens
-            raise ContextOverflowError(
-                f"a summary request counted {tokens:,} tokens against the summariser's input "
-                f"limit of {self.limit:,}; it was not sent",
-                reason="summary_over_limit",
-            )
+            return tokens
         report_manifest(build_manifest(request), self.request)
         try:
             response = await self.client.complete(request)
         except ContextOverflowError:
             self.overflowed_at = tokens
-            raise
+            return tokens
         return response.message.text.strip()
 
-    async def many(self, prompts: list[str]) -> list[str]:
-        """Return the answers to ``prompts``, a few requests at a time, in order.
+    async def many(self, prompts: list[str]) -> list[str | int]:
+        """Return the answers to ``prompts`` (or the sizes of those too long), in order.
+
+        A few requests run at a time; one that is too long does not stop the others, so
+        what was summarised is never asked again.
 
         Raises:
-            ProviderError: the first provider failure, as it was raised (not in a group).
+            ProviderError: the first other provider failure, as it was raised (not in a group).
         """
-        results = [""] * len(prompts)
+        results: list[str | int] = [""] * len(prompts)
         failures: list[ProviderError] = []  # raised as they are, not wrapped in a group
         limiter = anyio.CapacityLimiter(SUMMARY_CONCURRENCY)
 
@@ -135,7 +159,7 @@ class Summariser:
             async def one(i: int) -> None:
                 async with limiter:
                     try:
-                        results[i] = await self(prompts[i])
+                        results[i] = await self.attempt(prompts[i])
                     except ProviderError as exc:
                         failures.append(exc)
                         tg.cancel_scope.cancel()
@@ -188,32 +212,61 @@ def fit_text(text: str, est: TokenEstimator, tokens: int) -> str:
     return cut if chars > 0 else ""
 
 
-def pack(pieces: list[str], est: TokenEstimator, room: int) -> list[str]:
-    """Join ``pieces`` into as few texts of at most ``room`` tokens as they fit in, in order."""
-    chunks: list[str] = []
+def pack(pieces: Sequence[str], est: TokenEstimator, room: int) -> list[list[str]]:
+    """Group ``pieces``, in order, into as few groups of at most ``room`` tokens as they fit in.
+
+    Counted with the fast estimate only (no exact tokenizer pass per piece): the summary
+    request is recounted as a whole near the summariser's limit (`Summariser.attempt`). A
+    piece larger than ``room`` is cut to fit (`fit_text`) and goes alone.
+    """
+    groups: list[list[str]] = []
     current: list[str] = []
     used = 0
+    count = est.count
     for piece in pieces:
-        piece = fit_text(piece, est, room - 1)
-        tokens = sure_count(piece, est, room) + 1  # the joining newlines
+        tokens = count(piece) + 1  # the joining newlines
+        if tokens > room:
+            piece, tokens = fit_text(piece, est, room - 1), room
         if current and used + tokens > room:
-            chunks.append("\n\n".join(current))
+            groups.append(current)
             current, used = [], 0
         current.append(piece)
         used += tokens
     if current:
-        chunks.append("\n\n".join(current))
-    return chunks
+        groups.append(current)
+    return groups
+
+
+def packing_estimator(est: TokenEstimator, model: str) -> TokenEstimator:
+    """Return the estimator summary chunks are packed with: ``est``, or its fast form when exact.
+
+    A request near its limit carries the exact estimator (`counted_near_limit`); packing
+    a long early part with it would run the tokenizer over every message. The fast estimate
+    is safe to pack with: its ``floor`` bounds how far it may under-count, and the default
+    chunk stays below ``floor`` × the limit.
+    """
+    return _fast_estimator(model) if est.exact else est
+
+
+@cache
+def _fast_estimator(model: str) -> TokenEstimator:
+    # One per model name: its caches are keyed by content, so sharing them is safe.
+    return estimator_for(model)
 
 
 class SummaryWriter:
     """Writes one summary of early messages: chunked to fit the summariser, merged, cut.
 
+    Each early message is sent in exactly one summary request: the chunks are summarised
+    once each (a chunk the summariser rejects as too long is split and only its parts are
+    asked again), then only the partial summaries are merged.
+
     Args:
         model: the summariser (``None``: the calling agent's client, ``request.run.client``).
         prompt: the summary prompt (with ``{messages}``; see `DEFAULT_SUMMARY_PROMPT`).
-        chunk_tokens: the most tokens one summary request may hold (``None``: 60 % of the
-            summariser's input limit).
+        chunk_tokens: the most tokens one summary request may hold, by estimate (``None``:
+            60 % of the summariser's input limit, and at most the estimator's ``floor`` of it,
+            so that no request needs an exact recount).
     """
 
     def __init__(
@@ -235,67 +288,87 @@ class SummaryWriter:
                 transforms=request.transforms,
             )
         est = request.estimator if client.model == request.model else estimator_for(client.model)
+        est = packing_estimator(est, client.model)
         limit = request.policy.input_limit(client.context_window(client.model))
-        chunk = min(self.chunk_tokens or int(limit * CHUNK_FRACTION), limit)
+        fraction = min(CHUNK_FRACTION, floor_of(est))
+        chunk = min(self.chunk_tokens or int(limit * fraction) - 1, limit)
         ask = Summariser(client, request, limit, est)
-        for attempt in range(SUMMARY_OVERFLOW_RETRIES + 1):
-            try:
-                text = await self._summarise_chunked(early, previous, request, ask, chunk)
-                break
-            except ContextOverflowError:
-                # The summariser's real window is smaller than it said (or a chunk was over
-                # by exact count): halve the chunks while they still hold messages.
-                failed = ask.overflowed_at
-                smaller = min(chunk, failed) // 2 if failed is not None else 0
-                if attempt == SUMMARY_OVERFLOW_RETRIES or smaller < self._least_chunk(ask):
-                    raise
-                chunk = smaller
+        if previous is not None:
+            previous = fit_text(previous, est, chunk // 3)
+        pieces = [render_message(m) for m in early]
+        groups = pack(pieces, est, self._room(chunk, previous, ask, request))
+        if len(groups) == 1:
+            answer = await ask.attempt(self._prompt(_join(groups[0]), previous))
+            if isinstance(answer, str):
+                return fit_text(answer, est, cap)
+            chunk = self._smaller(chunk, answer, ask)
+            groups = pack(pieces, est, self._room(chunk, None, ask, request))
+        partials = await self._partials(groups, ask, chunk, request)
+        text = await self._merge(([previous] if previous else []) + partials, ask, chunk)
         return fit_text(text.strip(), est, cap)
+
+    async def _partials(
+        self, groups: list[list[str]], ask: Summariser, chunk: int, request: ModelRequest
+    ) -> list[str]:
+        """Return one partial summary per group, splitting only the groups that were too long."""
+        answers = await ask.many([self._prompt(_join(g), None) for g in groups])
+        partials: list[str] = []
+        for group, answer in zip(groups, answers, strict=True):
+            if isinstance(answer, str):
+                partials.append(answer)
+                continue
+            smaller = self._smaller(chunk, answer, ask)
+            parts = pack(group, ask.est, self._room(smaller, None, ask, request))
+            partials.extend(await self._partials(parts, ask, smaller, request))
+        return partials
+
+    def _smaller(self, chunk: int, rejected: int, ask: Summariser) -> int:
+        """Return the chunk size after a request of ``rejected`` tokens was too long.
+
+        Raises:
+            ContextOverflowError: when halving again would leave no room for messages.
+        """
+        smaller = min(chunk, rejected) // 2
+        if smaller < self._least_chunk(ask):
+            raise ContextOverflowError(
+                f"the summariser rejected summary requests down to {rejected:,} tokens; "
+                "halving them again leaves no room for messages after the summary prompt: give "
+                "Compaction a summariser with a larger window (Compaction(model=...))",
+                reason="summary_overflow",
+            )
+        return smaller
 
     def _least_chunk(self, ask: Summariser) -> int:
         """Return the smallest chunk that leaves ``MIN_TEXT_TOKENS`` for messages after the prompt."""
         return MESSAGE_OVERHEAD + 3 + ask.est.count(self._prompt("", None)) + MIN_TEXT_TOKENS
 
-    async def _summarise_chunked(
-        self,
-        early: Sequence[Message],
-        previous: str | None,
-        request: ModelRequest,
-        ask: Summariser,
-        chunk: int,
-    ) -> str:
-        est = ask.est
+    def _room(
+        self, chunk: int, previous: str | None, ask: Summariser, request: ModelRequest
+    ) -> int:
+        """Return the tokens of messages one summary request of ``chunk`` tokens can hold.
+
+        Raises:
+            ConfigurationError: when ``chunk`` leaves no room for messages after the prompt.
+        """
         frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
-        if previous is not None:
-            previous = fit_text(previous, est, chunk // 3)
-        room = chunk - frame - est.count(self._prompt("", previous))
+        room = chunk - frame - ask.est.count(self._prompt("", previous))
         if room < MIN_TEXT_TOKENS:
-            if ask.overflowed_at is not None:  # the chunk was halved after overflows
-                raise ContextOverflowError(
-                    f"the summariser rejected summary requests down to {chunk:,} tokens, too "
-                    "small to hold messages after the summary prompt; give Compaction a "
-                    "summariser with a larger window (Compaction(model=...))",
-                    reason="summary_overflow",
-                )
             raise ConfigurationError(
                 f"summary_chunk_tokens ({chunk}) leaves no room for messages after the summary "
                 "prompt; raise summary_chunk_tokens or shorten summary_prompt",
                 transforms=request.transforms,
             )
-        chunks = pack([render_message(m) for m in early], est, room)
-        if len(chunks) == 1:
-            return await ask(self._prompt(chunks[0], previous))
-        partials = await ask.many([self._prompt(c, None) for c in chunks])
-        return await self._merge(
-            ([previous] if previous else []) + partials, ask, est, chunk - frame
-        )
+        return room
 
-    async def _merge(
-        self, parts: list[str], ask: Summariser, est: TokenEstimator, chunk: int
-    ) -> str:
-        """Merge partial summaries, in as many rounds of chunked requests as needed."""
-        room = chunk - est.count(MERGE_PROMPT)
+    async def _merge(self, parts: list[str], ask: Summariser, chunk: int) -> str:
+        """Merge partial summaries, in as many rounds of chunked requests as needed.
+
+        Only summaries are sent here, never the messages; a merge request the summariser
+        rejects as too long is asked again in smaller groups.
+        """
+        est = ask.est
         while len(parts) > 1:
+            room = chunk - MESSAGE_OVERHEAD - 3 - est.count(MERGE_PROMPT)
             # Each part takes at most half the room, so every request merges at least two.
             parts = [fit_text(p, est, room // 2 - 8) for p in parts]
             groups = pack(
@@ -303,10 +376,14 @@ class SummaryWriter:
                 est,
                 room,
             )
-            if len(groups) == 1:
-                return await ask(MERGE_PROMPT.replace("{summaries}", groups[0]))
-            prompts = [MERGE_PROMPT.replace("{summaries}", g) for g in groups]
-            parts = await ask.many(prompts)
+            answers = await ask.many(
+                [MERGE_PROMPT.replace("{summaries}", _join(g)) for g in groups]
+            )
+            rejected = [a for a in answers if isinstance(a, int)]
+            if rejected:
+                chunk = self._smaller(chunk, min(rejected), ask)
+                continue
+            parts = [a for a in answers if isinstance(a, str)]
         return parts[0]
 
     def _prompt(self, messages: str, previous: str | None) -> str:
@@ -317,3 +394,7 @@ class SummaryWriter:
             preamble = ""
         values = {"messages": messages, "previous_summary": preamble}
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], prompt)
+
+
+def _join(pieces: Sequence[str]) -> str:
+    return "\n\n".join(pieces)

@@ -613,7 +613,7 @@ async def test_summaries_go_straight_to_the_summariser_not_through_the_stack() -
     assert model.agent_requests[-1].history[1].text.endswith("FROM-THE-SUMMARISER")
 
 
-async def test_chunks_are_halved_when_the_summariser_says_they_are_too_long() -> None:
+async def test_only_the_chunks_the_summariser_rejects_are_halved_and_asked_again() -> None:
     summariser = ScriptedModel(model="small-summariser", overflow_above=1500)
     model = ScriptedModel([*calls(8), "done"])
     a = agent(
@@ -630,8 +630,15 @@ async def test_chunks_are_halved_when_the_summariser_says_they_are_too_long() ->
     await a.call("go", CTX)
     assert summariser.overflows >= 1
     sizes = [estimate_request(r, summariser.estimator) for r in summariser.requests]
-    assert sizes[0] > 1500 and len(sizes) > 2
-    assert all(size <= 1500 for size in sizes[summariser.overflows :])
+    rejected = [r for r, size in zip(summariser.requests, sizes, strict=True) if size > 1500]
+    answered = [r for r, size in zip(summariser.requests, sizes, strict=True) if size <= 1500]
+    assert sizes[0] > 1500 and len(rejected) == summariser.overflows and len(answered) > 2
+    # Every early command was summarised by exactly one answered request.
+    partials = [prompt_of(r) for r in answered if not prompt_of(r).startswith(MERGE_PROMPT[:40])]
+    for i in range(8):
+        command = f'[tool call shell] {{"command": "cmd{i}"}}'
+        assert sum(command in p for p in partials) <= 1
+    assert sum('"cmd0"' in p for p in partials) == 1
     assert any(compacted(r) for r in model.agent_requests)
 
 
