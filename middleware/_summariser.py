@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import cache
 from typing import Final
 
 import anyio
@@ -245,13 +244,7 @@ def packing_estimator(est: TokenEstimator, model: str) -> TokenEstimator:
     is safe to pack with: its ``floor`` bounds how far it may under-count, and the default
     chunk stays below ``floor`` × the limit.
     """
-    return _fast_estimator(model) if est.exact else est
-
-
-@cache
-def _fast_estimator(model: str) -> TokenEstimator:
-    # One per model name: its caches are keyed by content, so sharing them is safe.
-    return estimator_for(model)
+    return estimator_for(model) if est.exact else est
 
 
 class SummaryWriter:
