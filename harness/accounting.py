@@ -11,14 +11,23 @@ decision after that — what BudgetFit drops, when Compaction summarises, whethe
 PairValidation sends — is taken on exact counts. `counted_near_limit` makes that switch on
 the request itself (its policy's estimator), so the middleware after it agree without
 knowing each other.
+
+**Running totals.** Within one agent call (a `RunScope`), the history's tokens and manifest
+items are kept per estimator and purpose (`HistoryTally`): a request whose history starts
+with the one measured before (`harness.prefix.shared_prefix`) costs a count per *new*
+message only, however often BudgetFit, Compaction, PairValidation and the manifest measure
+it. Without a run scope every measurement counts the whole history (cached counts).
 """
 
 from __future__ import annotations
+
+from array import array
 
 from harness.blocks import content_hash
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import Message
+from harness.prefix import shared_prefix
 from harness.request import ModelRequest, SystemPart
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 
@@ -114,11 +123,90 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
     """Return the estimated input tokens of ``request`` as it would be sent."""
     est = estimator or request.estimator
-    return (
-        fixed_tokens(request, est)
-        + est.count_messages(request.history)
-        + blocks_tokens(request, est)
-    )
+    return fixed_tokens(request, est) + history_tokens(request, est) + blocks_tokens(request, est)
+
+
+def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
+    """Return the tokens of ``request.history``: a running total within an agent call."""
+    est = estimator or request.estimator
+    tally = _tally(request, est)
+    if tally is None:
+        return est.count_messages(request.history)
+    return tally.measure(request.history)
+
+
+class HistoryTally:
+    """The token counts and manifest items of the history one run measured last.
+
+    ``sums[i]`` is the tokens of the first ``i`` messages; ``items`` the manifest items of
+    the first ``len(items)`` messages (made when a manifest asks). Measuring a history that
+    shares a prefix with the last one keeps the prefix and counts the rest. Holds 8 bytes
+    per message beside the items; lives as long as the run.
+    """
+
+    __slots__ = ("estimator", "history", "items", "sums")
+
+    def __init__(self, estimator: TokenEstimator) -> None:
+        self.estimator = estimator
+        """What counts (held, so no other estimator can take its ``id`` meanwhile)."""
+        self.history: tuple[Message, ...] = ()
+        self.sums = array("q", (0,))
+        self.items: list[ManifestItem] = []
+
+    def measure(self, history: tuple[Message, ...]) -> int:
+        """Return the tokens of ``history``, counting only what the last one did not share."""
+        if history is self.history:
+            return self.sums[-1]
+        kept = shared_prefix(self.history, history)
+        sums = self.sums
+        del sums[kept + 1 :]
+        del self.items[kept:]
+        total = sums[-1]
+        count_message = self.estimator.count_message  # bound once: runs per new message
+        for index in range(kept, len(history)):
+            total += count_message(history[index])
+            sums.append(total)
+        self.history = history
+        return total
+
+    def message_items(self, history: tuple[Message, ...]) -> list[ManifestItem]:
+        """Return one manifest item per message of ``history``, made only for new ones."""
+        self.measure(history)
+        items, sums = self.items, self.sums
+        for index in range(len(items), len(history)):
+            message = history[index]
+            items.append(
+                ManifestItem(
+                    kind="message",
+                    source_id=f"history/{message.id}",
+                    tokens=sums[index + 1] - sums[index],
+                    placement="history",
+                    role=message.role,
+                )
+            )
+        return items
+
+
+_MAX_TALLIES = 8
+"""Tallies one run keeps (estimator × purpose); a calibrated estimator is new every round."""
+
+
+class _Tallies(dict[tuple[int, str], HistoryTally]):
+    """A run's tallies by (estimator identity, purpose)."""
+
+
+def _tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
+    run = request.run
+    if run is None:
+        return None
+    tallies = run.slot(_Tallies, _Tallies)  # the class is the slot's owner: one per run
+    key = (id(est), request.ids.purpose)
+    tally = tallies.get(key)
+    if tally is None or tally.estimator is not est:
+        if len(tallies) >= _MAX_TALLIES:
+            tallies.clear()
+        tally = tallies[key] = HistoryTally(est)
+    return tally
 
 
 def manifest_items(
@@ -126,8 +214,8 @@ def manifest_items(
 ) -> tuple[int, tuple[ManifestItem, ...]]:
     """Return the estimated total and one manifest item per system part, message, tool and block.
 
-    One pass over the request: the total is the sum of the items plus framing, and equals
-    `estimate_request`.
+    The total is the sum of the items plus framing, and equals `estimate_request`. Within a
+    run, the message items of a history prefix measured before are reused (`HistoryTally`).
     """
     est = estimator or request.estimator
     items: list[ManifestItem] = []
@@ -146,19 +234,9 @@ def manifest_items(
                     placement="system",
                 )
             )
-    count_message = est.count_message  # bound once: this loop runs per message per round
-    for message in request.history:
-        tokens = count_message(message)
-        total += tokens
-        append(
-            ManifestItem(
-                kind="message",
-                source_id=f"history/{message.id}",
-                tokens=tokens,
-                placement="history",
-                role=message.role,
-            )
-        )
+    tally = _tally(request, est) or HistoryTally(est)
+    items.extend(tally.message_items(request.history))
+    total += tally.measure(request.history)
     if request.blocks:
         total += BLOCKS_FRAMING
         for block in request.blocks:

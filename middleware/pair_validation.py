@@ -18,12 +18,19 @@ started from, the kind is ``history_conflict`` if the working history no longer 
 the message the request's history ends with (compared by origin id, so an offloaded or
 trimmed copy still matches its original), and ``state_conflict`` otherwise (e.g. todos or
 other structured state changed). The agent does not commit a request that failed here.
+
+Incremental: within one agent call the pair check starts at the first unit the previous
+valid history did not share (`harness.prefix.shared_prefix`): the rule is per unit, and
+the units before it are unchanged and were valid. The budget check reads the run's running
+total (`harness.accounting.HistoryTally`). So a warm round costs O(new messages) here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import ClassVar, Literal
+
+import msgspec
 
 from harness.accounting import counted_near_limit
 from harness.errors import (
@@ -34,6 +41,7 @@ from harness.errors import (
 )
 from harness.markers import INTERRUPTED_TEXT, ORIGIN_ID
 from harness.messages import Message
+from harness.prefix import shared_prefix
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
 from middleware._history import check_pairs, label, repair_pairs
@@ -78,20 +86,40 @@ class PairValidation:
             ContextBudgetExceeded: the request does not fit ``request.input_limit``.
         """
         _check_state(request)
-        check = check_pairs(request.history)
-        if not check.ok:
-            if self.mode == "fail":
-                raise InvalidToolPairs(
-                    _pairs_message(check.dangling, check.orphans, check.misplaced),
-                    dangling_calls=check.dangling,
-                    orphan_results=check.orphans,
-                    misplaced_results=check.misplaced,
-                    transforms=request.transforms,
-                )
-            history, transforms = repair_pairs(
-                request.history, interrupted_text=self.interrupted_text
+        if self._pairs_ok(request):
+            return await call_next(self._within_budget(request))
+        if self.mode == "fail":
+            check = check_pairs(request.history)
+            raise InvalidToolPairs(
+                _pairs_message(check.dangling, check.orphans, check.misplaced),
+                dangling_calls=check.dangling,
+                orphan_results=check.orphans,
+                misplaced_results=check.misplaced,
+                transforms=request.transforms,
             )
-            request = request.replace(history=history).with_transforms(*transforms)
+        history, transforms = repair_pairs(request.history, interrupted_text=self.interrupted_text)
+        request = request.replace(history=history).with_transforms(*transforms)
+        return await call_next(self._within_budget(request))
+
+    def _pairs_ok(self, request: ModelRequest) -> bool:
+        """Return whether the pairs are valid, checking only what this call has not seen."""
+        history = request.history
+        if request.run is None:
+            return check_pairs(history).ok
+        seen = request.run.slot(self, _Valid)
+        start = _unit_start(history, shared_prefix(seen.history, history))
+        ok = check_pairs(history[start:]).ok
+        if ok:
+            seen.history = history
+        return ok
+
+    @staticmethod
+    def _within_budget(request: ModelRequest) -> ModelRequest:
+        """Return ``request`` (counted exactly near its limit) if it fits its input limit.
+
+        Raises:
+            ContextBudgetExceeded: when it does not.
+        """
         if request.input_limit >= 0:
             request, tokens = counted_near_limit(request)  # exact near the limit
             if tokens > request.input_limit:
@@ -104,7 +132,25 @@ class PairValidation:
                     limit=request.input_limit,
                     transforms=request.transforms,
                 )
-        return await call_next(request)
+        return request
+
+
+class _Valid(msgspec.Struct):
+    """One PairValidation's per-call slot: the last history whose pairs were valid."""
+
+    history: tuple[Message, ...] = ()
+
+
+def _unit_start(history: tuple[Message, ...], shared: int) -> int:
+    """Return where the unit holding message ``shared - 1`` starts (0 when nothing is shared).
+
+    Every unit before it lies inside the shared prefix and is followed by a shared message,
+    so it is the very unit checked before.
+    """
+    index = shared - 1
+    while index > 0 and history[index].role == "tool":
+        index -= 1
+    return max(index, 0)
 
 
 def _check_state(request: ModelRequest) -> None:

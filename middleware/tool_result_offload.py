@@ -27,6 +27,11 @@ any `OSError`) or there is no workspace at all, the result is replaced by an inl
 head-and-tail preview that says the middle is not available, with the transform
 ``offload_failed:<call id>:<reason>``; the session goes on and no temporary file is left.
 
+Incremental: within one agent call, a round scans only the messages after the prefix it
+shares with the history this middleware passed on last time (`harness.prefix.shared_prefix`;
+the same limit and estimator): those were decided already and the decision depends on the
+message alone.
+
 Workspace: the one given to the constructor, else the agent's (an agent given none has a
 private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).
 """
@@ -44,6 +49,7 @@ import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.messages import Message
+from harness.prefix import shared_prefix
 from harness.request import ModelRequest, ModelResponse
 from harness.tools import Tool
 from harness.types import Concern, Handler
@@ -154,10 +160,13 @@ class ToolResultOffload:
         if ws is not None:
             await self._sweep_once(request, ws)
         history = request.history
+        notes = request.run.slot(self, _CallNotes) if request.run is not None else None
+        start = notes.decided(request) if notes is not None else 0
         replaced: dict[int, Message] = {}
         transforms: list[str] = []
         names: dict[str, str] | None = None
-        for index, message in enumerate(history):
+        for index in range(start, len(history)):
+            message = history[index]
             if message.role != "tool" or _done(message):
                 continue
             text = _plain_text(message)
@@ -197,6 +206,8 @@ class ToolResultOffload:
         if replaced:
             new_history = tuple(replaced.get(i, m) for i, m in enumerate(history))
             request = request.replace(history=new_history).with_transforms(*transforms)
+        if notes is not None:
+            notes.passed_on(request)
         return await call_next(request)
 
     # --------------------------------------------------------------- private
@@ -211,10 +222,10 @@ class ToolResultOffload:
         max_age_s = self.max_age_s
         if max_age_s is None or request.run is None:
             return
-        swept = request.run.slot(self, _Swept)
-        if swept.done:
+        notes = request.run.slot(self, _CallNotes)
+        if notes.swept:
             return
-        swept.done = True  # before awaiting: one sweep per call, even if it fails
+        notes.swept = True  # before awaiting: one sweep per call, even if it fails
         await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
 
     def _too_big(self, text: str, message: Message, request: ModelRequest) -> bool:
@@ -390,7 +401,26 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class _Swept(msgspec.Struct):
-    """This middleware's per-call slot: whether its folder was swept in this call."""
+class _CallNotes(msgspec.Struct):
+    """This middleware's per-call slot: the sweep, and the history it passed on last."""
 
-    done: bool = False
+    swept: bool = False
+    """Whether its folder was swept in this call."""
+    history: tuple[Message, ...] = ()
+    """The history it passed on last: every message in it was decided."""
+    limit: int = -1
+    """The input limit that history was decided under."""
+    estimator: object = None
+    """… and the estimator (held, so its identity stays its own)."""
+
+    def decided(self, request: ModelRequest) -> int:
+        """Return how many leading messages of ``request``'s history need no new decision."""
+        if request.input_limit != self.limit or request.policy.estimator is not self.estimator:
+            return 0
+        return shared_prefix(self.history, request.history)
+
+    def passed_on(self, request: ModelRequest) -> None:
+        """Remember ``request``'s history as decided."""
+        self.history = request.history
+        self.limit = request.input_limit
+        self.estimator = request.policy.estimator
