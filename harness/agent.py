@@ -13,11 +13,14 @@ the request is in flight; `HarnessAgent.call` needs no events early and runs it 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import time
 from collections import deque
 from collections.abc import (
     AsyncGenerator,
+    Awaitable,
     Callable,
     Iterable,
     Iterator,
@@ -358,16 +361,17 @@ class HarnessAgent:
             outbox.start()
             if outbox.live:
                 # The request runs in its own task; its events are yielded as they come.
-                async with anyio.create_task_group() as tg:
-                    with watch.active():  # the task inherits the call's context (its span)
-                        tg.start_soon(self._answer, request, outbox, outcome)
+                with watch.active():  # the task inherits the call's context (its span)
+                    flight = _start_detached(self._answer, request, outbox, outcome)
+                try:
                     while (event := await outbox.next()) is not None:
-                        try:
-                            yield event
-                        except GeneratorExit:  # the consumer stopped: cancel the request
-                            tg.cancel_scope.cancel()
-                            return
+                        yield event
                         outbox.took_one()
+                finally:
+                    if not outbox.ended:  # the consumer stopped or was cancelled
+                        flight.cancel()
+                        with anyio.CancelScope(shield=True):
+                            await outbox.end()
             else:
                 with watch.active():
                     await self._answer(request, outbox, outcome)
@@ -608,6 +612,17 @@ class _Outbox:
         if self.live:
             self._arrived.set()
 
+    @property
+    def ended(self) -> bool:
+        """Whether no request is in flight."""
+        return self._done
+
+    async def end(self) -> None:
+        """Wait until the request in flight ended."""
+        while not self._done:
+            await self._arrived.wait()
+            self._arrived = anyio.Event()
+
     async def next(self) -> AgentEvent | None:
         """Return the next event of the request in flight; ``None`` once it ended."""
         while not self._queue:
@@ -639,6 +654,39 @@ class _Outbox:
 
 def _no_outbox() -> _Outbox | None:
     return None
+
+
+_DETACHED: set[asyncio.Task[None]] = set()
+"""The asyncio tasks `_start_detached` started (the loop keeps only weak references)."""
+
+
+def _start_detached(fn: Callable[..., Awaitable[None]], *args: Any) -> anyio.CancelScope:
+    """Start ``fn(*args)`` in a task of its own, outside any task group; return its scope.
+
+    Why not a task group: `HarnessAgent.stream_events` is an async generator, and a task
+    group held open across its ``yield`` breaks when a consumer leaves the loop without
+    closing the generator — Python closes it later, from another task, and the group's
+    cancel scope can be neither cancelled nor exited safely from there. The loop cancels
+    the returned scope instead (from any task) and waits for the task to end.
+    """
+    scope = anyio.CancelScope()
+
+    async def run() -> None:
+        with scope:
+            await fn(*args)
+
+    context = contextvars.copy_context()  # the caller's context, as a task group would
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio: trio, the other backend anyio runs on
+        import trio
+
+        trio.lowlevel.spawn_system_task(run, context=context)
+    else:
+        task = loop.create_task(run(), context=context)
+        _DETACHED.add(task)
+        task.add_done_callback(_DETACHED.discard)
+    return scope
 
 
 async def _streamed(

@@ -1,16 +1,19 @@
 """A deterministic offline model for tests, demos and benchmarks.
 
 It answers from a script: strings become assistant text, `Message` objects are returned as
-they are, callables receive the request (sync or async) and return either, and exception
-instances are raised. It can overflow once the input passes a token threshold, answers
+they are, callables receive the request (sync or async) and return either, exception
+instances are raised, and a `BrokenStream` streams some text and then fails (as a
+provider's stream can). It can overflow once the input passes a token threshold, answers
 summary requests (purpose ``summary``) with a built-in summariser unless scripted, and
 records every request it received so tests assert on what the model actually saw.
+`ScriptedModel.stream` yields the text word by word, so streaming is testable offline.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
@@ -22,7 +25,34 @@ from harness.request import ModelRequest, ModelResponse, Usage
 from harness.tokens import TokenEstimator, estimator_for
 from providers.base import StreamChunk
 
-Reply = str | Message | BaseException | Callable[[ModelRequest], "Reply | Awaitable[Reply]"]
+
+class BrokenStream:
+    """A scripted reply whose stream breaks after some text.
+
+    `ScriptedModel.stream` yields ``text`` word by word and then raises ``error``;
+    `ScriptedModel.complete` raises ``error`` at once (nothing was answered).
+
+    Args:
+        text: the text streamed before the failure.
+        error: what the stream raises then (e.g. a `ContextOverflowError`).
+    """
+
+    def __init__(self, text: str, error: BaseException) -> None:
+        self.text = text
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"BrokenStream({self.text!r}, {self.error!r})"
+
+
+Reply = (
+    str
+    | Message
+    | BaseException
+    | BrokenStream
+    | Callable[[ModelRequest], "Reply | Awaitable[Reply]"]
+)
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
 
 
 class ScriptedModel:
@@ -93,8 +123,31 @@ class ScriptedModel:
         """Return the configured window."""
         return self.window
 
+    def provider_name(self, model: str) -> str:
+        """Return ``scripted``: no provider serves this model (`harness.types.NamesProvider`)."""
+        return "scripted"
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer ``request`` from the script."""
+        answer = await self._answer(request)
+        if isinstance(answer, BrokenStream):
+            raise answer.error
+        return answer
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Answer ``request`` from the script as chunks: the text word by word, then the response."""
+        answer = await self._answer(request)
+        text = answer.text if isinstance(answer, BrokenStream) else answer.message.text
+        for word in _WORDS.findall(text):
+            yield StreamChunk(text=word)
+        if isinstance(answer, BrokenStream):
+            raise answer.error
+        for call in answer.message.tool_calls:
+            yield StreamChunk(tool_call=call)
+        yield StreamChunk(usage=answer.usage, response=answer)
+
+    # --------------------------------------------------------------- helpers
+    async def _answer(self, request: ModelRequest) -> ModelResponse | BrokenStream:
         self.requests.append(request)
         tokens = estimate_request(request, self.estimator)
         if self.overflow_above is not None and tokens > self.overflow_above:
@@ -109,6 +162,8 @@ class ScriptedModel:
         while True:
             if isinstance(reply, BaseException):
                 raise reply
+            if isinstance(reply, BrokenStream):
+                return reply
             if callable(reply) and not isinstance(reply, Message):
                 produced = reply(request)
                 reply = await produced if inspect.isawaitable(produced) else produced
@@ -128,17 +183,6 @@ class ScriptedModel:
             model=self.model,
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Answer ``request`` from the script as chunks (text in words, then the response)."""
-        response = await self.complete(request)
-        text = response.message.text
-        for start in range(0, len(text), 16):
-            yield StreamChunk(text=text[start : start + 16])
-        for call in response.message.tool_calls:
-            yield StreamChunk(tool_call=call)
-        yield StreamChunk(usage=response.usage, response=response)
-
-    # --------------------------------------------------------------- helpers
     def _next(self, request: ModelRequest) -> Reply:
         if request.ids.purpose == "summary":
             return self.summary if self.summary is not None else _summarise

@@ -110,6 +110,16 @@ class Reply:
     """Anthropic-style signed thinking blocks, as litellm-compatible proxies send them."""
     delay_s: float = 0.0
     """Wait this long before answering (to test client timeouts)."""
+    pause: threading.Event | None = None
+    """When streaming: send the first half of the text, then wait (at most `PAUSE_LIMIT_S`)
+    until this is set — a test sets it once it received a piece, proving the stream is read
+    as it comes. `Reply.paused_out` says whether the wait ran out instead."""
+    paused_out: list[bool] = field(default_factory=list)
+    """Filled with one flag per paused stream: ``True`` when the pause ran out unset."""
+
+
+PAUSE_LIMIT_S = 10.0
+"""The longest a stream waits at `Reply.pause`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -405,7 +415,10 @@ class OpenAIServer:
                 yield chunk({"thinking_blocks": [{"type": "thinking", "thinking": piece}]})
             signed = {"type": "thinking", "thinking": "", "signature": block.get("signature")}
             yield chunk({"thinking_blocks": [signed]})
-        for piece in _pieces(behaviour.text or ""):
+        pieces = list(_pieces(behaviour.text or ""))
+        for n, piece in enumerate(pieces):
+            if behaviour.pause is not None and n == len(pieces) // 2:
+                behaviour.paused_out.append(not behaviour.pause.wait(PAUSE_LIMIT_S))
             yield chunk({"content": piece})
         for index, call in enumerate(self._calls(behaviour)):
             function = call["function"]
