@@ -1,9 +1,17 @@
 """Tools: plain Python functions, sync or async, with a JSON schema from their signature.
 
-The schema comes from the type hints (through msgspec) and the parameter descriptions from
-a Google-style docstring's ``Args:`` section. A parameter annotated `ToolContext` is filled
-in by the agent and hidden from the model. A tool that raises does not end the agent loop:
-the model receives an error result and can react.
+The schema comes from the type hints (through msgspec), the description and the parameter
+descriptions from the docstring — Google, Sphinx (``:param x:``) or NumPy style, read by
+the ``docstring_parser`` library. A parameter annotated `ToolContext` is filled in by the
+agent and hidden from the model. A tool that raises does not end the agent loop: the model
+receives an error result and can react.
+
+Parameters may be structured: msgspec Structs and dataclasses (msgspec decodes and
+validates them itself), and pydantic models — their schema is the model's own
+(``model_json_schema``), and the arguments are validated into a model instance
+(``model_validate``) before the call. pydantic is never imported here: a class can only be
+a pydantic model once the application imported pydantic. Arguments that fail validation
+are an error result naming each bad field, so the model can call again.
 
 What a tool returns becomes text inside the same error handling, so a value that cannot be
 converted is an error result too, never a crash of the loop:
@@ -22,10 +30,13 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
+import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 import anyio.to_thread
+import docstring_parser
 import msgspec
 
 from harness.errors import ConfigurationError
@@ -77,9 +88,13 @@ class Tool:
         summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description if description is not None else summary
         self._context_param: str | None = None
+        self._models: dict[str, Any] = {}
+        """Parameters that take a pydantic model, by name: validated before each call."""
         self._args_type = self._build_args_type(arg_docs)
         self.schema = ToolSchema(
-            name=self.name, description=self.description, parameters=_json_schema(self._args_type)
+            name=self.name,
+            description=self.description,
+            parameters=self._with_model_schemas(_json_schema(self._args_type), arg_docs),
         )
         self._is_async = inspect.iscoroutinefunction(fn)
 
@@ -101,6 +116,10 @@ class Tool:
             if annotation is ToolContext:
                 self._context_param = param.name
                 continue
+            model, optional = _pydantic_model(annotation)
+            if model is not None:  # decoded as an object, then validated by the model
+                self._models[param.name] = model
+                annotation = dict[str, Any] | None if optional else dict[str, Any]
             if param.name in arg_docs:
                 annotation = Annotated[annotation, msgspec.Meta(description=arg_docs[param.name])]
             if param.default is inspect.Parameter.empty:
@@ -110,6 +129,38 @@ class Tool:
         return msgspec.defstruct(
             f"{self.name}_args", fields, kw_only=True, forbid_unknown_fields=True
         )
+
+    def _with_model_schemas(
+        self, schema: dict[str, Any], arg_docs: dict[str, str]
+    ) -> dict[str, Any]:
+        """Put each pydantic parameter's own JSON schema into the tool's ``schema``.
+
+        Raises:
+            ConfigurationError: when two models define a ``$defs`` entry of one name
+                differently.
+        """
+        if not self._models:
+            return schema
+        defs: dict[str, Any] = schema.setdefault("$defs", {})
+        for name, model in self._models.items():
+            own: dict[str, Any] = dict(model.model_json_schema(ref_template="#/$defs/{model}"))
+            for key, value in own.pop("$defs", {}).items():
+                if defs.setdefault(key, value) != value:
+                    raise ConfigurationError(
+                        f"tool {self.name!r}: two argument types define {key!r} differently "
+                        "in their JSON schemas; rename one of the models"
+                    )
+            current = schema["properties"][name]
+            if "anyOf" in current:  # Model | None
+                own = {"anyOf": [own, {"type": "null"}]}
+            if name in arg_docs:
+                own["description"] = arg_docs[name]
+            if "default" in current:
+                own["default"] = current["default"]
+            schema["properties"][name] = own
+        if not defs:
+            del schema["$defs"]
+        return schema
 
     async def run(self, arguments: str, context: ToolContext) -> str:
         """Run the tool with JSON ``arguments`` and return its result as text.
@@ -122,6 +173,14 @@ class Tool:
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             return f"Error: invalid arguments for {self.name}: {exc}. Call it again with arguments matching its schema."
         kwargs = {f: getattr(args, f) for f in args.__struct_fields__}
+        for name, model in self._models.items():
+            if kwargs[name] is not None:
+                problem = _validated(model, kwargs, name)
+                if problem is not None:
+                    return (
+                        f"Error: invalid arguments for {self.name}: {problem}. Call it again "
+                        "with arguments matching its schema."
+                    )
         if self._context_param is not None:
             kwargs[self._context_param] = context
         try:
@@ -235,36 +294,57 @@ def _json_schema(args_type: type[msgspec.Struct]) -> dict[str, Any]:
     return schema
 
 
-_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters):\s*$")
-_SECTION = re.compile(r"^[A-Z][A-Za-z ]*:\s*$")
-
-
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Return the summary paragraph and the ``Args:`` descriptions of a Google docstring."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    for line in lines:
-        if not line.strip() or _SECTION.match(line.strip()):
-            break
-        summary.append(line.strip())
-    args: dict[str, str] = {}
-    inside = False
-    current: str | None = None
-    arg_indent = -1
-    for line in lines:
-        stripped = line.strip()
-        if _ARGS_HEADER.match(stripped):
-            inside = True
-            continue
-        if inside:
-            if not line.startswith((" ", "\t")) and stripped:
-                break
-            match = re.match(r"^\s+(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
-            indent = len(line) - len(line.lstrip())
-            if match and (arg_indent < 0 or indent == arg_indent):
-                arg_indent = indent
-                current = match.group(1)
-                args[current] = match.group(2).strip()
-            elif current is not None and stripped:
-                args[current] = f"{args[current]} {stripped}".strip()
-    return " ".join(summary), args
+    """Return the summary paragraph and the parameter descriptions of a docstring.
+
+    Google, Sphinx and NumPy styles are told apart by ``docstring_parser``; lines are
+    joined, so a description wrapped in the source reads as one sentence.
+    """
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError as exc:
+        raise ConfigurationError(
+            f"cannot read the tool's docstring ({exc}); fix its Args/Parameters section"
+        ) from exc
+    summary = parsed.short_description or ""
+    if parsed.long_description and not parsed.blank_after_short_description:
+        summary += "\n" + parsed.long_description.split("\n\n", 1)[0]  # one paragraph
+    args = {p.arg_name: _one_line(p.description) for p in parsed.params if p.description}
+    return _one_line(summary), args
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _pydantic_model(annotation: Any) -> tuple[Any, bool]:
+    """Return the pydantic model ``annotation`` names (or ``None``), and whether it is optional.
+
+    ``Model`` and ``Model | None`` are recognised. pydantic is looked up, not imported: a
+    class can only be a pydantic model when the application has imported pydantic.
+    """
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None:
+        return None, False
+    optional = False
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        if len(members) != 1:
+            return None, False
+        annotation, optional = members[0], True
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return annotation, optional
+    return None, False
+
+
+def _validated(model: Any, kwargs: dict[str, Any], name: str) -> str | None:
+    """Replace ``kwargs[name]`` by a ``model`` instance; return what was wrong, if anything."""
+    pydantic = sys.modules["pydantic"]
+    try:
+        kwargs[name] = model.model_validate(kwargs[name])
+    except pydantic.ValidationError as exc:
+        problems = [
+            f"`{'.'.join(str(p) for p in (name, *e['loc']))}`: {e['msg']}" for e in exc.errors()
+        ]
+        return "; ".join(problems)
+    return None

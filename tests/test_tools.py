@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+import sys
+
 import msgspec
 import pytest
+from pydantic import BaseModel, Field
 
 from harness import AgentState, ConfigurationError, Tool, ToolCall, ToolContext
 
@@ -116,3 +121,149 @@ async def test_an_exception_whose_str_fails_is_still_an_error_result() -> None:
     assert await Tool(broken).run("{}", _ctx()) == (
         "Error: Unprintable: (the Unprintable could not be shown as text)"
     )
+
+
+# ------------------------------------------------------------ docstring styles
+def sphinx_style(city: str, days: int = 1) -> str:
+    """Look up the weather
+    for a city.
+
+    :param city: the city name,
+        e.g. Paris.
+    :param int days: how many days ahead.
+    :returns: the forecast.
+    """
+    return city
+
+
+def numpy_style(city: str, days: int = 1) -> str:
+    """Look up the weather.
+
+    Parameters
+    ----------
+    city : str
+        the city name,
+        e.g. Paris.
+    days : int, optional
+        how many days ahead.
+
+    Returns
+    -------
+    str
+        the forecast.
+    """
+    return city
+
+
+@pytest.mark.parametrize("fn", [sphinx_style, numpy_style, lookup])
+def test_google_sphinx_and_numpy_docstrings_describe_the_parameters(fn: object) -> None:
+    tool = Tool(fn)  # type: ignore[arg-type]
+    properties = tool.schema.parameters["properties"]
+    assert tool.schema.description.startswith("Look up the weather")
+    assert properties["city"]["description"] == "the city name, e.g. Paris."
+    assert properties["days"]["description"].startswith("how many days")
+
+
+def test_a_wrapped_summary_line_is_one_sentence() -> None:
+    assert Tool(sphinx_style).schema.description == "Look up the weather for a city."
+
+
+# ------------------------------------------------------------ structured arguments
+class Address(BaseModel):
+    """Where to deliver."""
+
+    street: str
+    zip_code: str = Field(pattern=r"^\d{5}$", description="five digits")
+
+
+class Order(BaseModel):
+    """One order."""
+
+    item: str
+    quantity: int = Field(gt=0)
+    address: Address
+
+
+async def place_order(order: Order, note: Order | None = None) -> str:
+    """Place an order.
+
+    Args:
+        order: the order to place.
+        note: a second order, if any.
+    """
+    assert isinstance(order, Order) and isinstance(order.address, Address)
+    return f"{order.quantity}x{order.item} to {order.address.zip_code}; second={note is not None}"
+
+
+GOOD = {"item": "tea", "quantity": 2, "address": {"street": "Main St 1", "zip_code": "12345"}}
+
+
+def test_a_pydantic_argument_has_the_models_own_schema() -> None:
+    parameters = Tool(place_order).schema.parameters
+    order = parameters["properties"]["order"]
+    assert order["description"] == "the order to place."
+    assert order["properties"]["quantity"]["exclusiveMinimum"] == 0
+    assert order["properties"]["address"] == {"$ref": "#/$defs/Address"}
+    assert parameters["$defs"]["Address"]["properties"]["zip_code"]["pattern"] == r"^\d{5}$"
+    assert parameters["required"] == ["order"]
+    assert {"type": "null"} in parameters["properties"]["note"]["anyOf"]
+
+
+async def test_pydantic_arguments_arrive_as_model_instances() -> None:
+    result = await Tool(place_order).run(msgspec.json.encode({"order": GOOD}).decode(), _ctx())
+    assert result == "2xtea to 12345; second=False"
+    both = msgspec.json.encode({"order": GOOD, "note": GOOD}).decode()
+    assert (await Tool(place_order).run(both, _ctx())).endswith("second=True")
+
+
+async def test_a_pydantic_validation_failure_is_an_error_naming_each_field() -> None:
+    bad = {"item": "tea", "quantity": 0, "address": {"street": "x", "zip_code": "12"}}
+    result = await Tool(place_order).run(msgspec.json.encode({"order": bad}).decode(), _ctx())
+    assert result.startswith("Error: invalid arguments for place_order: ")
+    assert "`order.quantity`: Input should be greater than 0" in result
+    assert "`order.address.zip_code`: String should match pattern" in result
+    assert result.endswith("Call it again with arguments matching its schema.")
+
+
+class Point(msgspec.Struct):
+    """A point."""
+
+    x: int
+    y: int
+
+
+@dataclasses.dataclass
+class Box:
+    """A box."""
+
+    width: float
+    label: str = "box"
+
+
+def measure(corner: Point, box: Box) -> str:
+    """Measure a box at a corner."""
+    assert isinstance(corner, Point) and isinstance(box, Box)
+    return f"{corner.x},{corner.y}:{box.width}:{box.label}"
+
+
+async def test_msgspec_structs_and_dataclasses_arrive_as_instances() -> None:
+    tool = Tool(measure)
+    assert set(tool.schema.parameters["$defs"]) == {"Point", "Box"}
+    args = '{"corner": {"x": 1, "y": 2}, "box": {"width": 1.5}}'
+    assert await tool.run(args, _ctx()) == "1,2:1.5:box"
+    bad = await tool.run('{"corner": {"x": "one", "y": 2}, "box": {"width": 1}}', _ctx())
+    assert bad.startswith("Error: invalid arguments for measure: Expected `int`")
+
+
+def test_tools_never_import_pydantic_themselves() -> None:
+    code = (
+        "import sys\n"
+        "from harness.tools import Tool\n"
+        "def f(a: int, b: dict[str, int]) -> str:\n"
+        "    '''Do.\n\n    Args:\n        a: a number.\n    '''\n"
+        "    return ''\n"
+        "Tool(f)\n"
+        "print('pydantic' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
