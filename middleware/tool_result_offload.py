@@ -20,7 +20,7 @@ The agent commits the rewritten history, so a result is offloaded once; the repl
 carries ``metadata["offloaded"]`` and is skipped afterwards. A file already holding the
 same bytes (a round that failed after the write) is not written again. Files live per
 session (`purge_session` removes a session's) and files older than ``max_age_s`` are swept
-at most once per agent call.
+at most once per agent call and once per folder every `SWEEP_INTERVAL_S` seconds.
 
 **When the write fails** (read-only or full filesystem, a file where the folder should be,
 any `OSError`) or there is no workspace at all, the result is replaced by an inline
@@ -66,6 +66,10 @@ DEFAULT_FOLDER = "large_tool_results"
 _MIN_KEEP = 100
 """A token-sized preview keeps at least this many characters at each end."""
 _WEEK_S = 7 * 24 * 3600
+SWEEP_INTERVAL_S = 60.0
+"""A folder is swept for expired results at most this often per process (any call)."""
+_LAST_SWEEP: dict[tuple[str, str, str], float] = {}
+"""(filesystem, workspace root, folder) → when it was last swept (monotonic seconds)."""
 
 
 class ToolResultOffload:
@@ -79,8 +83,9 @@ class ToolResultOffload:
         preview_chars: characters kept from the start and from the end of the result.
         exempt_tools: names of tools whose results are never offloaded.
         folder: the workspace folder for offloaded results (relative).
-        max_age_s: offloaded files older than this many seconds are deleted, checked once
-            per agent call; ``None`` keeps them until `purge_session`.
+        max_age_s: offloaded files older than this many seconds are deleted, checked at
+            most once per agent call and once per folder every `SWEEP_INTERVAL_S` seconds;
+            ``None`` keeps them until `purge_session`.
         workspace: where to write (default: the agent's workspace).
 
     When a result cannot be written, the preview is inline (head and tail, ``preview_chars``
@@ -226,6 +231,14 @@ class ToolResultOffload:
         if notes.swept:
             return
         notes.swept = True  # before awaiting: one sweep per call, even if it fails
+        # One sweep per folder per SWEEP_INTERVAL_S serves every call meanwhile: a burst of
+        # calls must not each list the folder in a worker thread.
+        key, now = (str(ws.fs.protocol), ws.root, self.folder), time.monotonic()
+        if now - _LAST_SWEEP.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
+            return
+        if len(_LAST_SWEEP) >= 4096:
+            _LAST_SWEEP.clear()  # at worst one extra sweep per folder
+        _LAST_SWEEP[key] = now
         await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
 
     def _too_big(self, text: str, message: Message, request: ModelRequest) -> bool:
@@ -417,7 +430,7 @@ class _CallNotes(msgspec.Struct):
         """Return how many leading messages of ``request``'s history need no new decision."""
         if request.input_limit != self.limit or request.policy.estimator is not self.estimator:
             return 0
-        return shared_prefix(self.history, request.history)
+        return shared_prefix(self.history, request.history, request.run)
 
     def passed_on(self, request: ModelRequest) -> None:
         """Remember ``request``'s history as decided."""

@@ -19,7 +19,10 @@ What it adds, in this order:
 The files are read **once per agent call**: the first request of a call loads a snapshot
 into this instance's slot of the call (``request.run.slot``) and every later request of that call reuses it, so editing
 ``AGENTS.md`` or ``MEMORY.md`` during a call changes nothing until the next call (use a
-context source for data that must refresh every round).
+context source for data that must refresh every round). On a local folder the next call
+does not read them again either unless they changed: their stats are checked on the event
+loop and only changed files are read, in a worker thread (`middleware._workspace_files`),
+so a burst of calls starting at once does not queue for threads.
 
 ``max_context_tokens`` is a *load* budget for the reference files, not the request budget:
 files are read in the order above until it is spent; the file that crosses it is cut to
@@ -32,7 +35,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import anyio.to_thread
 import msgspec
@@ -44,6 +47,7 @@ from harness.request import ModelRequest, ModelResponse, RequestIds, SystemPart
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
 from harness.workspace import Workspace
+from middleware._workspace_files import FileText, workspace_files
 
 DEFAULT_MAX_CONTEXT_TOKENS = 32_000
 """The default load budget for workspace reference files, in tokens."""
@@ -204,26 +208,60 @@ class WorkspaceMaterials:
         workspace = self.workspace
         if workspace is None and request.run is not None:
             workspace = request.run.workspace
-        estimator = request.estimator
-        loaded = await anyio.to_thread.run_sync(self._load, workspace, estimator, request.ids)
+        loaded = await self._load(workspace, request.estimator, request.ids)
         if held is not None:
             held.snapshot = loaded
         return loaded
 
     # ------------------------------------------------------------------ loading
-    def _load(
+    async def _load(
         self, workspace: Workspace | None, estimator: TokenEstimator, ids: RequestIds
+    ) -> _Snapshot:
+        """Load the snapshot: from the file cache on a local folder, else by reading.
+
+        A local folder's files are checked by their stat on the event loop and only changed
+        ones are read (in a worker thread, see `middleware._workspace_files`); an in-memory
+        workspace is read on the loop (no I/O); any other filesystem in a worker thread.
+        """
+        if workspace is None:
+            return self._build(None, estimator, ids)
+        files = workspace_files(workspace)
+        if files is not None:
+            paths, folders = self._paths(ids), self._folders()
+            if not files.fresh(paths, folders):
+                await files.refresh(paths, folders)
+            return self._build(files, estimator, ids)
+        direct = _Direct(workspace)
+        if _in_memory(workspace):
+            return self._build(direct, estimator, ids)
+        return await anyio.to_thread.run_sync(self._build, direct, estimator, ids)
+
+    def _paths(self, ids: RequestIds) -> list[str]:
+        """Return the single files this request may load, in load order."""
+        paths = [p for p in (self.agents_file, self.memory_file) if p is not None]
+        if self.memory_folder is not None:
+            paths.extend(
+                memory_path(scope, ids, folder=self.memory_folder) for scope in ("agent", "user")
+            )
+        paths.extend(self.context_files)
+        return paths
+
+    def _folders(self) -> list[str]:
+        return [self.knowledge_dir] if self.knowledge_dir is not None else []
+
+    def _build(
+        self, source: _Source | None, estimator: TokenEstimator, ids: RequestIds
     ) -> _Snapshot:
         system: list[SystemPart] = []
         transforms: list[str] = []
-        if workspace is not None and self.agents_file is not None:
-            text = _read(workspace, self.agents_file, transforms)
+        if source is not None and self.agents_file is not None:
+            text = _text(source.text(self.agents_file), self.agents_file, transforms)
             if text is not None and text.strip():
                 system.append(SystemPart(name=self.agents_file, text=text))
         system.extend(
             SystemPart(name=f"instruction/{i.name}", text=i.text) for i in self.instructions
         )
-        if workspace is None:
+        if source is None:
             return _Snapshot(system=tuple(system), blocks=(), transforms=tuple(transforms))
 
         wanted: list[tuple[str, str]] = []
@@ -236,21 +274,21 @@ class WorkspaceMaterials:
             )
         for path in self.context_files:
             wanted.append((path, "context"))
-            if not _exists(workspace, path):
+            if not _exists(source.text(path)):
                 transforms.append(f"workspace_missing:workspace/{path}")
         if self.knowledge_dir is not None:
-            found = workspace.list(self.knowledge_dir, recursive=True)
-            wanted.extend((path, "knowledge") for path in found)
+            wanted.extend((path, "knowledge") for path in source.listing(self.knowledge_dir))
 
         blocks: list[ContextBlock] = []
         left = self.max_context_tokens
         for path, category in wanted:
             source_id = f"workspace/{path}"
+            file = source.text(path)
             if left is not None and left <= 0:
-                if _exists(workspace, path):
+                if _exists(file):
                     transforms.append(f"workspace_omitted:{source_id}")
                 continue
-            text = _read(workspace, path, transforms)
+            text = _text(file, path, transforms)
             if text is None or not text.strip():
                 continue
             if left is not None:
@@ -269,33 +307,57 @@ class WorkspaceMaterials:
         return _Snapshot(system=tuple(system), blocks=tuple(blocks), transforms=tuple(transforms))
 
 
+class _Source(Protocol):
+    """Where a snapshot's files come from: the local file cache, or the workspace directly."""
+
+    def text(self, path: str) -> FileText: ...
+
+    def listing(self, folder: str) -> tuple[str, ...]: ...
+
+
+class _Direct:
+    """Reads the workspace on every call (filesystems other than a local folder)."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+
+    def text(self, path: str) -> FileText:
+        try:
+            if not self.workspace.exists(path):
+                return FileText(stamp=None, text=None)
+            return FileText(stamp=None, text=self.workspace.read_text(path))
+        except PathEscapeError:
+            return FileText(stamp=None, text=None, problem="refused")
+        except WorkspaceError:
+            return FileText(stamp=None, text=None, problem="unreadable")
+
+    def listing(self, folder: str) -> tuple[str, ...]:
+        return tuple(self.workspace.list(folder, recursive=True))
+
+
+def _in_memory(workspace: Workspace) -> bool:
+    protocol = workspace.fs.protocol
+    return "memory" in (protocol if isinstance(protocol, tuple) else (protocol,))
+
+
+def _exists(file: FileText) -> bool:
+    """Whether the file is there (an unreadable one is; one refused is not)."""
+    return file.text is not None or file.problem == "unreadable"
+
+
+def _text(file: FileText, path: str, transforms: list[str]) -> str | None:
+    """Return a file's text, recording why there is none when it was refused or unreadable."""
+    if file.problem is not None:
+        transforms.append(f"workspace_{file.problem}:workspace/{path}")
+    return file.text
+
+
 def _check_path(path: object) -> None:
     if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
         raise ConfigurationError(
             f"workspace path {path!r} must be a relative path inside the workspace, "
             "such as 'docs/guide.md'"
         )
-
-
-def _exists(workspace: Workspace, path: str) -> bool:
-    try:
-        return workspace.exists(path)
-    except PathEscapeError:
-        return False
-
-
-def _read(workspace: Workspace, path: str, transforms: list[str]) -> str | None:
-    """Return a workspace file's text, or ``None`` when it is missing, refused or unreadable."""
-    try:
-        if not workspace.exists(path):
-            return None
-        return workspace.read_text(path)
-    except PathEscapeError:
-        transforms.append(f"workspace_refused:workspace/{path}")  # a symlink out of the root
-        return None
-    except WorkspaceError:
-        transforms.append(f"workspace_unreadable:workspace/{path}")
-        return None
 
 
 def _cut(text: str, budget: int, estimator: TokenEstimator) -> str:

@@ -24,6 +24,7 @@ from harness import (
 from harness.errors import ConfigurationError
 from harness.sessions import SessionKey
 from harness.state import AgentState
+from middleware import tool_result_offload
 from middleware._file_tools import session_key
 from middleware.tool_result_offload import (
     DEFAULT_EXEMPT_TOOLS,
@@ -324,7 +325,10 @@ async def test_purge_session_removes_only_that_session(tmp_path: Path) -> None:
     purge_session(ws, "nobody")  # nothing to remove is fine
 
 
-async def test_old_files_are_swept_once_per_agent_call(tmp_path: Path) -> None:
+async def test_old_files_are_swept_once_per_agent_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tool_result_offload, "SWEEP_INTERVAL_S", 0.0)  # every call may sweep
     ws = Workspace(tmp_path)
     old, fresh, planted = (
         f"large_tool_results/{session_key('other')}/{n}.txt" for n in ("old", "fresh", "planted")
