@@ -344,3 +344,70 @@ async def test_each_user_sees_the_project_memory_and_only_their_own(tmp_path: Pa
     assert [b.text for b in request.blocks if b.category == "memory"] == [
         "project: uses Python 3.11"
     ]
+
+
+# ------------------------------------------------------------ the file cache
+async def test_unchanged_files_are_served_from_the_cache_and_changes_are_seen(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        {
+            "AGENTS.md": "rules v1",
+            "MEMORY.md": "memory v1",
+            "knowledge/a.md": "fact a",
+            "knowledge/deep/b.md": "fact b",
+        },
+    )
+    agent, model = agent_on(tmp_path, WorkspaceMaterials(), replies=["ok"] * 6)
+    await agent.call("first")
+    await agent.call("second")
+    first, second = model.agent_requests
+    # Nothing changed: the second call got the very texts the first call read.
+    assert first.system[1].text is second.system[1].text
+    assert (
+        by_source(first)["workspace/MEMORY.md"].text
+        is by_source(second)["workspace/MEMORY.md"].text
+    )
+
+    # An in-place write of the same size, a new file in a nested folder, a removed file.
+    (tmp_path / "MEMORY.md").write_text("memory v2")
+    write(tmp_path, {"knowledge/deep/c.md": "fact c"})
+    (tmp_path / "knowledge/a.md").unlink()
+    await agent.call("third")
+    third = model.agent_requests[2]
+    blocks = by_source(third)
+    assert blocks["workspace/MEMORY.md"].text == "memory v2"
+    assert [s for s in blocks if s.startswith("workspace/knowledge/")] == [
+        "workspace/knowledge/deep/b.md",
+        "workspace/knowledge/deep/c.md",
+    ]
+    assert third.system[1].text is first.system[1].text  # AGENTS.md was not read again
+
+    # A new user's memory file appears on that user's next call, and only for them.
+    ids = RequestIds(user_id="carol", agent_id=agent.agent_id)
+    await agent.call("fourth", RuntimeContext(user_id="carol", session_id="c"))
+    write(tmp_path, {memory_path("user", ids): "carol: likes tests"})
+    await agent.call("fifth", RuntimeContext(user_id="carol", session_id="c"))
+    await agent.call("sixth", RuntimeContext(user_id="dave", session_id="d"))
+    fourth, fifth, sixth = model.agent_requests[3:]
+    own = f"workspace/{memory_path('user', ids)}"
+    assert own not in by_source(fourth) and by_source(fifth)[own].text == "carol: likes tests"
+    assert not any("carol" in b.text for b in sixth.blocks)
+
+
+async def test_a_file_swapped_for_a_symlink_out_of_the_workspace_is_refused(
+    tmp_path: Path,
+) -> None:
+    root, outside = tmp_path / "ws", tmp_path / "outside.md"
+    write(root, {"MEMORY.md": "memory v1"})
+    outside.write_text("secret")
+    agent, model = agent_on(root, WorkspaceMaterials(), replies=["ok", "ok"])
+    await agent.call("first")
+    (root / "MEMORY.md").unlink()
+    (root / "MEMORY.md").symlink_to(outside)
+    await agent.call("second")
+    second = model.agent_requests[1]
+    assert "workspace/MEMORY.md" not in by_source(second)
+    assert "workspace_refused:workspace/MEMORY.md" in second.transforms
+    assert not any("secret" in b.text for b in second.blocks)
