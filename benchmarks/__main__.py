@@ -5,8 +5,11 @@ writes ``<name>.json`` (and its PNG charts) to ``benchmarks/results/`` (``--out`
 it), and ``report.md`` there is rebuilt from every result in the folder, with the machine,
 the package versions and the date. The summary is printed to stdout, progress to stderr.
 
-``--quick`` keeps each benchmark under a minute; ``--smoke`` is smaller still (the test
-suite uses it). ``providers`` takes ``--model`` and ``--api-base``; without ``--model`` (or
+``--quick`` keeps each benchmark short; ``--smoke`` is smaller still (the test suite uses
+it). How long a run is expected to take (`DURATIONS`, measured) is printed when it starts.
+A benchmark that fails keeps its last good result: its JSON is not overwritten, the report
+says the figures are from the earlier run, and the exit status is 1. ``--readme`` rewrites
+the README's headline table from the saved results (`benchmarks.readme_table`). ``providers`` takes ``--model`` and ``--api-base``; without ``--model`` (or
 with ``--model local``) it runs against the local OpenAI-compatible test server.
 
 A benchmark is a module ``benchmarks/bench_<name>.py`` with ``measure(mode, progress)``
@@ -30,8 +33,8 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from benchmarks import _report
-from benchmarks.result import Result
+from benchmarks import _report, readme_table
+from benchmarks.result import Result, ResultShapeError
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "estimation": (
@@ -50,12 +53,42 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench_sessions",
         "session store: append events/s, search p50/p95, per-round cost, memory",
     ),
+    "fragments": (
+        "bench_fragments",
+        "context fragments: list/search/edit at 10,000, FragmentEditor's cost per round",
+    ),
     "providers": (
         "bench_providers",
         "a replayed session against a provider: estimate error, latency",
     ),
 }
 """Name → (module in ``benchmarks``, one-line description), in run order."""
+
+DURATIONS: dict[str, dict[str, float]] = {
+    "full": {
+        "estimation": 280,
+        "overhead": 420,
+        "tokens_sent": 240,
+        "selection": 60,
+        "compaction_cut": 40,
+        "load": 120,
+        "sessions": 120,
+        "providers": 60,
+    },
+    "quick": {
+        "estimation": 40,
+        "overhead": 230,
+        "tokens_sent": 120,
+        "selection": 20,
+        "compaction_cut": 15,
+        "load": 30,
+        "sessions": 40,
+        "providers": 30,
+    },
+}
+"""Seconds each benchmark took (wall clock, 2 shared cores, ../shared present), by mode; the
+runner prints the expected total when it starts. Update them from the ``took`` lines of
+``report.md`` after a run on a quiet machine."""
 
 
 class BenchmarkUnavailable(Exception):
@@ -119,18 +152,51 @@ def run_one(name: str, *, mode: _report.Mode, out: Path, options: dict[str, Any]
         result.notes.append(f"charts failed: {type(exc).__name__}: {exc}")
     for chart in result.charts:
         chart.drawn = chart.file in drawn
-    _report.save_json(result, out)
-    say(f"done in {result.elapsed_s:.1f} s")
+    kept = _last_good(out, name) if result.status != "ok" else None
+    if kept is None:
+        _report.save_json(result, out)
+        say(f"done in {result.elapsed_s:.1f} s")
+    else:
+        say(
+            f"failed after {result.elapsed_s:.1f} s; kept the last good results "
+            f"({kept.mode} run of {kept.date or 'unknown date'}) in {out / (name + '.json')}"
+        )
     return result
 
 
-def write_report(out: Path, unavailable: Sequence[str]) -> Path:
-    """Rebuild ``report.md`` in ``out`` from every saved result, in suite order."""
+def _last_good(out: Path, name: str) -> Result | None:
+    """Return the saved result of ``name`` in ``out`` if it is a good one (else None)."""
+    path = out / f"{name}.json"
+    if not path.exists():
+        return None
+    try:
+        saved = _report.load_result(path)
+    except ResultShapeError:
+        return None
+    return saved if saved.status == "ok" else None
+
+
+def expected_duration(names: Sequence[str], mode: _report.Mode) -> str:
+    """Return how long running ``names`` in ``mode`` is expected to take, as a sentence."""
+    if mode == "smoke":
+        return "smoke mode: a few seconds per benchmark"
+    known = DURATIONS[mode]
+    seconds = sum(known.get(n, 60) for n in names)
+    return f"expected duration ({mode} mode, 2 cores): about {seconds / 60:.0f} min" + (
+        f" ({', '.join(f'{n} ~{known.get(n, 60) / 60:.1f} min' for n in names)})"
+    )
+
+
+def write_report(out: Path, unavailable: Sequence[str], failed: Sequence[Result] = ()) -> Path:
+    """Rebuild ``report.md`` in ``out`` from every saved result, in suite order.
+
+    ``failed`` are this run's failures whose last good result was kept; the report says so.
+    """
     saved, skipped = _report.load_results(out)
     ordered = [saved[n] for n in BENCHMARKS if n in saved]
     ordered += [r for n, r in saved.items() if n not in BENCHMARKS]
     path = out / "report.md"
-    text = _report.render_report(ordered, unavailable=unavailable, skipped=skipped)
+    text = _report.render_report(ordered, unavailable=unavailable, skipped=skipped, failed=failed)
     path.write_text(text, "utf-8")
     return path
 
@@ -149,6 +215,16 @@ def _parser() -> argparse.ArgumentParser:
         "--model", default=None, help="providers: a litellm model name ('local': the test server)"
     )
     parser.add_argument("--api-base", default=None, help="providers: the provider's base URL")
+    parser.add_argument(
+        "--readme",
+        nargs="?",
+        type=Path,
+        const=readme_table.README,
+        default=None,
+        metavar="PATH",
+        help="rewrite the README's benchmark table from the saved results (default README.md) "
+        "and exit",
+    )
     return parser
 
 
@@ -166,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 state = f"  (cannot import: {exc})"
             print(f"{name:16s} {description}{state}   [{module}]")
         return 0
+    if args.readme is not None:
+        return readme_table.main(["--readme", str(args.readme), "--results", str(args.out)])
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         print(
@@ -179,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: Path = args.out
     unavailable: list[str] = []
     results: list[Result] = []
+    failed: list[Result] = []
     status = 0
+    print(expected_duration(names, mode), file=sys.stderr, flush=True)
     for name in names:
         try:
             result = run_one(name, mode=mode, out=out, options=options)
@@ -194,9 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(result)
         if result.status != "ok":
             status = max(status, 1)
+            failed.append(result)
         print("\n".join(_report.summary_lines(result)), flush=True)
     if results:
-        report = write_report(out, unavailable)
+        report = write_report(out, unavailable, failed)
         print(f"\nreport: {report}")
     return status
 

@@ -85,6 +85,50 @@ def _quiet(message: str) -> None:
     """Drop a progress line."""
 
 
+class ProgressBar:
+    """Reports a long loop's progress as a bar with a time estimate, through ``progress``.
+
+    Call `step` once per item. A line is printed for the first and the last item and at
+    most every ``every_s`` seconds in between, so a step of 261 s is never silent and a
+    loop of 10,000 quick items does not flood the terminal.
+
+    Args:
+        progress: where the lines go (the runner's timed stderr printer).
+        label: what is counted (``"texts counted"``).
+        total: how many items the loop has.
+        every_s: the most seconds between two lines.
+    """
+
+    WIDTH = 20
+
+    def __init__(self, progress: Progress, label: str, total: int, *, every_s: float = 2.0) -> None:
+        self.progress = progress
+        self.label = label
+        self.total = max(1, total)
+        self.every_s = every_s
+        self.done = 0
+        self._started = time.perf_counter()
+        self._last = -math.inf
+
+    def step(self, message: str = "", count: int = 1) -> None:
+        """Count ``count`` items done; print the bar when it is time (with ``message``)."""
+        self.done = min(self.total, self.done + count)
+        now_s = time.perf_counter()
+        if self.done not in (1, self.total) and now_s - self._last < self.every_s:
+            return
+        self._last = now_s
+        self.progress(self.line(message, now_s - self._started))
+
+    def line(self, message: str, elapsed: float) -> str:
+        """Return the bar line for the current count after ``elapsed`` seconds."""
+        filled = round(self.WIDTH * self.done / self.total)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        left = elapsed / self.done * (self.total - self.done) if self.done else math.nan
+        eta = "" if self.done == self.total or math.isnan(left) else f", ~{left:,.0f} s left"
+        tail = f" — {message}" if message else ""
+        return f"[{bar}] {self.done:,}/{self.total:,} {self.label}{eta}{tail}"
+
+
 # ----------------------------------------------------------------------------- stats
 def percentile(samples: Sequence[float], q: float) -> float:
     """Return the ``q``-th percentile (0–100) of ``samples`` by linear interpolation."""
@@ -300,10 +344,33 @@ def load_results(out: Path) -> tuple[dict[str, Result], list[str]]:
     return found, skipped
 
 
+TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+"""The units a time axis is drawn in, largest first."""
+
+
+def time_unit(values: Iterable[float]) -> tuple[float, str]:
+    """Return the unit (its size in seconds and its name) that reads best for ``values``.
+
+    The largest unit in which the median value is at least 0.1: 0.0004 s reads as 0.4 ms,
+    0.00008 s as 80 µs, never as 4×10⁻⁴ s.
+    """
+    finite = sorted(v for v in values if v is not None and math.isfinite(v) and v > 0)
+    if not finite:
+        return 1.0, "s"
+    middle = finite[len(finite) // 2]
+    for size, name in TIME_UNITS:
+        if middle >= 0.1 * size:
+            return size, name
+    return TIME_UNITS[-1]
+
+
 def draw_charts(result: Result, out: Path) -> list[str]:
     """Draw the result's charts as PNG files in ``out``; return the files written.
 
-    Returns an empty list (and the result's notes say so) when matplotlib is not installed.
+    Axes read plainly: a chart whose values are seconds (``y_unit="s"``) is drawn in ms, µs
+    or s, whichever fits; log axes carry plain numbers, not powers of ten; request numbers
+    (``x_integer``) get integer ticks. Returns an empty list (and the result's notes say so)
+    when matplotlib is not installed.
     """
     if not result.charts:
         return []
@@ -312,38 +379,59 @@ def draw_charts(result: Result, out: Path) -> list[str]:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
     except ImportError:
         result.notes.append("charts skipped: matplotlib is not installed")
         return []
+    plain = FuncFormatter(lambda value, _pos: f"{value:,.10g}")
+    # Of a log axis's minor ticks, 2 and 5 of each decade are labelled, plainly: 20 and 50
+    # rather than 2×10¹ and 5×10¹.
+    plain_minor = FuncFormatter(
+        lambda value, _pos: f"{value:,.10g}" if f"{value:.1g}"[0] in "25" else ""
+    )
     written: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
     for spec in result.charts:
         fig, ax = plt.subplots(figsize=(7.5, 4.6), dpi=110)
+        y_label = spec.y_label
+        scale = 1.0
         if spec.kind == "bar":
+            if spec.y_unit == "s":
+                scale, unit = time_unit(v for vs in spec.series.values() for v in _bar_values(vs))
+                y_label = f"{y_label} ({unit})"
             width = 0.8 / max(1, len(spec.series))
             for index, (label, values) in enumerate(spec.series.items()):
                 xs = [i + index * width - 0.4 + width / 2 for i in range(len(spec.categories))]
-                ax.bar(xs, [v if isinstance(v, float) else 0 for v in values], width, label=label)
+                ax.bar(xs, [v / scale for v in _bar_values(values)], width, label=label)
             ax.set_xticks(range(len(spec.categories)))
             ax.set_xticklabels(spec.categories, rotation=15, ha="right")
         else:
+            series = {
+                label: _line_points(points, spec.ylog) for label, points in spec.series.items()
+            }
+            if spec.y_unit == "s":
+                scale, unit = time_unit(y for pts in series.values() for _, y in pts)
+                y_label = f"{y_label} ({unit})"
             markers = "os^Dv<>p*h"
-            for index, (label, points) in enumerate(spec.series.items()):
-                pts = [
-                    (x, y)
-                    for x, y in (p for p in points if isinstance(p, tuple))
-                    if y is not None and (y > 0 or not spec.ylog)
-                ]
+            for index, (label, pts) in enumerate(series.items()):
                 if not pts:
                     continue
-                ax.plot(*zip(*pts, strict=True), marker=markers[index % len(markers)], label=label)
+                xs = [x for x, _ in pts]
+                ys = [y / scale for _, y in pts]
+                ax.plot(xs, ys, marker=markers[index % len(markers)], label=label)
             if spec.xlog:
                 ax.set_xscale("log")
+                ax.xaxis.set_major_formatter(plain)
+                ax.xaxis.set_minor_formatter(plain_minor)
             if spec.ylog:
                 ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(plain)
+                ax.yaxis.set_minor_formatter(plain_minor)
+            if spec.x_integer:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(spec.title)
         ax.set_xlabel(spec.x_label)
-        ax.set_ylabel(spec.y_label)
+        ax.set_ylabel(y_label)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -351,6 +439,21 @@ def draw_charts(result: Result, out: Path) -> list[str]:
         plt.close(fig)
         written.append(spec.file)
     return written
+
+
+def _bar_values(values: Sequence[Any]) -> list[float]:
+    return [float(v) if isinstance(v, int | float) else 0.0 for v in values]
+
+
+def _line_points(points: Sequence[Any], ylog: bool) -> list[tuple[float, float]]:
+    """Return the drawable ``(x, y)`` points of a line series (no gaps, positive on a log axis)."""
+    out = []
+    for point in points:
+        if isinstance(point, tuple | list) and len(point) == 2:
+            x, y = point
+            if y is not None and (y > 0 or not ylog):
+                out.append((float(x), float(y)))
+    return out
 
 
 def _cell(value: Any) -> str:
@@ -416,12 +519,17 @@ def render_section(result: Result) -> str:
 
 
 def render_report(
-    results: Sequence[Result], *, unavailable: Sequence[str] = (), skipped: Sequence[str] = ()
+    results: Sequence[Result],
+    *,
+    unavailable: Sequence[str] = (),
+    skipped: Sequence[str] = (),
+    failed: Sequence[Result] = (),
 ) -> str:
-    """Return the whole Markdown report: machine, versions, summary, every section.
+    """Return the whole Markdown report: a short summary, machine, versions, every section.
 
     ``unavailable`` names benchmarks whose module is missing; ``skipped`` says which saved
-    files were not results (`load_results`).
+    files were not results (`load_results`); ``failed`` are this run's failures — where a good
+    earlier result was kept, the report says its figures are from that run.
     """
     info = machine()
     lines = [
@@ -430,6 +538,10 @@ def render_report(
         f"Report written {now()}. Every speed figure is a ratio against a baseline measured "
         "in the same run (ours vs a peer, warm vs cold) with the median and the p10–p90 "
         "spread of repeated runs; absolute times are for reference only.",
+        "",
+        "## At a glance",
+        "",
+        *glance(results, failed),
         "",
         "## Machine",
         "",
@@ -458,6 +570,28 @@ def render_report(
     for result in results:
         lines += [render_section(result), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def glance(results: Sequence[Result], failed: Sequence[Result] = ()) -> list[str]:
+    """Return the report's opening summary: one line per benchmark, goals met and missed."""
+    failures = {r.name: r for r in failed}
+    lines = []
+    for result in results:
+        marks = [g.met for g in result.goals if g.met is not None]
+        goals = f"{sum(marks)} of {len(marks)} goals met" if marks else "no goal measured"
+        head = f" — {result.headline[0]}" if result.headline else ""
+        took = f", took {result.elapsed_s:.0f} s" if result.elapsed_s is not None else ""
+        line = f"- **{result.title}** (`{result.name}`, {result.mode}{took}): {goals}{head}"
+        if result.status != "ok":
+            line = f"- **{result.title}** (`{result.name}`): **failed** — {result.error}"
+        lines.append(line)
+        fresh = failures.get(result.name)
+        if fresh is not None and result.status == "ok":
+            lines.append(
+                f"  - **the latest run failed** ({fresh.date}: {fresh.error}); the figures are "
+                f"from the last good run ({result.date})"
+            )
+    return lines or ["- no results yet"]
 
 
 def summary_lines(result: Result) -> list[str]:

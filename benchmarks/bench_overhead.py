@@ -1,35 +1,36 @@
-"""Per-round preparation overhead: our default stack vs LangChain's middleware and litellm.
+"""Per-round preparation overhead, like for like: ours vs LangChain v1, in two configurations.
 
-What is timed, per system, on the same history of N messages (100 to 10,000):
+Both sides do the same work in each configuration, so the ratio measures overhead, not a
+difference in what is done:
+
+- **compacting** — both summarise at the same trigger and keep the same tail: ours
+  ``Compaction(trigger_messages=50, keep_tokens=0, keep_messages=20)``, LangChain
+  ``SummarizationMiddleware(trigger=("messages", 50), keep=("messages", 20))``; both
+  summarisers return the same fixed text at once (`benchmarks.workloads.FIXED_SUMMARY`).
+  The cold round summarises the long history; warm rounds start from the compacted one
+  and stay below the trigger (a re-compaction comes every ~14 rounds on both sides).
+- **no compaction** — neither summarises: ours is the default stack without
+  ``Compaction`` and with a window large enough that nothing is dropped, LangChain's
+  ``SummarizationMiddleware`` has no trigger. Every round handles the whole history on both
+  sides. litellm ``trim_messages`` (with a limit it never reaches) is timed here too.
+
+What each side does per round:
 
 - **ours** — a real `HarnessAgent` with ``middleware.default_stack()`` on the
-  ``ScriptedModel`` (workspace in a temporary folder). The history is put into the
-  session state, then one ``agent.call`` runs rounds in which the model calls a tool whose
-  result is a real tool output from the workload. A timing middleware placed *outside* the
-  whole stack stamps the start of each round's preparation and the policy's manifest
-  observer stamps its end — the moment the agent's innermost handler has built the
-  manifest and is about to call the client. So the figure covers every middleware, the
-  summariser calls compaction makes (answered at once by the scripted model) and the
-  manifest, and excludes the model call and tool execution. *Cold* is the first round of a
-  fresh agent (empty token caches, nothing offloaded or compacted yet); *warm* is each next
-  round, after one tool call and its result were appended. The agent commits what the stack
-  prepared, so with the default ``Compaction`` (trigger: 50 messages) the cold round
-  compacts a long history and warm rounds start from the compacted one; the table shows how
-  many messages each round actually sent.
-- **ours, no compaction** — the same stack without ``Compaction`` and with a window large
-  enough that nothing is dropped: every warm round prepares the *whole* N-message history,
-  which shows the per-message constant of the cached counts (the O(N) part).
-- **LangChain** — ``SummarizationMiddleware.before_model`` (a fake chat model, a
-  summariser that returns a fixed text, and a trigger it never reaches, so what is timed is
-  the per-round check) plus ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
-  .wrap_model_call`` with a handler that returns a canned response at once — the two hooks a
-  LangChain v1 agent runs before each model call, on LangChain messages that already carry
-  ids (as LangGraph's state holds them). LangGraph's own per-step cost is not included.
-- **litellm** — ``litellm.utils.trim_messages`` on OpenAI dicts with ``max_tokens`` equal to
-  our input limit (it trims when the history is longer).
+  ``ScriptedModel``: Tracing, OverflowRetry, WorkspaceMaterials, ContextSources, TaskState,
+  ToolResultOffload, BudgetFit, (Compaction,) PairValidation and the manifest. A timing
+  middleware *outside* the whole stack stamps the start, the policy's manifest observer the
+  end (just before the client call), so the figure excludes the model call and tools.
+- **LangChain** — ``SummarizationMiddleware.before_model`` (counts the tokens of the whole
+  state, checks the trigger, summarises when due) then
+  ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()]).wrap_model_call`` (counts the
+  request's tokens, clears old tool results over 100,000 tokens) with a handler that returns
+  at once — the two hooks a LangChain v1 agent runs before each model call, on messages that
+  carry ids, as LangGraph's state holds them. LangGraph's own per-step cost is not included.
 
-Every speed figure is a ratio measured in the same run: peer time / our time per repeat
-(paired: the same history, the same repeat), median and p10–p90 over the repeats.
+*Cold* is the first round of a fresh agent on the history (empty caches); *warm* is each
+next round, after one tool call and its result were appended. Every speed figure is a ratio
+measured in the same run: peer time / our time per repeat (paired), median and p10–p90.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,27 +66,65 @@ from harness.tokens import approximate
 from providers.scripted import ScriptedModel
 
 WINDOW = 128_000
-"""The model window every system is configured for (ours: input limit = window − 5,120)."""
+"""The model window of the compacting configuration (ours: input limit = window − 5,120)."""
 HUGE_WINDOW = 50_000_000
-"""The window of the no-compaction variant: large enough that nothing is ever dropped."""
+"""The window of the no-compaction configuration: large enough that nothing is ever dropped."""
+TRIGGER_MESSAGES = 50
+"""Both sides summarise when the history holds this many messages (compacting)."""
+KEEP_MESSAGES = 20
+"""…and keep this many recent messages verbatim."""
 SIZES = {
-    "full": (100, 300, 1_000, 2_000, 5_000, 10_000),
-    "quick": (100, 300, 2_000),
+    "full": (100, 1_000, 2_000, 10_000),
+    "quick": (2_000, 10_000),
     "smoke": (40, 120),
 }
-COLD_REPEATS = {"full": 5, "quick": 3, "smoke": 2}
+REPEATS = {"full": 5, "quick": 2, "smoke": 2}
 WARM_ROUNDS = {"full": 12, "quick": 6, "smoke": 3}
-PEER_CAP_S = {"full": 20.0, "quick": 4.0, "smoke": 2.0}
-"""A peer whose round (or repeat) takes longer than this is not run again on this or larger
-histories; its warm rounds are cut to `SLOW_WARM` once a cold round takes half of it."""
-SLOW_WARM = {"full": 1, "quick": 0, "smoke": 0}
-GOAL_SIZE = 2_000
+PEER_CAP_S = {"full": 60.0, "quick": 10.0, "smoke": 2.0}
+"""A peer whose repeat takes longer than this is not run again on this or larger histories."""
+GOAL_SIZES = (2_000, 10_000)
 GOAL_RATIO = 20.0
 FLAT_LIMIT = 2.0
 """'Flat': warm time at the largest history at most this many times that at the smallest."""
 
 
+@dataclass(frozen=True)
+class Config:
+    """One like-for-like configuration: how each side is set up."""
+
+    name: str
+    compacting: bool
+    ours: str
+    """What our side runs, for the report."""
+    langchain: str
+    """What LangChain runs, for the report."""
+
+
+CONFIGS = (
+    Config(
+        "compacting",
+        True,
+        f"default stack with Compaction(trigger_messages={TRIGGER_MESSAGES}, keep_tokens=0, "
+        f"keep_messages={KEEP_MESSAGES}), window {WINDOW:,}",
+        f"SummarizationMiddleware(trigger=('messages', {TRIGGER_MESSAGES}), "
+        f"keep=('messages', {KEEP_MESSAGES})) + ContextEditingMiddleware(ClearToolUsesEdit())",
+    ),
+    Config(
+        "no compaction",
+        False,
+        f"default stack without Compaction, window {HUGE_WINDOW:,} (nothing dropped)",
+        "SummarizationMiddleware(trigger=None) + ContextEditingMiddleware(ClearToolUsesEdit())",
+    ),
+)
+
+
 # ------------------------------------------------------------------------ systems
+def _compaction() -> Any:
+    from middleware import Compaction
+
+    return Compaction(trigger_messages=TRIGGER_MESSAGES, keep_tokens=0, keep_messages=KEEP_MESSAGES)
+
+
 async def measure_ours(
     session: Session, outputs: list[Message], warm: int, workdir: Path, *, compaction: bool = True
 ) -> dict[str, Any]:
@@ -113,11 +153,12 @@ async def measure_ours(
         summary=FIXED_SUMMARY,
         estimator=approximate(),
     )
+    stack = our_stack(compaction=_compaction()) if compaction else our_stack(compaction=False)
     agent = HarnessAgent(
         model=model,
         system_prompt=session.system_prompt,
         tools=[bash],
-        stack=[clock, *our_stack(compaction=compaction)],
+        stack=[clock, *stack],
         policy=ContextPolicy(observer=clock.observe),
         workspace=tempfile.mkdtemp(dir=workdir),
         max_rounds=warm + 2,
@@ -132,107 +173,72 @@ async def measure_ours(
         "warm": clock.samples[1:],
         "sent_cold": sent[0] if sent else 0,
         "sent_warm": sent[-1] if len(sent) > 1 else 0,
-        "transforms": list(model.agent_requests[0].transforms) if sent else [],
     }
 
 
-LANGCHAIN_TRIGGER = ("tokens", 10**12)
-"""Never reached: what is timed is LangChain's per-round check, as for our warm rounds."""
+def langchain_peer(system: str, *, compacting: bool = True) -> LangChainPeer:
+    """Return the LangChain peer of a configuration (same trigger and keep as ours)."""
+    trigger = ("messages", TRIGGER_MESSAGES) if compacting else None
+    return LangChainPeer(system, trigger=trigger, keep=("messages", KEEP_MESSAGES))
 
 
-def langchain_peer(system: str) -> LangChainPeer:
-    """Return the LangChain peer this benchmark times (keep: the last 20 messages)."""
-    return LangChainPeer(system, trigger=LANGCHAIN_TRIGGER, keep=("messages", 20))
+def _appended(step: int, outputs: list[Message]) -> tuple[Any, Any]:
+    """Return the LangChain tool call and result of warm round ``step``."""
+    from langchain_core.messages import AIMessage, ToolMessage
 
-
-def _timed_round(peer: LangChainPeer, messages: list[Any]) -> float:
-    started = time.perf_counter()
-    peer.round(messages)
-    return time.perf_counter() - started
+    call_id = f"call_warm_{step}"
+    call = AIMessage(
+        content="",
+        tool_calls=[{"name": "bash", "args": {"command": f"step {step}"}, "id": call_id}],
+    )
+    return call, ToolMessage(content=outputs[(step - 1) % len(outputs)].text, tool_call_id=call_id)
 
 
 def measure_langchain(
-    session: Session, outputs: list[Message], warm: int, cap: float, slow_warm: int = 1
+    session: Session, outputs: list[Message], warm: int, *, compacting: bool
 ) -> dict[str, Any]:
     """Time the LangChain hooks: the first round on the history, then warm rounds."""
-    from langchain_core.messages import AIMessage, ToolMessage
-
-    peer = langchain_peer(session.system_prompt)
+    peer = langchain_peer(session.system_prompt, compacting=compacting)
     messages = to_langchain(session.messages)
     gc.collect()
-    cold = _timed_round(peer, messages)
+    started = time.perf_counter()
+    peer.round(messages)
+    cold = time.perf_counter() - started
     sent_cold = len(peer.sent)
     samples: list[float] = []
-    spent = cold
-    rounds = slow_warm if cold > cap / 2 else warm
-    for step in range(1, rounds + 1):
-        if spent > cap and samples:
-            break
-        call_id = f"call_warm_{step}"
-        messages.append(
-            AIMessage(
-                content="",
-                tool_calls=[{"name": "bash", "args": {"command": f"step {step}"}, "id": call_id}],
-            )
-        )
-        messages.append(
-            ToolMessage(content=outputs[(step - 1) % len(outputs)].text, tool_call_id=call_id)
-        )
-        samples.append(_timed_round(peer, messages))
-        spent += samples[-1]
+    for step in range(1, warm + 1):
+        messages.extend(_appended(step, outputs))
+        started = time.perf_counter()
+        peer.round(messages)
+        samples.append(time.perf_counter() - started)
     return {"cold": cold, "warm": samples, "sent_cold": sent_cold, "sent_warm": len(peer.sent)}
 
 
-def measure_litellm(
-    session: Session, outputs: list[Message], warm: int, cap: float, slow_warm: int = 1
-) -> dict[str, Any]:
-    """Time ``litellm.utils.trim_messages`` with our input limit, cold then warm."""
+def measure_litellm(session: Session, outputs: list[Message], warm: int) -> dict[str, Any]:
+    """Time ``litellm.utils.trim_messages`` with a limit it never reaches, cold then warm."""
     trim = trim_messages()
-    limit = WINDOW - 4096 - 1024
     dicts = to_openai(session.messages, session.system_prompt)
     gc.collect()
     started = time.perf_counter()
-    kept = trim(dicts, model="gpt-4o", max_tokens=limit)
+    kept = trim(dicts, model="gpt-4o", max_tokens=HUGE_WINDOW)
     cold = time.perf_counter() - started
-    sent_cold = len(kept)
     samples: list[float] = []
-    spent = cold
-    rounds = slow_warm if cold > cap / 2 else warm
-    for step in range(1, rounds + 1):
-        if spent > cap and samples:
-            break
+    for step in range(1, warm + 1):
         call_id = f"call_warm_{step}"
+        function = {"name": "bash", "arguments": "{}"}
         dicts.append(
             {
                 "role": "assistant",
                 "content": "",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "bash", "arguments": "{}"},
-                    }
-                ],
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
             }
         )
-        dicts.append(
-            {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": outputs[(step - 1) % len(outputs)].text,
-            }
-        )
+        text = outputs[(step - 1) % len(outputs)].text
+        dicts.append({"role": "tool", "tool_call_id": call_id, "content": text})
         started = time.perf_counter()
-        kept = trim(dicts, model="gpt-4o", max_tokens=limit)
+        kept = trim(dicts, model="gpt-4o", max_tokens=HUGE_WINDOW)
         samples.append(time.perf_counter() - started)
-        spent += samples[-1]
-    return {"cold": cold, "warm": samples, "sent_cold": sent_cold, "sent_warm": len(kept)}
-
-
-def _litellm_trims(session: Session) -> bool:
-    """Return whether ``trim_messages`` would have to trim ``session`` (its slow path)."""
-    limit = WINDOW - 4096 - 1024
-    return approximate().count_messages(session.messages) > limit
+    return {"cold": cold, "warm": samples, "sent_cold": len(dicts), "sent_warm": len(kept)}
 
 
 # --------------------------------------------------------------------------- driver
@@ -240,23 +246,25 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+Raw = dict[str, dict[str, dict[int, list[dict[str, Any]]]]]
+"""config → system → history size → one dict per repeat."""
+
+
 async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
-    """Measure the per-round preparation overhead (see the module docstring)."""
+    """Measure the per-round preparation overhead in both configurations."""
     sizes = SIZES[mode]
-    repeats = COLD_REPEATS[mode]
+    repeats = REPEATS[mode]
     warm = WARM_ROUNDS[mode]
     cap = PEER_CAP_S[mode]
-    systems = ["ours"]
-    if has_compaction():
-        systems.append("ours, no compaction")
-    peers = ["LangChain", "litellm"]
+    configs = [c for c in CONFIGS if has_compaction() or not c.compacting]
+    raw: Raw = {c.name: {"ours": {}, "LangChain": {}, "litellm": {}} for c in configs}
     skipped: dict[str, int] = {}
-    trim_skipped: set[int] = set()
-    raw: dict[str, dict[int, list[dict[str, Any]]]] = {s: {} for s in [*systems, *peers]}
     memory: dict[int, dict[str, int]] = {}
     workload = ""
     langchain_peer("")  # import the peers before anything is timed
     trim_messages()
+    steps = len(sizes) * repeats * len(configs)
+    bar = _report.ProgressBar(progress, "rounds timed", steps)
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         workdir = Path(tmp)
         for n in sizes:
@@ -265,54 +273,39 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
             outputs = tool_results(session)
             progress(f"history of {len(session.messages):,} messages ({session.chars:,} chars)")
             for rep in range(repeats):
-                for system in systems:
+                for config in configs:
+                    runs = raw[config.name]
                     result = await measure_ours(
-                        session, outputs, warm, workdir, compaction=system == "ours"
+                        session, outputs, warm, workdir, compaction=config.compacting
                     )
-                    raw[system].setdefault(n, []).append(result)
-                for peer in peers:
-                    if peer in skipped:
-                        continue
-                    if peer == "litellm" and mode != "full" and _litellm_trims(session):
-                        skipped[peer] = n
-                        trim_skipped.add(n)
-                        continue
-                    measure = measure_langchain if peer == "LangChain" else measure_litellm
-                    result = measure(session, outputs, warm, cap, SLOW_WARM[mode])
-                    raw[peer].setdefault(n, []).append(result)
-                    if result["cold"] + sum(result["warm"]) > cap:
-                        skipped[peer] = n
+                    runs["ours"].setdefault(n, []).append(result)
+                    runs["LangChain"].setdefault(n, []).append(
+                        measure_langchain(session, outputs, warm, compacting=config.compacting)
+                    )
+                    if not config.compacting and "litellm" not in skipped:
+                        peer = measure_litellm(session, outputs, warm)
+                        runs["litellm"].setdefault(n, []).append(peer)
+                        if peer["cold"] + sum(peer["warm"]) > cap:
+                            skipped["litellm"] = n
+                    bar.step(
+                        f"n={n:,} {config.name} repeat {rep + 1}/{repeats}: warm ours "
+                        f"{_report.fmt_time(_median(result['warm']))}, LangChain "
+                        f"{_report.fmt_time(_median(runs['LangChain'][n][-1]['warm']))}"
+                    )
+            if mode == "full" or n == sizes[-1]:
+                memory[n] = await _memory_peak(session, outputs, warm, workdir)
                 progress(
-                    f"  n={n:,} repeat {rep + 1}/{repeats}: ours warm "
-                    f"{_report.fmt_time(_median(raw['ours'][n][-1]['warm']))}"
-                    + "".join(
-                        f", {p} warm {_report.fmt_time(_median(raw[p][n][-1]['warm']))}"
-                        for p in peers
-                        if n in raw[p] and len(raw[p][n]) == rep + 1
-                    )
+                    f"  n={n:,}: ours, peak traced memory {memory[n]['peak_bytes'] / 2**20:,.1f} MiB"
                 )
-            memory[n] = await _memory_peak(session, outputs, warm, workdir)
-            progress(
-                f"  n={n:,}: ours, peak traced memory {memory[n]['peak_bytes'] / 2**20:,.1f} MiB"
-            )
-    result = _result(mode, sizes, raw, systems, peers, skipped, workload, cap)
+    result = _result(mode, sizes, raw, configs, skipped, workload, cap)
     _add_memory(result, memory)
-    if trim_skipped:
-        result["notes"] = [
-            n for n in result["notes"] if not n.startswith("litellm was not run again")
-        ] + [
-            f"litellm was not run from {min(trim_skipped):,} messages on in {mode} mode: the "
-            "history exceeds its limit there, and its trimming (which recounts the kept "
-            "messages once per message it adds) takes tens of seconds per round; the full run "
-            "measures it"
-        ]
     return result
 
 
 async def _memory_peak(
     session: Session, outputs: list[Message], warm: int, workdir: Path
 ) -> dict[str, int]:
-    """Return the peak memory our stack allocates over one call (cold round + warm rounds).
+    """Return the peak memory our compacting stack allocates over one call (cold + warm).
 
     Measured with tracemalloc in a separate, untimed run; the session's own messages exist
     before the measurement starts, so the peak is what preparation adds on top of them.
@@ -341,211 +334,195 @@ def _add_memory(result: dict[str, Any], memory: dict[int, dict[str, int]]) -> No
         ]
         for m in memory.values()
     ]
-    result.setdefault("tables", []).append(
+    result["tables"].append(
         {
-            "title": "ours: peak memory added by one call (cold round + warm rounds, tracemalloc)",
+            "title": "ours (compacting): peak memory added by one call (cold + warm rounds, "
+            "tracemalloc)",
             "columns": ["messages", "history chars", "peak MiB", "peak bytes per history char"],
             "rows": rows,
         }
     )
     largest = memory[max(memory)]
-    result.setdefault("headline", []).append(
+    result["headline"].append(
         f"ours: peak memory of one call at {largest['messages']:,} messages: "
         f"{largest['peak_bytes'] / 2**20:,.1f} MiB "
-        f"({largest['peak_bytes'] / max(1, largest['history_chars']):.2f} bytes per history character)"
+        f"({largest['peak_bytes'] / max(1, largest['history_chars']):.2f} bytes per history "
+        "character)"
     )
-    result.setdefault("data", {})["memory_peak"] = {str(n): m for n, m in memory.items()}
+    result["data"]["memory_peak"] = {str(n): m for n, m in memory.items()}
+
+
+def _entry(runs: list[dict[str, Any]], ours: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Return the stats of one system at one size (ratios against ``ours`` when given)."""
+    cold = [r["cold"] for r in runs]
+    warm_med = [_median(r["warm"]) for r in runs]
+    entry: dict[str, Any] = {
+        "cold": _report.stats(cold),
+        "warm": _report.stats([x for r in runs for x in r["warm"]]),
+        "sent_cold": runs[-1]["sent_cold"],
+        "sent_warm": runs[-1]["sent_warm"],
+    }
+    if ours is not None:
+        entry["warm_ratio_vs_ours"] = _report.ratio_stats(
+            warm_med, [_median(r["warm"]) for r in ours]
+        )
+        entry["cold_ratio_vs_ours"] = _report.ratio_stats(cold, [r["cold"] for r in ours])
+    return entry
 
 
 def _result(
-    mode: str,
+    mode: Mode,
     sizes: tuple[int, ...],
-    raw: dict[str, dict[int, list[dict[str, Any]]]],
-    systems: list[str],
-    peers: list[str],
+    raw: Raw,
+    configs: list[Config],
     skipped: dict[str, int],
     workload: str,
     cap: float,
 ) -> dict[str, Any]:
-    every = [*systems, *peers]
-    time_rows = []
-    ratio_rows = []
+    rows: list[list[Any]] = []
     data: dict[str, Any] = {}
-    for n in sizes:
-        ours_runs = raw["ours"].get(n, [])
-        ours_warm = [_median(r["warm"]) for r in ours_runs]
-        ours_cold = [r["cold"] for r in ours_runs]
-        for system in every:
-            runs = raw[system].get(n)
-            if not runs:
-                time_rows.append([n, system, "skipped", "–", "–", "–", "–"])
-                continue
-            cold = [r["cold"] for r in runs]
-            warm_all = [x for r in runs for x in r["warm"]]
-            warm_med = [_median(r["warm"]) for r in runs]
-            cold_s = _report.stats(cold)
-            warm_s = _report.stats(warm_all)
-            warm_vs_cold = _report.ratio_stats(warm_med, cold)
-            time_rows.append(
-                [
-                    n,
-                    system,
-                    _report.fmt_stats_time(cold_s),
-                    _report.fmt_stats_time(warm_s),
-                    _report.fmt_ratio(warm_vs_cold),
-                    runs[-1]["sent_cold"],
-                    runs[-1]["sent_warm"],
-                ]
-            )
-            entry = {"cold": cold_s, "warm": warm_s, "warm_over_cold": warm_vs_cold}
-            if system != "ours":
-                entry["warm_ratio_vs_ours"] = _report.ratio_stats(warm_med, ours_warm)
-                entry["cold_ratio_vs_ours"] = _report.ratio_stats(cold, ours_cold)
-                ratio_rows.append(
-                    [
-                        n,
-                        system,
-                        _report.fmt_ratio(entry["cold_ratio_vs_ours"]),
-                        _report.fmt_ratio(entry["warm_ratio_vs_ours"]),
-                    ]
-                )
-            data.setdefault(system, {})[str(n)] = entry
     headline: list[str] = []
     goals: list[dict[str, Any]] = []
-    goal_n = GOAL_SIZE if GOAL_SIZE in sizes else None
-    lc_goal = data.get("LangChain", {}).get(str(goal_n)) if goal_n else None
-    if lc_goal is not None:
-        ratio = lc_goal["warm_ratio_vs_ours"]
-        met = ratio["median"] >= GOAL_RATIO
-        detail = (
-            f"LangChain/ours warm at {goal_n:,} messages: {_report.fmt_ratio(ratio)} "
-            f"(LangChain {_report.fmt_time(lc_goal['warm']['median'])}, ours "
-            f"{_report.fmt_time(data['ours'][str(goal_n)]['warm']['median'])} per round)"
+    charts: list[dict[str, Any]] = []
+    for config in configs:
+        block: dict[str, Any] = {"ours does": config.ours, "LangChain does": config.langchain}
+        for system, by_size in raw[config.name].items():
+            for n in sizes:
+                if n not in by_size:
+                    continue
+                ours = None if system == "ours" else raw[config.name]["ours"][n]
+                entry = _entry(by_size[n], ours)
+                block.setdefault(system, {})[str(n)] = entry
+                rows.append(
+                    [
+                        config.name,
+                        n,
+                        system,
+                        _report.fmt_stats_time(entry["cold"]),
+                        _report.fmt_stats_time(entry["warm"]),
+                        _report.fmt_ratio(entry.get("cold_ratio_vs_ours")),
+                        _report.fmt_ratio(entry.get("warm_ratio_vs_ours")),
+                        entry["sent_cold"],
+                        entry["sent_warm"],
+                    ]
+                )
+        data[config.name] = block
+        measured = [n for n in GOAL_SIZES if str(n) in block.get("LangChain", {})]
+        details = [
+            f"{n:,} messages: {_report.fmt_ratio(block['LangChain'][str(n)]['warm_ratio_vs_ours'])}"
+            f" (LangChain {_report.fmt_time(block['LangChain'][str(n)]['warm']['median'])}, ours "
+            f"{_report.fmt_time(block['ours'][str(n)]['warm']['median'])} per warm round)"
+            for n in measured
+        ]
+        goal = (
+            f"≥ {GOAL_RATIO:.0f}× LangChain's warm round, {config.name}, at "
+            f"{' and '.join(f'{n:,}' for n in GOAL_SIZES)} messages"
         )
-        goals.append(
-            {
-                "goal": f"≥ {GOAL_RATIO:.0f}× faster than LangChain warm at {GOAL_SIZE:,} messages",
-                "met": met,
-                "detail": detail,
-            }
-        )
-        headline.append(detail)
-    else:
-        goals.append(
-            {
-                "goal": f"≥ {GOAL_RATIO:.0f}× faster than LangChain warm at {GOAL_SIZE:,} messages",
-                "met": None,
-                "detail": f"not measured in {mode} mode (sizes {', '.join(map(str, sizes))})",
-            }
-        )
-    for system in systems:
-        series = data.get(system, {})
-        small, large = str(sizes[0]), str(sizes[-1])
-        if small in series and large in series:
-            flat = _report.ratio_stats(
-                [_median(r["warm"]) for r in raw[system][sizes[-1]]],
-                [_median(r["warm"]) for r in raw[system][sizes[0]]],
+        if len(measured) == len(GOAL_SIZES):
+            met = all(
+                block["LangChain"][str(n)]["warm_ratio_vs_ours"]["median"] >= GOAL_RATIO
+                for n in measured
             )
+            goals.append({"goal": goal, "met": met, "detail": "; ".join(details)})
+        else:
+            goals.append({"goal": goal, "met": None, "detail": f"not measured in {mode} mode"})
+        largest = sizes[-1]
+        if str(largest) in block.get("LangChain", {}):
+            lc = block["LangChain"][str(largest)]
+            headline.append(
+                f"{config.name}: LangChain/ours warm at {largest:,} messages "
+                f"{_report.fmt_ratio(lc['warm_ratio_vs_ours'])} (LangChain "
+                f"{_report.fmt_time(lc['warm']['median'])}, ours "
+                f"{_report.fmt_time(block['ours'][str(largest)]['warm']['median'])} per round); "
+                f"cold {_report.fmt_ratio(lc['cold_ratio_vs_ours'])}"
+            )
+        ours_block = block.get("ours", {})
+        if str(sizes[0]) in ours_block and str(largest) in ours_block and largest != sizes[0]:
+            flat = _report.ratio_stats(
+                [_median(r["warm"]) for r in raw[config.name]["ours"][largest]],
+                [_median(r["warm"]) for r in raw[config.name]["ours"][sizes[0]]],
+            )
+            block["ours"]["flatness"] = flat
             detail = (
-                f"{system}: warm at {sizes[-1]:,} / warm at {sizes[0]:,} messages = "
+                f"ours, {config.name}: warm at {largest:,} / warm at {sizes[0]:,} messages = "
                 f"{_report.fmt_ratio(flat)}"
             )
             headline.append(detail)
-            data[system]["flatness"] = flat
-            if system == "ours":
+            if config.compacting:
                 goals.append(
                     {
-                        "goal": "flat as history grows (warm at largest ≤ "
+                        "goal": f"flat as history grows, compacting (warm at largest ≤ "
                         f"{FLAT_LIMIT:.0f}× warm at smallest)",
                         "met": flat["median"] <= FLAT_LIMIT,
                         "detail": detail,
                     }
                 )
-    for peer in peers:
-        largest = max((n for n in sizes if str(n) in data.get(peer, {})), default=None)
-        if largest is None:
-            continue
-        entry = data[peer][str(largest)]
-        ours = data["ours"][str(largest)]
-        if not (peer == "LangChain" and largest == goal_n):
-            headline.append(
-                f"{peer}/ours warm at {largest:,} messages: "
-                f"{_report.fmt_ratio(entry['warm_ratio_vs_ours'])} ({peer} "
-                f"{_report.fmt_time(entry['warm']['median'])}, ours "
-                f"{_report.fmt_time(ours['warm']['median'])} per round)"
-            )
-        headline.append(
-            f"{peer}/ours cold (first round) at {largest:,} messages: "
-            f"{_report.fmt_ratio(entry['cold_ratio_vs_ours'])} — our cold round compacts the "
-            f"whole history ({_report.fmt_time(ours['cold']['median'])})"
+        charts.append(
+            {
+                "file": f"overhead_{config.name.replace(' ', '_')}.png",
+                "title": f"Warm round vs history length ({config.name})",
+                "x_label": "history length (messages)",
+                "y_label": "time per warm round (median)",
+                "y_unit": "s",
+                "xlog": True,
+                "ylog": True,
+                "series": {
+                    system: [[n, by_n[str(n)]["warm"]["median"]] for n in sizes if str(n) in by_n]
+                    for system, by_n in block.items()
+                    if isinstance(by_n, dict)
+                },
+            }
         )
     notes = [
         f"{p} was not run again at or beyond {n:,} messages: a repeat took over {cap:.0f} s"
         for p, n in skipped.items()
     ]
-    if "ours, no compaction" not in systems:
-        notes.append(
-            "the default stack has no Compaction layer in this checkout, so the "
-            "no-compaction variant was not run"
-        )
-    charts = []
-    for phase in ("warm", "cold"):
-        charts.append(
-            {
-                "file": f"overhead_{phase}.png",
-                "title": f"Preparation time per round ({phase}) vs history length",
-                "x_label": "history length (messages)",
-                "y_label": "seconds per round (median)",
-                "xlog": True,
-                "ylog": True,
-                "series": {
-                    system: [
-                        [n, data[system][str(n)][phase]["median"]]
-                        for n in sizes
-                        if str(n) in data.get(system, {})
-                    ]
-                    for system in every
-                },
-            }
-        )
+    if len(configs) < len(CONFIGS):
+        notes.append("the default stack has no Compaction layer: only 'no compaction' was run")
+    notes.append(
+        "what still differs when compacting: ours also keeps the first user message (the "
+        "task) and the newest user message besides the 20 kept messages, and records lasting "
+        "facts to MEMORY.md when it summarises; LangChain keeps the 20 messages. In both "
+        "configurations our stack also runs offload, task state, budget fitting, pair "
+        "validation and the manifest every round, which LangChain's two hooks do not."
+    )
     return {
-        "title": "Per-round preparation overhead",
+        "title": "Per-round preparation overhead, like for like",
         "mode": mode,
         "workload": workload
         + " (histories cut from it at each size, ending where a request is due)",
         "measured": (
             "ours: from a timing middleware outside the whole default stack to the manifest "
-            "observer (every middleware, compaction's summariser calls answered at once by the "
-            "scripted model, and the manifest; not the model call or tools). LangChain: "
-            "SummarizationMiddleware.before_model (trigger never reached) + "
+            "observer (every middleware and the manifest; summariser calls answered at once; "
+            "not the model call or tools). LangChain: SummarizationMiddleware.before_model + "
             "ContextEditingMiddleware(ClearToolUsesEdit()).wrap_model_call with a canned "
-            "handler. litellm: trim_messages(max_tokens=our input limit). Cold = first round on "
-            "the history; warm = each next round after one tool call and result were appended."
+            "handler. litellm (no compaction only): trim_messages with a limit it never "
+            "reaches. Configurations: "
+            + "; ".join(f"{c.name}: ours = {c.ours}; LangChain = {c.langchain}" for c in configs)
+            + ". Cold = first round on the history; warm = each next round after one tool "
+            "call and result were appended."
         ),
         "headline": headline,
         "goals": goals,
         "tables": [
             {
-                "title": "Time per round (median, p10–p90)",
+                "title": "Time per round (median, p10–p90) and peer time / our time (paired)",
                 "columns": [
+                    "config",
                     "messages",
                     "system",
                     "cold",
                     "warm",
-                    "warm/cold",
+                    "cold ratio",
+                    "warm ratio",
                     "sent cold",
                     "sent warm",
                 ],
-                "rows": time_rows,
-                "note": "'sent' is the number of history messages the prepared request "
-                "carried (ours compacts on the cold round, so warm rounds send the compacted "
-                "history).",
-            },
-            {
-                "title": "Peer time / our time (paired per repeat; >1 means we are faster)",
-                "columns": ["messages", "system", "cold ratio", "warm ratio"],
-                "rows": ratio_rows,
-            },
+                "rows": rows,
+                "note": "ratio > 1: we are faster. 'sent' is the number of history messages the "
+                "prepared request carried (compacting: the cold round summarises, so warm rounds "
+                "send the compacted history on both sides).",
+            }
         ],
         "charts": charts,
         "notes": notes,

@@ -64,6 +64,32 @@ class ProviderKeyMissing(RuntimeError):
     """Raised when the provider's API key is not in the environment."""
 
 
+class ProviderRunFailed(RuntimeError):
+    """Raised when the provider could not be used: unreachable, or failing calls.
+
+    The runner then exits non-zero and keeps the last good results.
+    """
+
+
+def check_outcome(outcome: dict[str, Any], target: str) -> None:
+    """Refuse a run in which the provider failed (an overflow handled by retry is fine).
+
+    Raises:
+        ProviderRunFailed: when a call failed for another reason than an overflow, or no
+            request was answered at all.
+    """
+    failures = [f for f in outcome["failures"] if not f.startswith("ContextOverflowError")]
+    answered = [r for r in outcome["rows"] if r["error"] is None]
+    if failures or not answered:
+        first = failures[0] if failures else "no request was answered"
+        raise ProviderRunFailed(
+            f"the run against {target} failed: {len(failures)} of {outcome['calls']} calls "
+            f"failed, {len(answered)} requests answered (first error: {first}). Check that the "
+            "model name, --api-base and the key are right and the provider is reachable, then "
+            "run again; the last good results were kept"
+        )
+
+
 def check_key(model: str, api_base: str | None) -> list[str]:
     """Return the environment variables ``model`` needs and that are not set.
 
@@ -235,6 +261,7 @@ async def measure(
     finally:
         if server is not None:
             server.stop()
+    check_outcome(outcome, target)
     return _result(mode, session, target, model_name, local, outcome)
 
 

@@ -31,11 +31,14 @@ result): providers reject those.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import tempfile
-import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from benchmarks import _report
 from benchmarks._report import Mode, Progress
 from benchmarks.peers import LangChainPeer, from_langchain, our_stack, to_langchain, trim_messages
 from benchmarks.workloads import (
@@ -52,7 +55,7 @@ from benchmarks.workloads import (
 from harness.accounting import REPLY_PRIMING, estimate_request
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
-from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for, tiktoken_encoding
 from providers.scripted import ScriptedModel
 
 WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
@@ -82,6 +85,143 @@ class Counter:
         return total
 
 
+PRICE_MODELS = {"OpenAI": "gpt-4o", "Anthropic": "claude-sonnet-4-5-20250929"}
+"""The models whose published prices bill the replay (read from litellm's bundled price table)."""
+OPENAI_MIN_PREFIX = 1_024
+"""OpenAI caches a prompt's prefix from 1,024 tokens on, in steps of `OPENAI_STEP` tokens."""
+OPENAI_STEP = 128
+ANTHROPIC_MIN_PREFIX = 1_024
+"""Anthropic caches prefixes of at least 1,024 tokens (Sonnet), ending at a content block."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """One model's input prices per token, from litellm's bundled price table."""
+
+    model: str
+    input: float
+    cached: float
+    """Price of an input token read from the provider's prompt cache."""
+    write: float | None
+    """Price of an input token written to the cache (Anthropic), None where writes are free."""
+
+
+def prices() -> dict[str, Price]:
+    """Return the input prices of `PRICE_MODELS` from litellm's local price table."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    out = {}
+    for provider, model in PRICE_MODELS.items():
+        info = litellm.model_cost[model]
+        out[provider] = Price(
+            model=model,
+            input=float(info["input_cost_per_token"]),
+            cached=float(info["cache_read_input_token_cost"]),
+            write=info.get("cache_creation_input_token_cost"),
+        )
+    return out
+
+
+class PrefixMeter:
+    """Per request, the tokens equal to the previous request's prefix (what a cache can hit).
+
+    A request is serialised as the tool schemas (the same for every system, so always part
+    of the prefix) then each message's OpenAI form; messages are tokenised one by one (o200k,
+    cached by content), and the common prefix with the previous agent request is the
+    identical leading messages plus the common leading tokens of the first one that differs.
+    ``whole`` also keeps the prefix that ends at a message boundary (Anthropic caches whole
+    content blocks).
+    """
+
+    def __init__(self, tool_tokens: int) -> None:
+        self._encode = tiktoken_encoding("o200k_base").encode
+        self._tokens: dict[str, list[int]] = {}
+        self.tool_tokens = tool_tokens
+        self._previous: list[list[int]] = []
+        self.prefix: list[int] = []
+        """Tokens shared with the previous request's start, per request."""
+        self.whole: list[int] = []
+        """The same, cut back to the last whole message in common."""
+
+    def add(self, messages: Sequence[Message], total: int) -> None:
+        """Measure one request's common prefix with the previous one and remember it.
+
+        The prefix is counted on the JSON form and scaled to ``total``, the request's exact
+        count, so that cached tokens never exceed what the request is billed for.
+        """
+        current = [self.message_tokens(m) for m in messages]
+        whole = self.tool_tokens if self._previous else 0
+        partial = 0
+        for old, new in zip(self._previous, current, strict=False):
+            if old == new:
+                whole += len(new)
+                continue
+            partial = _common(old, new)
+            break
+        scale = total / max(1, self.tool_tokens + sum(len(t) for t in current))
+        self.prefix.append(min(total, round((whole + partial) * scale)))
+        self.whole.append(min(total, round(whole * scale)))
+        self._previous = current
+
+    def message_tokens(self, message: Message) -> list[int]:
+        """Return the o200k tokens of one message's OpenAI JSON (cached by content)."""
+        text = json.dumps(message.to_openai(), ensure_ascii=False, sort_keys=True)
+        found = self._tokens.get(text)
+        if found is None:
+            found = self._tokens[text] = self._encode(text, disallowed_special=())
+        return found
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def bill(
+    tokens: Sequence[int],
+    prefix: Sequence[int],
+    whole: Sequence[int],
+    summary_tokens: int,
+    price: dict[str, Price],
+) -> dict[str, float | int]:
+    """Return the cached tokens and the billed input cost (USD) with and without caching.
+
+    OpenAI bills the cached part (`prefix` from 1,024 tokens, in 128-token steps) at its
+    cached price; Anthropic bills the cached part (`whole`, from 1,024 tokens) at its cache-read
+    price, and — in ``anthropic_with_writes`` — the rest of each request at its cache-write
+    price (a cache breakpoint at the end of every request). Summary requests pay full price.
+    """
+    openai_cached = [
+        0 if p < OPENAI_MIN_PREFIX else min(t, p // OPENAI_STEP * OPENAI_STEP)
+        for t, p in zip(tokens, prefix, strict=True)
+    ]
+    anthropic_cached = [
+        0 if w < ANTHROPIC_MIN_PREFIX else min(t, w) for t, w in zip(tokens, whole, strict=True)
+    ]
+    total = sum(tokens) + summary_tokens
+    o, a = price["OpenAI"], price["Anthropic"]
+    oc, ac = sum(openai_cached), sum(anthropic_cached)
+    write = a.write if a.write is not None else a.input
+    return {
+        "prefix_tokens": sum(prefix),
+        "openai_cached_tokens": oc,
+        "anthropic_cached_tokens": ac,
+        "cached_share": oc / sum(tokens) if tokens else 0.0,
+        "usd_no_cache_openai": total * o.input,
+        "usd_openai": (total - oc) * o.input + oc * o.cached,
+        "usd_no_cache_anthropic": total * a.input,
+        "usd_anthropic": (total - ac) * a.input + ac * a.cached,
+        "usd_anthropic_with_writes": (sum(tokens) - ac) * write
+        + ac * a.cached
+        + summary_tokens * a.input,
+    }
+
+
 def pair_problems(messages: Sequence[Message]) -> int:
     """Return how many tool results lack their call and tool calls their result."""
     problems = 0
@@ -99,7 +239,13 @@ def pair_problems(messages: Sequence[Message]) -> int:
 
 
 def _tally(
-    name: str, tokens: list[int], window: int, invalid: int, summary: list[int], **extra: Any
+    name: str,
+    tokens: list[int],
+    window: int,
+    invalid: int,
+    summary: list[int],
+    meter: PrefixMeter,
+    **extra: Any,
 ) -> dict[str, Any]:
     return {
         "system": name,
@@ -113,6 +259,9 @@ def _tally(
         "overflows": sum(1 for t in tokens if t > window),
         "invalid_pairs": invalid,
         "per_request": tokens,
+        "prefix_per_request": meter.prefix,
+        "whole_prefix_per_request": meter.whole,
+        **bill(tokens, meter.prefix, meter.whole, sum(summary), prices()),
         **extra,
     }
 
@@ -142,19 +291,19 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
         )
         counter = Counter(exact.count_tools(t.schema for t in agent.tools.values()))
         ctx = RuntimeContext(user_id="bench", session_id="tokens-sent")
-        last = {"t": time.perf_counter()}
+        bar = _report.ProgressBar(progress, "messages replayed (ours)", len(session.messages))
 
         def report(done: int, total: int) -> None:
-            if time.perf_counter() - last["t"] > 5:
-                last["t"] = time.perf_counter()
-                progress(f"  ours: {done:,}/{total:,} messages replayed")
+            bar.step(count=done - bar.done)
 
         outcome = await replay(agent, session, ctx, client, progress=report)
     tokens: list[int] = []
     invalid = 0
+    meter = PrefixMeter(counter.tool_tokens)
     for request in inner.agent_requests:
         rendered = request.render()
         tokens.append(counter.request(rendered))
+        meter.add(rendered, tokens[-1])
         invalid += pair_problems(request.history) > 0
     summaries = [
         estimate_request(r, counter.estimator) for r in inner.requests if r.ids.purpose == "summary"
@@ -165,6 +314,7 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
         window,
         invalid,
         summaries,
+        meter,
         rejected_by_provider=inner.overflows,
         failures=outcome.failures,
         transforms=sorted({t.split(":", 1)[0] for r in inner.agent_requests for t in r.transforms}),
@@ -199,6 +349,7 @@ def run_langchain(
     cursor = 0
     tokens: list[int] = []
     invalid = 0
+    meter = PrefixMeter(counter.tool_tokens)
     tick = _ticker("LangChain", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
         tick()
@@ -206,8 +357,9 @@ def run_langchain(
         cursor = point
         sent = from_langchain(peer.round(state), originals)
         tokens.append(counter.request([system_message, *sent]))
+        meter.add([system_message, *sent], tokens[-1])
         invalid += pair_problems(sent) > 0
-    return _tally("LangChain", tokens, window, invalid, summary_tokens)
+    return _tally("LangChain", tokens, window, invalid, summary_tokens, meter)
 
 
 # ----------------------------------------------------------------------------- litellm
@@ -224,6 +376,7 @@ def run_litellm(
     sizes = [counter.estimator.count_message(m) for m in session.messages]
     tokens: list[int] = []
     invalid = 0
+    meter = PrefixMeter(counter.tool_tokens)
     tick = _ticker("litellm", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
         tick()
@@ -236,21 +389,17 @@ def run_litellm(
             by_key.get(_key(d)) or Message.from_openai(d) for d in kept if d.get("role") != "system"
         ]
         tokens.append(counter.request([system_message, *sent]))
+        meter.add([system_message, *sent], tokens[-1])
         invalid += pair_problems(sent) > 0
-    return _tally("litellm", tokens, window, invalid, [])
+    return _tally("litellm", tokens, window, invalid, [], meter)
 
 
 def _ticker(name: str, total: int, progress: Progress | None) -> Callable[[], None]:
-    """Return a function to call once per request; it reports progress every 5 seconds."""
-    state = {"done": 0, "last": time.perf_counter()}
-
-    def tick() -> None:
-        state["done"] += 1
-        if progress is not None and time.perf_counter() - state["last"] > 5:
-            state["last"] = time.perf_counter()
-            progress(f"  {name}: request {state['done']:,}/{total:,}")
-
-    return tick
+    """Return a function to call once per request; it reports a progress bar now and then."""
+    if progress is None:
+        return lambda: None
+    bar = _report.ProgressBar(progress, f"{name} requests", total, every_s=5.0)
+    return bar.step
 
 
 def _key(data: dict[str, Any]) -> tuple[Any, ...]:
@@ -312,6 +461,29 @@ def _result(
             ]
         )
     fewer = all(ours["total_tokens"] < p["total_tokens"] for p in peers) if peers else None
+    price = prices()
+    bill_rows = [
+        [
+            s["system"],
+            s["total_tokens"],
+            s["prefix_tokens"],
+            f"{s['cached_share']:.0%}",
+            f"${s['usd_no_cache_openai']:.3f}",
+            f"${s['usd_openai']:.3f}",
+            f"${s['usd_anthropic']:.3f}",
+            f"${s['usd_anthropic_with_writes']:.3f}",
+            s["overflows"],
+            s["invalid_pairs"],
+        ]
+        for s in systems
+    ]
+    clean = [s for s in systems if s["overflows"] == 0 and s["invalid_pairs"] == 0]
+
+    def cheapest(key: str) -> bool | None:
+        if not peers:
+            return None
+        return ours in clean and all(ours[key] <= p[key] for p in peers)
+
     headline = [
         f"window {window:,} tokens (input limit {window - RESERVE:,}), "
         f"{len(request_points(session.messages))} model requests in the recording",
@@ -320,6 +492,12 @@ def _result(
             f"{s['requests']} requests + {s['summary_tokens']:,} in {s['summary_requests']} "
             "summary requests), "
             f"{s['overflows']} overflow(s), {s['invalid_pairs']} with invalid tool pairs"
+            for s in systems
+        ),
+        "billed input with prompt caching — "
+        + "; ".join(
+            f"{s['system']}: OpenAI ${s['usd_openai']:.3f} ({s['cached_share']:.0%} cached), "
+            f"Anthropic ${s['usd_anthropic']:.3f}"
             for s in systems
         ),
     ]
@@ -340,6 +518,18 @@ def _result(
             )
             or "no peer ran",
         },
+        *(
+            {
+                "goal": f"the lowest {provider} bill with prompt caching, at 0 overflows and 0 "
+                "broken pairs",
+                "met": cheapest(key),
+                "detail": ", ".join(
+                    f"{p['system']}/ours = {p[key] / max(1e-12, ours[key]):.2f}×" for p in peers
+                )
+                or "no peer ran",
+            }
+            for provider, key in (("OpenAI", "usd_openai"), ("Anthropic", "usd_anthropic"))
+        ),
     ]
     if ours.get("failures"):
         notes.append(f"ours: {len(ours['failures'])} agent call(s) failed: {ours['failures'][:3]}")
@@ -348,9 +538,42 @@ def _result(
         "title": f"Input tokens per request over the replayed session (window {window:,})",
         "x_label": "request",
         "y_label": "input tokens (exact)",
+        "x_integer": True,
         "series": {
-            **{s["system"]: [[i, t] for i, t in enumerate(s["per_request"])] for s in systems},
-            "window": [[0, window], [max(s["requests"] for s in systems), window]],
+            **{s["system"]: [[i + 1, t] for i, t in enumerate(s["per_request"])] for s in systems},
+            "window": [[1, window], [max(s["requests"] for s in systems), window]],
+        },
+    }
+    prefix_chart = {
+        "file": "tokens_sent_prefix.png",
+        "title": "Tokens equal to the previous request's prefix (cacheable), per request",
+        "x_label": "request",
+        "y_label": "tokens in the common prefix",
+        "x_integer": True,
+        "series": {
+            s["system"]: [[i + 1, t] for i, t in enumerate(s["prefix_per_request"])]
+            for s in systems
+        },
+    }
+    bill_chart = {
+        "file": "tokens_sent_bill.png",
+        "title": "Billed input over the replay (USD)",
+        "kind": "bar",
+        "y_label": "USD",
+        "categories": [
+            "no cache (OpenAI)",
+            "OpenAI cached 0.5×",
+            "no cache (Anthropic)",
+            "Anthropic cached 0.1×",
+        ],
+        "series": {
+            s["system"]: [
+                s["usd_no_cache_openai"],
+                s["usd_openai"],
+                s["usd_no_cache_anthropic"],
+                s["usd_anthropic"],
+            ]
+            for s in systems
         },
     }
     return {
@@ -388,9 +611,43 @@ def _result(
                 "4,000 tokens by default); total = both. Ours may make more requests than the "
                 "recording has replies: an overflow rejected by the provider is retried once "
                 "after a forced compaction.",
-            }
+            },
+            {
+                "title": "The bill with prompt caching",
+                "columns": [
+                    "system",
+                    "total input",
+                    "common prefix",
+                    "cached (OpenAI)",
+                    "OpenAI, no cache",
+                    "OpenAI",
+                    "Anthropic",
+                    "Anthropic + writes",
+                    "overflows",
+                    "invalid pairs",
+                ],
+                "rows": bill_rows,
+                "note": "common prefix: per agent request, the tokens equal to the previous "
+                "agent request's start (tool schemas, then each message's OpenAI JSON, o200k), "
+                "summed. Prices from litellm's bundled price table "
+                f"(model_prices_and_context_window_backup.json, litellm "
+                f"{_report.versions()['litellm']}), which follows the providers' pricing pages "
+                "(openai.com/api/pricing, anthropic.com/pricing): "
+                + "; ".join(
+                    f"{k} = {v.model}: ${v.input * 1e6:.2f}/M input, ${v.cached * 1e6:.2f}/M "
+                    f"cached ({v.cached / v.input:.1f}×)"
+                    + (f", ${v.write * 1e6:.2f}/M cache write" if v.write else "")
+                    for k, v in price.items()
+                )
+                + ". OpenAI: the common prefix from 1,024 tokens, in 128-token steps "
+                "(platform.openai.com/docs/guides/prompt-caching); Anthropic: the common prefix "
+                "up to the last whole message, from 1,024 tokens (docs.anthropic.com, prompt "
+                "caching); 'Anthropic + writes' also bills every uncached agent-request token as a "
+                "cache write (1.25×, a breakpoint at the end of each request). Summary requests "
+                "pay full price; Anthropic is billed on o200k counts too.",
+            },
         ],
-        "charts": [chart],
+        "charts": [chart, prefix_chart, bill_chart],
         "notes": notes,
         "data": {s["system"]: {k: v for k, v in s.items() if k != "system"} for s in systems},
     }

@@ -56,6 +56,10 @@ class Chart(msgspec.Struct, forbid_unknown_fields=True):
     ylog: bool = False
     kind: Literal["line", "bar"] = "line"
     categories: list[str] = []
+    y_unit: Literal["", "s"] = ""
+    """``"s"``: the values are seconds, drawn in ns, µs, ms or s, whichever reads best."""
+    x_integer: bool = False
+    """Integer ticks on the x axis (request numbers, rounds)."""
     drawn: bool = False
 
 

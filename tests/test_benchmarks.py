@@ -274,27 +274,44 @@ def test_a_missing_module_is_reported_not_available(
 
 
 # --------------------------------------------------------------------------- benchmarks
-def test_overhead_smoke(tmp_path: Path) -> None:
+def test_overhead_smoke_times_both_configurations_like_for_like(tmp_path: Path) -> None:
     result = _run("overhead", tmp_path)
     data = result.data
-    assert set(data) >= SYSTEMS_OVERHEAD
-    for system in SYSTEMS_OVERHEAD:
-        for n, entry in data[system].items():
-            if n == "flatness":
-                continue
-            for phase in ("cold", "warm"):
-                assert entry[phase]["n"] >= 1
-                assert entry[phase]["median"] > 0
-                assert entry[phase]["p10"] <= entry[phase]["median"] <= entry[phase]["p90"]
-            if system != "ours":
-                assert entry["warm_ratio_vs_ours"]["median"] > 0
+    assert set(data) >= {"compacting", "no compaction", "memory_peak"}
+    for config, systems in (
+        ("compacting", {"ours", "LangChain"}),
+        ("no compaction", SYSTEMS_OVERHEAD),
+    ):
+        block = data[config]
+        assert block["ours does"] and block["LangChain does"], "the report says what each does"
+        assert set(block) >= systems
+        for system in systems:
+            for n, entry in block[system].items():
+                if n == "flatness":
+                    continue
+                for phase in ("cold", "warm"):
+                    assert entry[phase]["n"] >= 1
+                    assert entry[phase]["median"] > 0
+                    assert entry[phase]["p10"] <= entry[phase]["median"] <= entry[phase]["p90"]
+                if system != "ours":
+                    assert entry["warm_ratio_vs_ours"]["median"] > 0
+    # compacting: both sides summarised the 120-message history down to about the same size
+    ours, langchain = data["compacting"]["ours"]["120"], data["compacting"]["LangChain"]["120"]
+    assert ours["sent_cold"] < 40 and langchain["sent_cold"] < 40
+    # no compaction: both sides sent the whole history every round
+    ours, langchain = (
+        data["no compaction"]["ours"]["120"],
+        data["no compaction"]["LangChain"]["120"],
+    )
+    assert ours["sent_warm"] >= 120 and langchain["sent_warm"] >= 120
     assert all(x >= 0 or math.isnan(x) for x in _numbers(data))
-    assert {g.goal.split(" (")[0] for g in result.goals} >= {"flat as history grows"}
+    goals = [g.goal for g in result.goals]
+    assert any(g.startswith("flat as history grows") for g in goals)
+    assert sum("LangChain's warm round" in g for g in goals) == 2
     for chart in result.charts:
         assert chart.drawn and (tmp_path / chart.file).stat().st_size > 1000
-        assert set(chart.series) >= SYSTEMS_OVERHEAD
-    rows = result.tables[0].rows
-    assert {row[1] for row in rows} >= SYSTEMS_OVERHEAD
+        assert chart.y_unit == "s"
+    assert {row[0] for row in result.tables[0].rows} == {"compacting", "no compaction"}
     memory = result.data["memory_peak"]
     assert memory and all(m["peak_bytes"] > 0 and m["messages"] > 0 for m in memory.values())
     assert "![" in (tmp_path / "report.md").read_text("utf-8")
@@ -320,6 +337,50 @@ def test_tokens_sent_smoke(tmp_path: Path) -> None:
     goals = {g.goal: g for g in result.goals}
     assert goals["zero overflows (exact count over the window)"].met == (
         data["ours"]["overflows"] == 0
+    )
+    for tally in data.values():
+        prefix = tally["prefix_per_request"]
+        assert len(prefix) == tally["requests"] and prefix[0] == 0
+        assert all(0 <= p <= t for p, t in zip(prefix, tally["per_request"], strict=True))
+        assert 0 < tally["usd_openai"] < tally["usd_no_cache_openai"], "an append hits the cache"
+        assert 0 < tally["usd_anthropic"] < tally["usd_no_cache_anthropic"]
+    assert {"tokens_sent_bill.png", "tokens_sent_prefix.png"} <= {c.file for c in result.charts}
+    bill_goals = [g for g in result.goals if g.goal.startswith("the lowest")]
+    assert len(bill_goals) == 2 and all(isinstance(g.met, bool) for g in bill_goals)
+
+
+def test_prefix_meter_counts_what_the_previous_request_shares() -> None:
+    from benchmarks.bench_tokens_sent import PrefixMeter
+
+    meter = PrefixMeter(tool_tokens=100)
+    task, reply = Message.user("fix the failing test in parser.py"), Message.assistant("on it")
+    first, second = [task, reply], [task, reply, Message.user("next")]
+    third = [task, Message.assistant("on it, now")]
+    for request in (first, second, third):  # the JSON form's own size: no scaling
+        meter.add(request, 100 + sum(len(meter.message_tokens(m)) for m in request))
+    size = [len(meter.message_tokens(m)) for m in (task, reply)]
+    assert meter.prefix[0] == meter.whole[0] == 0
+    assert meter.prefix[1] == meter.whole[1] == 100 + size[0] + size[1]
+    assert meter.whole[2] == 100 + size[0]
+    assert meter.whole[2] < meter.prefix[2] < meter.whole[2] + size[1], "a partial message"
+
+
+def test_the_bill_applies_each_providers_cache_rule() -> None:
+    from benchmarks.bench_tokens_sent import Price, bill
+
+    price = {
+        "OpenAI": Price(model="o", input=2.0, cached=1.0, write=None),
+        "Anthropic": Price(model="a", input=3.0, cached=0.3, write=3.75),
+    }
+    # the second request shares 2,000 tokens (1,900 up to a whole message); the third 500
+    out = bill([2_000, 3_000, 3_500], [0, 2_000, 500], [0, 1_900, 500], 1_000, price)
+    assert out["openai_cached_tokens"] == 1_920  # 15 steps of 128; under 1,024 nothing
+    assert out["anthropic_cached_tokens"] == 1_900
+    assert out["usd_no_cache_openai"] == pytest.approx(9_500 * 2.0)
+    assert out["usd_openai"] == pytest.approx((9_500 - 1_920) * 2.0 + 1_920 * 1.0)
+    assert out["usd_anthropic"] == pytest.approx((9_500 - 1_900) * 3.0 + 1_900 * 0.3)
+    assert out["usd_anthropic_with_writes"] == pytest.approx(
+        (8_500 - 1_900) * 3.75 + 1_900 * 0.3 + 1_000 * 3.0
     )
 
 
@@ -437,3 +498,156 @@ def test_sessions_smoke_reports_both_backends_and_the_goals(tmp_path: Path) -> N
     )
     goals = {g.goal: g.met for g in result.goals}
     assert len(goals) == 2 and all(isinstance(met, bool) for met in goals.values())
+
+
+# ------------------------------------------------------------------------ usability
+def test_progress_bar_reports_first_last_and_at_most_every_interval() -> None:
+    lines: list[str] = []
+    bar = _report.ProgressBar(lines.append, "texts counted", 1_000, every_s=3600)
+    for _ in range(1_000):
+        bar.step("x")
+    assert len(lines) == 2, "the first and the last item, nothing in between within the hour"
+    assert lines[0].startswith("[-----") and "1/1,000 texts counted" in lines[0]
+    assert "s left" in lines[0] and lines[-1].startswith("[" + "#" * 20 + "]")
+    assert "1,000/1,000" in lines[-1] and "left" not in lines[-1]
+
+
+def test_time_axes_use_the_unit_that_reads_best() -> None:
+    assert _report.time_unit([0.0004, 0.0002]) == (1e-3, "ms")
+    assert _report.time_unit([2e-5, 8e-5, 3e-4]) == (1e-6, "µs")
+    assert _report.time_unit([1.5, 3.0]) == (1.0, "s")
+    assert _report.time_unit([]) == (1.0, "s")
+
+
+def test_the_runner_prints_the_expected_duration() -> None:
+    from benchmarks.__main__ import DURATIONS, expected_duration
+
+    assert set(DURATIONS["full"]) >= set(BENCHMARKS) - {
+        "fragments",
+        "proxy",
+        "incremental",
+        "burst",
+    }
+    line = expected_duration(list(BENCHMARKS), "full")
+    assert line.startswith("expected duration (full mode") and "min" in line
+    assert "overhead ~" in expected_duration(["overhead"], "quick")
+
+
+def test_the_report_opens_with_a_short_summary(tmp_path: Path) -> None:
+    ok = to_result(
+        {
+            "workload": "w",
+            "headline": ["first figure", "second"],
+            "goals": [
+                {"goal": "g1", "met": True},
+                {"goal": "g2", "met": False},
+                {"goal": "g3", "met": None},
+            ],
+        },
+        name="x",
+        title="X bench",
+        mode="quick",
+    )
+    text = _report.render_report([ok])
+    glance = text.split("## At a glance", 1)[1].split("## Machine", 1)[0]
+    assert "**X bench** (`x`, quick): 1 of 2 goals met — first figure" in glance
+    assert text.index("## At a glance") < text.index("## Machine")
+
+
+@pytest.mark.integration
+def test_a_failed_provider_run_exits_non_zero_and_keeps_the_last_good_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.integration import openai_server as srv
+
+    good = Result(
+        name="providers",
+        title="Against a provider",
+        mode="smoke",
+        workload="the earlier, good run",
+        headline=["median |error| 0.9%"],
+        date="2026-11-30T10:00:00+00:00",
+    )
+    path = _report.save_json(good, tmp_path)
+    before = path.read_bytes()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    broken = srv.error(400, {"error": {"message": "model is misconfigured", "type": "invalid"}})
+    with srv.OpenAIServer(default=lambda body: broken) as server:
+        args = ["--model", "openai/gpt-4o", "--api-base", server.base_url]
+        status = main(["providers", "--smoke", *args, "--out", str(tmp_path)])
+    assert status == 1
+    assert path.read_bytes() == before, "the last good results are not overwritten"
+    report = (tmp_path / "report.md").read_text("utf-8")
+    assert "the latest run failed" in report and "ProviderRunFailed" in report
+    assert "the earlier, good run" in report
+    assert "kept the last good results" in capsys.readouterr().err
+
+
+def test_readme_table_is_generated_from_the_committed_results(tmp_path: Path) -> None:
+    from benchmarks import readme_table
+
+    readme = tmp_path / "README.md"
+    original = readme_table.README.read_text("utf-8")
+    readme.write_text(original, "utf-8")
+    assert main(["--readme", str(readme)]) == 0
+    text = readme.read_text("utf-8")
+    head, rest = text.split(readme_table.BEGIN)
+    block, tail = rest.split(readme_table.END)
+    assert (
+        head == original.split(readme_table.BEGIN)[0]
+        and tail == original.split(readme_table.END)[1]
+    ), "only the marked block changes"
+    saved, _ = _report.load_results(_report.RESULTS_DIR)
+    assert saved, "results are committed"
+    for result in saved.values():
+        assert f"(`{result.name}`)" in block
+        assert f"`{result.mode}` mode" in block, "each figure says its configuration"
+        for figure in result.headline[: readme_table.MAX_HEADLINES]:
+            assert figure.replace("|", "\\|") in block
+    assert main(["--readme", str(readme)]) == 0
+    assert readme.read_text("utf-8") == text, "a second run changes nothing"
+
+
+def test_readme_table_refuses_a_readme_without_markers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import readme_table
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\n\nno table here\n", "utf-8")
+    assert readme_table.main(["--readme", str(readme)]) == 2
+    assert readme.read_text("utf-8") == "# title\n\nno table here\n"
+    err = capsys.readouterr().err
+    assert readme_table.BEGIN in err and "add them" in err
+    empty = tmp_path / "none"
+    empty.mkdir()
+    readme.write_text(f"{readme_table.BEGIN}\n{readme_table.END}\n", "utf-8")
+    assert readme_table.main(["--readme", str(readme), "--results", str(empty)]) == 2
+    assert "no benchmark results" in capsys.readouterr().err
+
+
+def test_fragments_smoke_reports_latencies_and_the_editors_cost(tmp_path: Path) -> None:
+    result = _run("fragments", tmp_path)
+    data = result.data
+    backends = ["SQLite file"]
+    if not data["postgres"].startswith("not available"):
+        backends.append("PostgreSQL")
+    else:
+        assert "not available" in " ".join(result.headline)
+    assert list(data["backends"]) == backends
+    hits = {}
+    for name in backends:
+        measured = data["backends"][name]
+        assert measured["listed"] == data["fragments"] + 40  # added + the history's messages
+        assert 0 < measured["list"]["p50_s"] <= measured["list"]["p99_s"]
+        assert 0 < measured["edit"]["p50_s"] <= measured["edit"]["p99_s"]
+        hits[name] = {kind: s["hits"] for kind, s in measured["search"].items()}
+        assert hits[name]["word found nowhere"] == 0
+        assert all(n > 0 for kind, n in hits[name].items() if kind != "word found nowhere")
+    assert all(h == hits["SQLite file"] for h in hits.values())  # the backends agree
+    rounds = data["rounds"]
+    assert rounds["edited"] == rounds["disabled"] == 5
+    assert rounds["sent_messages"]["with"] < rounds["sent_messages"]["without"]
+    assert rounds["left_out_transforms"] >= rounds["disabled"]
+    assert rounds["ratio"]["n"] > 0 and rounds["ratio"]["median"] > 0
+    assert rounds["apply"]["median"] > 0 and rounds["reads"]["median"] > 0
