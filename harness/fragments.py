@@ -134,10 +134,17 @@ class SecretPattern(msgspec.Struct, frozen=True):
 
     The whole match is replaced by ``[REDACTED:<name>]``, or, when the pattern has a group
     named ``keep``, that group followed by the replacement (``password=[REDACTED:password]``).
+
+    ``hints`` make redaction cheap: a regular expression that cannot start with a literal
+    scans every position of the text (tens of milliseconds for an 80,000-character tool
+    result), so a pattern with hints runs only on the lines that contain one of them
+    (case-insensitively) — each of its matches must then lie within one line.
     """
 
     name: str
     pattern: str
+    hints: tuple[str, ...] = ()
+    """Literal pieces, one of which every match contains (``()``: run on the whole text)."""
 
 
 DEFAULT_SECRETS: Final = (
@@ -145,14 +152,17 @@ DEFAULT_SECRETS: Final = (
         "private_key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
     ),
-    SecretPattern("api_key", r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    SecretPattern("aws_key", r"\bAKIA[0-9A-Z]{16}\b"),
-    SecretPattern("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    SecretPattern("bearer", r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/\-]{8,}=*"),
+    SecretPattern("api_key", r"\bsk-[A-Za-z0-9_\-]{16,}", ("sk-",)),
+    SecretPattern("aws_key", r"\bAKIA[0-9A-Z]{16}\b", ("akia",)),
+    SecretPattern(
+        "github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
+    ),
+    SecretPattern("bearer", r"(?i)(?P<keep>\bbearer[ \t]+)[A-Za-z0-9._~+/\-]{8,}=*", ("bearer",)),
     SecretPattern(
         "password",
         r"(?i)(?P<keep>\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token)"
-        r"\s*[=:]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;&]+)",
+        r"[ \t]*[=:][ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&]+)",
+        ("passw", "pwd", "secret", "token", "key"),
     ),
 )
 """API keys (``sk-…``, AWS, GitHub), bearer tokens, ``password=…``-style assignments, PEM
@@ -199,24 +209,40 @@ class FragmentPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
 def redact(text: str, secrets: Iterable[SecretPattern] = DEFAULT_SECRETS) -> str:
     """Return ``text`` with every match of ``secrets`` replaced by ``[REDACTED:<name>]``."""
-    for compiled, marker, keep in _compiled(tuple(secrets)):
+    lower: str | None = None
+    for compiled, marker, keep, hints in _compiled(tuple(secrets)):
 
         def sub(match: re.Match[str], marker: str = marker, keep: bool = keep) -> str:
             return (match.group("keep") or "") + marker if keep else marker
 
-        text = compiled.sub(sub, text)
+        if not hints:
+            text = compiled.sub(sub, text)
+            lower = None
+            continue
+        lower = text.lower() if lower is None else lower
+        if not any(h in lower for h in hints):
+            continue
+        lines = text.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            folded = line.lower()
+            if any(h in folded for h in hints):
+                lines[i] = compiled.sub(sub, line)
+        text = "".join(lines)
+        lower = None
     return text
 
 
 @functools.lru_cache(maxsize=32)
 def _compiled(
     secrets: tuple[SecretPattern, ...],
-) -> tuple[tuple[re.Pattern[str], str, bool], ...]:
+) -> tuple[tuple[re.Pattern[str], str, bool, tuple[str, ...]], ...]:
     """Compile a pattern set once (redaction runs on every message the store receives)."""
     out = []
     for secret in secrets:
         compiled = re.compile(secret.pattern)
-        out.append((compiled, f"[REDACTED:{secret.name}]", "keep" in compiled.groupindex))
+        keep = "keep" in compiled.groupindex
+        hints = tuple(h.lower() for h in secret.hints if h)
+        out.append((compiled, f"[REDACTED:{secret.name}]", keep, hints))
     return tuple(out)
 
 

@@ -24,8 +24,9 @@ CLI while an agent serves the session reaches its next request:
   ``fragment_omitted_for_budget`` warning event, and a request over ``warn_at`` of its limit
   is a ``context_near_limit`` warning.
 
-**Built-in System parts** (`harness.fragments.DEFAULT_BUILTINS`: working principles,
-environment information, the plan mode's rules) are seeded once into the project's
+**Built-in System parts** (``builtins=DEFAULT_BUILTINS`` from `harness.fragments`: working
+principles, environment information, the plan mode's rules; off by default) are seeded once
+into the project's
 fragments (`harness.fragments.seed_builtins`: idempotent, upgraded only while untouched) and
 from then on are fragments like any other. ``{date}``, ``{platform}`` and ``{cwd}`` in a
 built-in are filled in for each request. A built-in that governs a part another layer adds
@@ -47,7 +48,6 @@ from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
 from harness.events import AgentEvent
 from harness.fragments import (
-    DEFAULT_BUILTINS,
     DEFAULT_PROJECT,
     Builtin,
     Fragment,
@@ -76,7 +76,9 @@ class FragmentEditor:
         warn_at: the share of the input limit above which a ``context_near_limit`` warning
             is emitted (``None``: never).
         purposes: request purposes the fragments apply to (default: the agent loop).
-        builtins: the built-in System parts seeded into the project (``()``: none; those
+        builtins: the built-in System parts to seed into the project, e.g.
+            `harness.fragments.DEFAULT_BUILTINS` (default ``()``: none — the drop-in call and
+            the proxy hook serve other machines, whose date and folder these are not; parts
             seeded before stay fragments until removed).
 
     Raises:
@@ -94,7 +96,7 @@ class FragmentEditor:
         priority: int = 0,
         warn_at: float | None = 0.9,
         purposes: Collection[str] = ("agent",),
-        builtins: Sequence[Builtin] = DEFAULT_BUILTINS,
+        builtins: Sequence[Builtin] = (),
     ) -> None:
         if not isinstance(project, str) or not project:
             raise ConfigurationError(f"project must be a non-empty name, got {project!r}")
@@ -135,7 +137,9 @@ class FragmentEditor:
         else:
             _, project = await store.fragments(scope)
         originals = await self._originals(request, session)
-        cwd = run.workspace.root if run.workspace is not None else os.getcwd()
+        workspace = run.workspace
+        local = workspace is not None and workspace.local and not workspace.is_private
+        cwd = workspace.root if local and workspace is not None else os.getcwd()
         prepared = self.apply(request, session, project, originals, cwd=cwd)
         response = await call_next(prepared)
         self._warn(request, response)

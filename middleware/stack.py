@@ -13,6 +13,7 @@ from harness.types import Middleware
 from middleware.budget_fit import BudgetFit
 from middleware.compaction import Compaction
 from middleware.context_sources import ContextSource, ContextSources
+from middleware.fragment_editor import FragmentEditor
 from middleware.overflow_retry import OverflowRetry
 from middleware.pair_validation import PairValidation
 from middleware.task_state import TaskState
@@ -30,6 +31,7 @@ def default_stack(
     materials: WorkspaceMaterials | None = None,
     context_sources: ContextSources | None = None,
     task: TaskState | None = None,
+    fragments: FragmentEditor | None = None,
     offload: ToolResultOffload | None = None,
     budget: BudgetFit | None = None,
     compaction: Compaction | None = None,
@@ -38,7 +40,7 @@ def default_stack(
     """Return the default middleware list, outermost first.
 
     Tracing → OverflowRetry → WorkspaceMaterials → ContextSources → TaskState →
-    ToolResultOffload → BudgetFit → Compaction → PairValidation.
+    FragmentEditor → ToolResultOffload → BudgetFit → Compaction → PairValidation.
 
     Args:
         instructions: named instructions for System (``instruction(name, text)``), used
@@ -50,6 +52,8 @@ def default_stack(
         materials: replaces the default `WorkspaceMaterials(instructions=instructions)`.
         context_sources: replaces the default `ContextSources(sources=sources)`.
         task: replaces the default `TaskState()` (e.g. ``enable_task_list()``).
+        fragments: replaces the default `FragmentEditor()` (e.g.
+            ``FragmentEditor(builtins=DEFAULT_BUILTINS)`` for the built-in System parts).
         offload: replaces the default `ToolResultOffload()`.
         budget: replaces the default `BudgetFit()`.
         compaction: replaces the default `Compaction()`.
@@ -61,6 +65,7 @@ def default_stack(
         materials or WorkspaceMaterials(instructions=instructions),
         context_sources or ContextSources(sources=sources),
         task or TaskState(),
+        fragments or FragmentEditor(),
         offload or ToolResultOffload(),
         budget or BudgetFit(),
         compaction or Compaction(),

@@ -176,7 +176,7 @@ def _rendered(request: ModelRequest) -> list[tuple[str, str]]:
 def test_task_state_is_ordered_as_adding_context() -> None:
     assert isinstance(TaskState(), Middleware)
     with pytest.raises(ConfigurationError, match="BudgetFit stands before TaskState"):
-        stack: Sequence[Middleware] = [*default_stack()[:4], *default_stack()[5:7], TaskState()]
+        stack: Sequence[Middleware] = [*default_stack()[:4], *default_stack()[6:8], TaskState()]
         compose(stack, _never)
 
 

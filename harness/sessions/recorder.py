@@ -6,11 +6,20 @@ events — new messages of the full history, the rewritten copies and summaries 
 the working history, the round's manifests, tool runs, warnings and errors — and commits
 them with the new state in one transaction. A commit from a stale version (another process
 wrote the session meanwhile) raises `StateConflict` and writes nothing.
+
+Secrets never reach the store in clear: every message, summary, rewritten copy, warning and
+error text is redacted with the fragments' patterns (`harness.fragments.redact_message`,
+configurable with ``secrets``) on its way to the store. The RAM state keeps the clear text,
+so the model still reads a tool's real output in the rounds that follow it in this
+process; a session resumed from the store reads the redacted text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from harness.events import AgentEvent
+from harness.fragments import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.markers import (
     ARGS_TRUNCATED,
     INTERRUPTED,
@@ -54,9 +63,12 @@ class SessionRecorder:
         version: int = 0,
         title: str = "",
         keep_full_history: bool = True,
+        secrets: Sequence[SecretPattern] = DEFAULT_SECRETS,
     ) -> None:
         self.store = store
         self.key = key
+        self.secrets = tuple(secrets)
+        """What is redacted before anything is written (``()``: nothing)."""
         self.keep_full_history = keep_full_history
         """Keep ``AgentState.full_history`` in RAM after commits (else it is emptied: the
         full record is read from the store on demand)."""
@@ -70,12 +82,17 @@ class SessionRecorder:
 
     @classmethod
     async def load(
-        cls, store: SessionStore, key: SessionKey, *, keep_full_history: bool = True
+        cls,
+        store: SessionStore,
+        key: SessionKey,
+        *,
+        keep_full_history: bool = True,
+        secrets: Sequence[SecretPattern] = DEFAULT_SECRETS,
     ) -> tuple[SessionRecorder, AgentState]:
         """Return the recorder and the RAM state of ``key``: resumed, or new."""
         found = await store.load(key)
         if found is None:
-            recorder = cls(store, key, keep_full_history=keep_full_history)
+            recorder = cls(store, key, keep_full_history=keep_full_history, secrets=secrets)
             return recorder, AgentState(session_id=key.session_id)
         stored, messages = found
         working = [messages[i] for i in stored.working_ids if i in messages]
@@ -91,6 +108,7 @@ class SessionRecorder:
             version=stored.version,
             title=stored.title,
             keep_full_history=keep_full_history,
+            secrets=secrets,
         )
         recorder._working = stored.working_ids
         recorder._extensions = dict(state.extensions)
@@ -101,9 +119,11 @@ class SessionRecorder:
         if event.kind == "context_build" and event.manifest is not None:
             self._pending.append(ManifestEvent(manifest=event.manifest))
         elif event.kind == "warning":
-            self._pending.append(WarningEvent(code=event.code or "", text=event.text or ""))
+            text = redact(event.text or "", self.secrets)
+            self._pending.append(WarningEvent(code=event.code or "", text=text))
         elif event.kind == "error":
-            self._pending.append(ErrorEvent(error=event.code or "", text=event.text or ""))
+            text = redact(event.text or "", self.secrets)
+            self._pending.append(ErrorEvent(error=event.code or "", text=text))
 
     def note_tool_run(
         self, name: str, call_id: str, duration_s: float, *, error: bool, denied: bool = False
@@ -117,7 +137,8 @@ class SessionRecorder:
 
     def note_error(self, error: BaseException) -> None:
         """Remember that the call ended with ``error``."""
-        self._pending.append(ErrorEvent(error=type(error).__name__, text=str(error)[:2_000]))
+        text = redact(str(error)[:2_000], self.secrets)
+        self._pending.append(ErrorEvent(error=type(error).__name__, text=text))
 
     async def commit(self, state: AgentState) -> None:
         """Write the round: new messages, rewrites, summaries, pending events and the state.
@@ -139,7 +160,8 @@ class SessionRecorder:
             return
         if not self.title:
             first = next((m for m in state.full_history if m.role == "user"), None)
-            self.title = first.text[:TITLE_CHARS] if first is not None else ""
+            title = first.text[:TITLE_CHARS] if first is not None else ""
+            self.title = redact(title, self.secrets)
         stored = StoredState(
             working_ids=working,
             extensions=encode_extensions(state.extensions),
@@ -165,7 +187,8 @@ class SessionRecorder:
         # rewritten copies and summaries). No set of every logged id is kept: a session's
         # RAM stays proportional to its working history.
         new = state.full_history[self._full :]
-        events: list[Event] = [MessageEvent(message=m) for m in new]
+        clean = self._clean
+        events: list[Event] = [MessageEvent(message=clean(m)) for m in new]
         known = {*self._working, *(m.id for m in new)}
         fresh = [m for m in state.working_history if m.id not in known]
         if not fresh:
@@ -175,17 +198,20 @@ class SessionRecorder:
         gone = tuple(i for i in self._working if i not in now and i not in origins)
         for message in fresh:
             if is_summary(message):
-                events.append(CompactionEvent(summary=message, replaced=gone))
+                events.append(CompactionEvent(summary=clean(message), replaced=gone))
             else:
                 origin = message.meta(ORIGIN_ID)
                 events.append(
                     RewriteEvent(
-                        message=message,
+                        message=clean(message),
                         original_id=origin if isinstance(origin, str) else "",
                         how=_how(message),
                     )
                 )
         return events
+
+    def _clean(self, message: Message) -> Message:
+        return redact_message(message, self.secrets)
 
 
 def _how(message: Message) -> str:
