@@ -11,16 +11,18 @@ Each layer runs inside a *layer watcher* when one is set for the request in flig
 (`LAYER_WATCHER`, a context manager factory given the middleware's name) — an outer
 middleware sets it for the requests it wants to watch (Tracing opens a span per layer
 this way). Without one, a layer costs one context-variable lookup and nothing else.
+Requests sent outside the stack (summaries) go through `send_watched`, which runs them
+inside the *request watcher* (`REQUEST_WATCHER`) the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
 from harness.errors import ConfigurationError
-from harness.request import ModelRequest, ModelResponse
+from harness.request import ModelClientLike, ModelRequest, ModelResponse
 from harness.types import Handler, Middleware, Ordered
 
 
@@ -78,6 +80,27 @@ LayerWatcher = Callable[[str], AbstractContextManager[object]]
 
 LAYER_WATCHER: ContextVar[LayerWatcher | None] = ContextVar("harness_layer_watcher", default=None)
 """The watcher of the request in flight, or ``None`` (layers run bare)."""
+
+
+RequestWatcher = Callable[[ModelRequest, ModelClientLike], Awaitable[ModelResponse]]
+"""Sends a request to a client while watching it (Tracing traces it as a child span)."""
+
+REQUEST_WATCHER: ContextVar[RequestWatcher | None] = ContextVar(
+    "harness_request_watcher", default=None
+)
+"""The watcher of requests sent outside the stack during the request in flight, or ``None``."""
+
+
+async def send_watched(client: ModelClientLike, request: ModelRequest) -> ModelResponse:
+    """Send ``request`` straight to ``client``, inside the request watcher when one is set.
+
+    For requests that do not pass through the stack (Compaction's summaries), so that an
+    outer middleware still sees them; without a watcher it is ``client.complete(request)``.
+    """
+    watcher = REQUEST_WATCHER.get()
+    if watcher is None:
+        return await client.complete(request)
+    return await watcher(request, client)
 
 
 def _bind(middleware: Middleware, call_next: Handler) -> Handler:

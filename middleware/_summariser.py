@@ -21,6 +21,7 @@ from harness.accounting import (
     report_manifest,
     sure_count,
 )
+from harness.chain import send_watched
 from harness.errors import ConfigurationError, ContextOverflowError, ProviderError
 from harness.messages import Message, new_id
 from harness.request import ModelClientLike, ModelRequest
@@ -134,7 +135,7 @@ class Summariser:
             return tokens
         report_manifest(build_manifest(request), self.request)
         try:
-            response = await self.client.complete(request)
+            response = await send_watched(self.client, request)
         except ContextOverflowError:
             self.overflowed_at = tokens
             return tokens

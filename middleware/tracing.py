@@ -1,38 +1,72 @@
-"""Tracing: one OpenTelemetry span per model request, one child span per middleware.
+"""Tracing: one OpenTelemetry trace per agent call, one span per model request and layer.
 
 Place in the stack: outermost, so its span covers the whole preparation, every retry and
 the provider call, and sees every error.
 
-The request span is named ``chat <model>`` and carries the GenAI semantic-convention
-attributes (``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
-``gen_ai.usage.input_tokens``, ``gen_ai.usage.output_tokens``,
-``gen_ai.response.finish_reasons`` …) plus our own ``context_harness.*`` attributes from the
-manifest: the estimated input tokens, the input limit, the validation and the number of
-transforms. No prompt text is recorded.
+The tree of one `HarnessAgent` call, in the GenAI semantic conventions' names::
 
-Per-middleware spans are opened by the chain itself (`harness.chain.LAYER_WATCHER`): this
-middleware sets the span opener only while its request span is recording, so with no SDK
-configured (OpenTelemetry's default no-op provider) the layers pay one context-variable
-lookup each. Errors are recorded on the spans and set their status to ERROR.
+    invoke_agent <agent id>                 the whole call (the agent asks for it: `watch_call`)
+    ├── chat <model>                        one per model request of the loop
+    │   └── OverflowRetry … BudgetFit …     one per middleware, nested as they run
+    │       └── Compaction
+    │           └── chat <summariser>       a summary request (purpose ``summary``)
+    └── execute_tool <tool>                 one per tool run
+
+Request spans carry ``gen_ai.operation.name``, ``gen_ai.provider.name`` (when the client
+names its provider: `harness.types.NamesProvider`, else the model's ``provider/`` prefix),
+``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens``,
+``gen_ai.usage.output_tokens``, ``gen_ai.response.finish_reasons``, ``gen_ai.conversation.id``,
+``gen_ai.agent.id`` and the request settings, plus our ``context_harness.*`` attributes from
+the manifest (estimated input tokens, input limit, validation, counting method, purpose).
+Each transform of the manifest is a span event — ``context_harness.omission`` for material
+left out (``omitted_for_budget:<id>`` …), ``context_harness.transform`` for the rest — with
+its kind and target. No prompt text is recorded.
+
+Per-middleware spans are opened by the chain itself (`harness.chain.LAYER_WATCHER`), and
+summary requests by `harness.chain.send_watched` (`REQUEST_WATCHER`): this middleware sets
+both only while its request span is recording, so with no SDK configured (OpenTelemetry's
+default no-op provider) a layer pays one context-variable lookup. Errors are recorded on
+the spans and set their status to ERROR; a tool's error result sets its span's status.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from harness.chain import LAYER_WATCHER
+from harness.chain import LAYER_WATCHER, REQUEST_WATCHER
 from harness.errors import ConfigurationError, ContextBuildError, validation_of
-from harness.request import ModelRequest, ModelResponse
-from harness.types import Handler
-
-if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
+from harness.messages import ToolCall
+from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds
+from harness.types import Handler, NamesProvider
 
 INSTRUMENTATION_NAME = "context_harness"
 """The instrumentation scope name of our tracer."""
+
+PROVIDER_NAMES = {
+    "openai": "openai",
+    "text-completion-openai": "openai",
+    "anthropic": "anthropic",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "bedrock": "aws.bedrock",
+    "vertex_ai": "gcp.vertex_ai",
+    "vertex_ai_beta": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "deepseek": "deepseek",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "cohere": "cohere",
+    "cohere_chat": "cohere",
+    "perplexity": "perplexity",
+    "xai": "x_ai",
+    "watsonx": "ibm.watsonx.ai",
+}
+"""litellm's provider names mapped to ``gen_ai.provider.name`` values; others pass as they are."""
 
 _SETTING_ATTRIBUTES = {
     "max_tokens": "gen_ai.request.max_tokens",
@@ -64,10 +98,14 @@ class Tracing:
     def __repr__(self) -> str:
         return f"Tracing(tracer_provider={self.tracer_provider!r})"
 
+    def _tracer(self) -> Tracer:
+        # Looked up per use so that a global provider set later is honoured.
+        return trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=self.tracer_provider)
+
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Run the rest of the chain inside a request span."""
-        # The tracer is looked up per request so a global provider set later is honoured.
-        tracer = trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=self.tracer_provider)
+        tracer = self._tracer()
+        client = request.run.client if request.run is not None else None
         with tracer.start_as_current_span(
             f"chat {request.model}",
             kind=SpanKind.CLIENT,
@@ -77,22 +115,139 @@ class Tracing:
         ) as span:
             if not span.is_recording():
                 return await call_next(request)
+            _set_provider(span, request.model, client)
 
-            def open_layer(name: str) -> AbstractContextManager[object]:
+            def open_layer(name: str) -> contextlib.AbstractContextManager[object]:
                 return tracer.start_as_current_span(
                     name, attributes={"context_harness.middleware": name}
                 )
 
-            token = LAYER_WATCHER.set(open_layer)
+            async def send_summary(
+                summary: ModelRequest, summariser: ModelClientLike
+            ) -> ModelResponse:
+                return await _traced_request(tracer, summary, summariser)
+
+            layers = LAYER_WATCHER.set(open_layer)
+            requests = REQUEST_WATCHER.set(send_summary)
             try:
                 response = await call_next(request)
             except BaseException as exc:
                 _record_failure(span, exc)
                 raise
             finally:
-                LAYER_WATCHER.reset(token)
+                REQUEST_WATCHER.reset(requests)
+                LAYER_WATCHER.reset(layers)
             _record_response(span, response)
             return response
+
+    def watch_call(self, ids: RequestIds, client: ModelClientLike) -> _CallSpan:
+        """Open the ``invoke_agent`` span of one agent call (`harness.types.WatchesCalls`)."""
+        tracer = self._tracer()
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.id": ids.agent_id,
+            "gen_ai.agent.name": ids.agent_id,
+            "gen_ai.request.model": client.model,
+            "context_harness.run_id": ids.run_id,
+        }
+        if ids.session_id:
+            attributes["gen_ai.conversation.id"] = ids.session_id
+        span = tracer.start_span(
+            f"invoke_agent {ids.agent_id}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        if span.is_recording():
+            _set_provider(span, client.model, client)
+        return _CallSpan(tracer, span)
+
+
+class _CallSpan:
+    """The ``invoke_agent`` span of one agent call, made current around each of its steps."""
+
+    __slots__ = ("span", "tracer")
+
+    def __init__(self, tracer: Tracer, span: Span) -> None:
+        self.tracer = tracer
+        self.span = span
+
+    def active(self) -> contextlib.AbstractContextManager[object]:
+        """Return a context in which the call's span is the current span."""
+        if not self.span.is_recording():
+            return contextlib.nullcontext()
+        return trace.use_span(
+            self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        )
+
+    @contextlib.contextmanager
+    def tool(self, call: ToolCall) -> Iterator[_ToolSpan]:
+        """Run one tool inside an ``execute_tool`` span."""
+        if not self.span.is_recording():
+            yield _ToolSpan(None)
+            return
+        with self.tracer.start_as_current_span(
+            f"execute_tool {call.name}",
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+                "gen_ai.tool.type": "function",
+            },
+        ) as span:
+            yield _ToolSpan(span)
+
+    def end(self, error: BaseException | None) -> None:
+        """End the span, recording the error the call ended with."""
+        if error is not None:
+            _record_failure(self.span, error)
+        self.span.end()
+
+
+class _ToolSpan:
+    """The ``execute_tool`` span of one tool run (``None`` when not recording)."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+
+    def outcome(self, *, error: bool, denied: bool) -> None:
+        """Mark an error result (or a denied call) on the span."""
+        if self.span is None:
+            return
+        if denied:
+            self.span.set_attribute("context_harness.tool.denied", True)
+        if error:
+            self.span.set_status(Status(StatusCode.ERROR, "the tool gave an error result"))
+            self.span.set_attribute("error.type", "denied" if denied else "tool_error")
+
+
+async def _traced_request(
+    tracer: Tracer, request: ModelRequest, client: ModelClientLike
+) -> ModelResponse:
+    """Send a request from outside the stack (a summary) inside a ``chat`` span of its own."""
+    with tracer.start_as_current_span(
+        f"chat {request.model}",
+        kind=SpanKind.CLIENT,
+        attributes=_request_attributes(request),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        _set_provider(span, request.model, client)
+        try:
+            response = await client.complete(request)
+        except BaseException as exc:
+            _record_failure(span, exc)
+            raise
+        _record_response(span, response)
+        return response
+
+
+def _set_provider(span: Span, model: str, client: object) -> None:
+    name = client.provider_name(model) if isinstance(client, NamesProvider) else None
+    if name is None and "/" in model:
+        name = model.split("/", 1)[0]
+    if name:
+        span.set_attribute("gen_ai.provider.name", PROVIDER_NAMES.get(name, name))
 
 
 def _request_attributes(request: ModelRequest) -> dict[str, Any]:
@@ -131,6 +286,18 @@ def _record_response(span: Span, response: ModelResponse) -> None:
         span.set_attribute("context_harness.validation", manifest.validation)
         span.set_attribute("context_harness.transforms", len(manifest.transforms))
         span.set_attribute("context_harness.counting_method", manifest.counting_method)
+        _add_transform_events(span, manifest.transforms)
+
+
+def _add_transform_events(span: Span, transforms: Sequence[str]) -> None:
+    """Add one event per transform: an omission (material left out) or another change."""
+    for transform in transforms:
+        kind, _, target = transform.partition(":")
+        name = "context_harness.omission" if "omit" in kind else "context_harness.transform"
+        span.add_event(
+            name,
+            {"context_harness.transform.kind": kind, "context_harness.transform.target": target},
+        )
 
 
 def _record_failure(span: Span, error: BaseException) -> None:
@@ -141,6 +308,7 @@ def _record_failure(span: Span, error: BaseException) -> None:
         span.set_attribute("context_harness.validation", _validation(error))
         if isinstance(error, ContextBuildError):
             span.set_attribute("context_harness.transforms", len(error.transforms))
+            _add_transform_events(span, error.transforms)
 
 
 def _validation(error: Exception) -> str:

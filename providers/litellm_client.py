@@ -180,6 +180,10 @@ class LiteLLMClient:
         """
         return _window_of(model or self.model)
 
+    def provider_name(self, model: str) -> str | None:
+        """Return litellm's name for the provider serving ``model`` (for traces), or ``None``."""
+        return _provider_of(model, self.api_base)
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` and return the whole response.
 
