@@ -38,6 +38,7 @@ from functools import cache
 from typing import Any
 
 import anyio
+import msgspec
 
 from harness.errors import (
     ConfigurationError,
@@ -58,7 +59,7 @@ from providers.base import StreamChunk
 from providers.errors import provider_errors, unknown_model_error
 from providers.retry import RetryDecision, RetryPolicy
 
-__all__ = ["LiteLLMClient", "load_litellm", "retries_of"]
+__all__ = ["LiteLLMClient", "PreparedCall", "load_litellm", "response_from", "retries_of"]
 
 
 @cache
@@ -195,28 +196,10 @@ class LiteLLMClient:
             ProviderError: any other provider failure, as a typed subclass; after retries
                 its ``provider_retries`` lists them.
         """
-        model = request.model or self.model
-        kwargs = self._kwargs(request, model, stream=False)
-        provider = self._route(model, kwargs)
-        check_encodable(kwargs, provider=provider, model=model)
-        litellm = load_litellm()
+        prepared = self.prepare(request, stream=False)
         started = time.perf_counter()
-        retries: list[ProviderRetry] = []
-        raw = await self._call(litellm, kwargs, provider, model, retries)
-        latency = time.perf_counter() - started
-        choice = first_choice(raw, provider=provider, model=model)
-        message = message_from(getattr(choice, "message", None))
-        usage = usage_from(getattr(raw, "usage", None))
-        finish = str_or_none(getattr(choice, "finish_reason", None))
-        raise_on_overflow(finish, native_finish(choice), usage, message, provider, model)
-        return ModelResponse(
-            message=message,
-            usage=usage,
-            finish_reason=finish,
-            model=str(getattr(raw, "model", None) or model),
-            latency_s=latency,
-            retries=tuple(retries),
-        )
+        raw = await self.send_prepared(prepared)
+        return response_from(raw, prepared, latency_s=time.perf_counter() - started)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
         """Send ``request`` with streaming and yield chunks; the last one carries the response.
@@ -232,15 +215,11 @@ class LiteLLMClient:
             ProviderError: any other provider failure, as a typed subclass (see
                 `complete`).
         """
-        model = request.model or self.model
-        kwargs = self._kwargs(request, model, stream=True)
-        provider = self._route(model, kwargs)
-        check_encodable(kwargs, provider=provider, model=model)
-        litellm = load_litellm()
+        prepared = self.prepare(request, stream=True)
+        provider, model = prepared.provider, prepared.model
         started = time.perf_counter()
         assembly = Assembly()
-        retries: list[ProviderRetry] = []
-        raw_stream = await self._call(litellm, kwargs, provider, model, retries)
+        raw_stream = await self.send_prepared(prepared)
         try:
             chunks = aiter(raw_stream)
             while True:
@@ -274,41 +253,69 @@ class LiteLLMClient:
             finish_reason=assembly.finish,
             model=assembly.model or model,
             latency_s=latency,
-            retries=tuple(retries),
+            retries=tuple(prepared.retries),
         )
         yield StreamChunk(usage=assembly.usage, response=response)
 
-    # -------------------------------------------------------------------- helpers
-    def _route(self, model: str, kwargs: Mapping[str, Any]) -> str:
-        """Return the provider serving ``model``; refuse a name litellm cannot route.
+    # ------------------------------------------------------- the call, step by step
+    def prepare(self, request: ModelRequest, *, stream: bool = False) -> PreparedCall:
+        """Return ``request`` as a checked, routed litellm call; nothing is sent.
+
+        `complete` and `stream` are `prepare` + `send_prepared` (+ `response_from`);
+        a subclass that needs litellm's own answer object (the drop-in ``acompletion``)
+        uses the same three steps.
 
         Raises:
-            ProviderBadRequest: with ``status=None`` and the ``provider/model`` form.
+            ProviderBadRequest: with ``status=None``: the model name does not route to a
+                provider, or a string of the request does not encode as UTF-8.
+            ConfigurationError: a setting names a key the client sets itself.
         """
+        model = request.model or self.model
+        if request.settings:
+            check_settings(request.settings, where="ModelRequest.settings")
+        kwargs: dict[str, Any] = {
+            "timeout": self.timeout,
+            **self.settings,
+            **(request.settings or {}),
+        }
+        kwargs["model"] = model
+        kwargs["messages"] = [m.to_openai() for m in request.render()]
+        kwargs["tools"] = self.tool_dicts(request) or None
+        if self.api_base is not None:
+            kwargs["api_base"] = self.api_base
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key
+        if stream:
+            kwargs["stream"] = True
+            kwargs.setdefault("stream_options", {"include_usage": True})
         custom = kwargs.get("custom_llm_provider")
         provider = _provider_of(model, self.api_base, custom if isinstance(custom, str) else None)
         if provider is None:
             raise unknown_model_error(model)
-        return provider
+        check_encodable(kwargs, provider=provider, model=model)
+        return PreparedCall(kwargs=kwargs, provider=provider, model=model)
 
-    async def _call(
-        self,
-        litellm: Any,
-        kwargs: dict[str, Any],
-        provider: str,
-        model: str,
-        retries: list[ProviderRetry],
-    ) -> Any:
-        """Call ``litellm.acompletion``, retrying as `RetryPolicy` decides; record retries.
+    def tool_dicts(self, request: ModelRequest) -> list[dict[str, Any]]:
+        """Return the OpenAI tool dicts to send for ``request`` (a subclass may send its own)."""
+        return [t.to_openai() for t in request.tools]
+
+    async def send_prepared(self, prepared: PreparedCall) -> Any:
+        """Call ``litellm.acompletion`` with ``prepared``, retrying as `RetryPolicy` decides.
+
+        Returns litellm's answer (its stream, opened, when ``prepared`` streams); each
+        retry made is appended to ``prepared.retries``.
 
         Raises:
-            ProviderError: the last attempt's error, its message and context extended
-                with the retries made (its ``__cause__`` stays the SDK's exception).
+            ContextOverflowError: the provider says the input is too long.
+            ProviderError: the last attempt's error, as a typed subclass, its message and
+                context extended with the retries made (its ``__cause__`` stays the SDK's).
         """
+        litellm = load_litellm()
+        retries = prepared.retries
         while True:
             try:
-                with provider_errors(provider=provider, model=model):
-                    return await litellm.acompletion(**kwargs)
+                with provider_errors(provider=prepared.provider, model=prepared.model):
+                    return await litellm.acompletion(**prepared.kwargs)
             except ProviderError as error:
                 decision = self.retry.decide(error, attempt=len(retries) + 1)
                 if decision.wait_s is None:
@@ -326,26 +333,42 @@ class LiteLLMClient:
                 )
             await anyio.sleep(retries[-1].wait_s)
 
-    def _kwargs(self, request: ModelRequest, model: str, *, stream: bool) -> dict[str, Any]:
-        """Return the keyword arguments for ``litellm.acompletion``."""
-        if request.settings:
-            check_settings(request.settings, where="ModelRequest.settings")
-        kwargs: dict[str, Any] = {
-            "timeout": self.timeout,
-            **self.settings,
-            **(request.settings or {}),
-        }
-        kwargs["model"] = model
-        kwargs["messages"] = [m.to_openai() for m in request.render()]
-        kwargs["tools"] = [t.to_openai() for t in request.tools] or None
-        if self.api_base is not None:
-            kwargs["api_base"] = self.api_base
-        if self._api_key is not None:
-            kwargs["api_key"] = self._api_key
-        if stream:
-            kwargs["stream"] = True
-            kwargs.setdefault("stream_options", {"include_usage": True})
-        return kwargs
+
+class PreparedCall(msgspec.Struct, kw_only=True):
+    """One request ready for ``litellm.acompletion`` (`LiteLLMClient.prepare`)."""
+
+    kwargs: dict[str, Any]
+    """The keyword arguments for ``litellm.acompletion`` (a caller may adjust them)."""
+    provider: str
+    """litellm's provider name for the model (``openai``, ``anthropic`` …)."""
+    model: str
+    """The model name sent."""
+    retries: list[ProviderRetry] = msgspec.field(default_factory=list)
+    """The retries `LiteLLMClient.send_prepared` made, in order."""
+
+
+def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> ModelResponse:
+    """Return our `ModelResponse` for litellm's (non-streamed) answer ``raw`` to ``prepared``.
+
+    Raises:
+        ContextOverflowError: the answer is an overflow in disguise (a context-window
+            stop reason, or ``length`` with nothing generated).
+        ProviderUnavailable: the answer has no choice.
+    """
+    provider, model = prepared.provider, prepared.model
+    choice = first_choice(raw, provider=provider, model=model)
+    message = message_from(getattr(choice, "message", None))
+    usage = usage_from(getattr(raw, "usage", None))
+    finish = str_or_none(getattr(choice, "finish_reason", None))
+    raise_on_overflow(finish, native_finish(choice), usage, message, provider, model)
+    return ModelResponse(
+        message=message,
+        usage=usage,
+        finish_reason=finish,
+        model=str(getattr(raw, "model", None) or model),
+        latency_s=latency_s,
+        retries=tuple(prepared.retries),
+    )
 
 
 # ----------------------------------------------------------------- retries and checks

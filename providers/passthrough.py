@@ -18,17 +18,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.request import ModelRequest, ModelResponse, ProviderRetry
-from providers._encoding import check_encodable
-from providers._response import (
-    first_choice,
-    message_from,
-    native_finish,
-    raise_on_overflow,
-    str_or_none,
-    usage_from,
-)
-from providers.litellm_client import LiteLLMClient, load_litellm
+from harness.request import ModelRequest, ModelResponse
+from providers._response import message_from
+from providers.litellm_client import LiteLLMClient, response_from
 
 __all__ = ["PassthroughClient"]
 
@@ -51,7 +43,11 @@ class PassthroughClient(LiteLLMClient):
         **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
-        self.tool_dicts: dict[str, Mapping[str, Any]] = dict(tool_dicts or {})
+        self.caller_tools: dict[str, Mapping[str, Any]] = dict(tool_dicts or {})
+
+    def tool_dicts(self, request: ModelRequest) -> list[dict[str, Any]]:
+        """Return the caller's own dict for each tool it gave, our rendering for the others."""
+        return [dict(self.caller_tools.get(t.name) or t.to_openai()) for t in request.tools]
 
     async def send(self, request: ModelRequest, stream: bool = False) -> tuple[Any, ModelResponse]:
         """Send ``request``; return litellm's answer (or opened stream) and our response.
@@ -63,35 +59,16 @@ class PassthroughClient(LiteLLMClient):
             ContextOverflowError: the provider says the input is too long.
             ProviderError: any other provider failure, as a typed subclass.
         """
-        model = request.model or self.model
-        kwargs = self._kwargs(request, model, stream=stream)
-        if kwargs.get("tools") and self.tool_dicts:
-            kwargs["tools"] = [
-                dict(self.tool_dicts.get(t.name, t.to_openai())) for t in request.tools
-            ]
-        provider = self._route(model, kwargs)
-        check_encodable(kwargs, provider=provider, model=model)
-        litellm = load_litellm()
+        prepared = self.prepare(request, stream=stream)
         started = time.perf_counter()
-        retries: list[ProviderRetry] = []
-        raw = await self._call(litellm, kwargs, provider, model, retries)
+        raw = await self.send_prepared(prepared)
         latency = time.perf_counter() - started
         if stream:
             placeholder = ModelResponse(
-                message=message_from(None), model=model, latency_s=latency, retries=tuple(retries)
+                message=message_from(None),
+                model=prepared.model,
+                latency_s=latency,
+                retries=tuple(prepared.retries),
             )
             return raw, placeholder
-        choice = first_choice(raw, provider=provider, model=model)
-        message = message_from(getattr(choice, "message", None))
-        usage = usage_from(getattr(raw, "usage", None))
-        finish = str_or_none(getattr(choice, "finish_reason", None))
-        raise_on_overflow(finish, native_finish(choice), usage, message, provider, model)
-        response = ModelResponse(
-            message=message,
-            usage=usage,
-            finish_reason=finish,
-            model=str(getattr(raw, "model", None) or model),
-            latency_s=latency,
-            retries=tuple(retries),
-        )
-        return raw, response
+        return raw, response_from(raw, prepared, latency_s=latency)
