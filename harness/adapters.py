@@ -23,10 +23,13 @@ under a hash of the caller's messages it stands for (a chain hash over each mess
 role, content, tool calls and call id, so ids and provider extras do not matter). The next
 call, which sends the same history grown by a reply and a new turn, starts from the cached
 version of its longest known prefix plus the new messages: the same summary comes back,
-and no new summary request is made until the history outgrows it again. The cache lives in
-the session store when ``store=`` is given (one entry per prefix, under the agent id
-``<agent_id>:prefix-cache``), else in an in-process LRU; either way it is scoped by
-``user_id``, so one user's summary never answers another user's request.
+and no new summary request is made until the history outgrows it again. An entry is only
+found by a call with the same model, input limit, tools and stack configuration (they are
+hashed into its key), so a summary made for one setup never answers another. The cache
+lives in the session store when ``store=`` is given (`StorePrefixCache`: one small entry
+per prefix under the agent id ``<agent_id>:prefix-cache``, titled as a cache, at most
+``max_entries`` per user and agent, dropped after ``ttl_s``), else in an in-process LRU;
+either way it is scoped by ``user_id``, so one user's summary never answers another's.
 
 **Stateful** (``session_id=...``): the session store (``store=``, a `SessionStore` or its
 URL; default: one private in-memory SQLite store per process) keeps the full record, the
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -53,6 +57,7 @@ import msgspec
 from harness.accounting import build_manifest, report_manifest
 from harness.chain import compose
 from harness.errors import (
+    ConfigurationError,
     ContextBuildError,
     InvalidInputError,
     ProviderError,
@@ -73,6 +78,7 @@ from harness.request import (
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import (
     MessageEvent,
+    SessionInfo,
     SessionKey,
     SessionStore,
     StoredState,
@@ -84,6 +90,7 @@ from harness.types import Handler, Middleware
 __all__ = [
     "MANIFEST_KEY",
     "PrefixCache",
+    "StorePrefixCache",
     "acompletion",
     "completion",
     "manifest_of",
@@ -96,6 +103,8 @@ RECORD_KEY: Final = "adapters.record"
 """The state extension holding how many caller-visible messages the record has, and their hash."""
 CACHE_SUFFIX: Final = ":prefix-cache"
 """Appended to the agent id for the store's prefix-cache entries."""
+CACHE_TITLE: Final = "prefix cache (stateless acompletion; not a conversation)"
+"""The title of every prefix-cache entry in the store (what ``sessions list`` shows)."""
 LOOKBACK: Final = 64
 """How many shorter prefixes a call looks up for a cached working history."""
 CLIENT_KEYS: Final = ("api_base", "api_key", "timeout")
@@ -114,6 +123,7 @@ async def acompletion(
     user_id: str = "",
     store: SessionStore | str | None = None,
     agent_id: str = "acompletion",
+    prefix_cache: PrefixCache | None = None,
     **litellm_kwargs: Any,
 ) -> Any:
     """Call the model like ``litellm.acompletion``, with the stack applied to the request.
@@ -129,6 +139,8 @@ async def acompletion(
         user_id: whose request this is: sessions and cached summaries are scoped by it.
         store: a `SessionStore` or its URL, for sessions and (stateless) cached summaries.
         agent_id: the agent id sessions and manifests are recorded under.
+        prefix_cache: where stateless calls cache what the stack made of a history
+            (default: a `StorePrefixCache` of ``store`` when given, else an in-process LRU).
         **litellm_kwargs: everything else ``litellm.acompletion`` takes (``stream``,
             ``temperature``, ``max_tokens``, ``api_base``, ``api_key``, ``timeout`` …).
 
@@ -153,7 +165,7 @@ async def acompletion(
     await _through_stack(
         call, model, messages, schemas, litellm_kwargs or None,
         stack=stack, policy=policy, session_id=session_id, user_id=user_id, store=store,
-        agent_id=agent_id,
+        agent_id=agent_id, prefix_cache=prefix_cache,
     )  # fmt: skip
     _attach(call.raw, call.manifest)
     return call.raw
@@ -172,6 +184,7 @@ async def prepare_messages(
     store: SessionStore | str | None = None,
     agent_id: str = "acompletion",
     settings: dict[str, Any] | None = None,
+    prefix_cache: PrefixCache | None = None,
 ) -> tuple[list[dict[str, Any]], ContextManifest | None]:
     """Run the stack on a message list and return what to send instead, without sending it.
 
@@ -192,6 +205,7 @@ async def prepare_messages(
         store: as for `acompletion`.
         agent_id: as for `acompletion`.
         settings: the provider settings of the request (``max_tokens`` reserves output).
+        prefix_cache: as for `acompletion`.
 
     Returns:
         The messages to send and the request's manifest.
@@ -210,7 +224,7 @@ async def prepare_messages(
     await _through_stack(
         call, model, messages, schemas, settings,
         stack=stack, policy=policy, session_id=session_id, user_id=user_id, store=store,
-        agent_id=agent_id,
+        agent_id=agent_id, prefix_cache=prefix_cache,
     )  # fmt: skip
     rendered: list[dict[str, Any]] = call.raw
     return rendered, call.manifest
@@ -229,6 +243,7 @@ async def _through_stack(
     user_id: str,
     store: SessionStore | str | None,
     agent_id: str,
+    prefix_cache: PrefixCache | None = None,
 ) -> None:
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
     system, converted = split_messages(messages)
@@ -250,8 +265,12 @@ async def _through_stack(
         input_limit=limit,
     )
     if session_id is None:
-        opened = _open_store(store) if store is not None else None
-        await _stateless(handler, template, call, converted, user_id, agent_id, opened)
+        if prefix_cache is None:
+            prefix_cache = (
+                StorePrefixCache(_open_store(store)) if store is not None else DEFAULT_PREFIX_CACHE
+            )
+        scope = cache_scope(template, stack)
+        await _stateless(handler, template, call, converted, user_id, agent_id, prefix_cache, scope)
     else:
         key = SessionKey(user_id, agent_id, session_id)
         await _stateful(handler, template, call, converted, key, _open_store(store))
@@ -340,17 +359,15 @@ async def _stateless(
     converted: list[Message],
     user_id: str,
     agent_id: str,
-    store: SessionStore | None,
+    cache: PrefixCache,
+    scope: str,
 ) -> None:
-    cache: PrefixCache = _StorePrefixCache(store) if store is not None else DEFAULT_PREFIX_CACHE
-    hashes = chain_hashes(converted)
+    hashes = chain_hashes(converted, start=scope)
     start = 0
     cached: tuple[Message, ...] = ()
-    for k in range(len(converted), max(0, len(converted) - LOOKBACK), -1):
-        found = await cache.get(user_id, agent_id, hashes[k - 1])
-        if found is not None:
-            start, cached = k, found
-            break
+    found = await cache.find(user_id, agent_id, hashes[max(0, len(hashes) - LOOKBACK) :])
+    if found is not None:
+        start, cached = len(hashes) - min(len(hashes), LOOKBACK) + found[0], found[1]
     history = (*cached, *converted[start:])
     state = AgentState(full_history=list(converted), working_history=list(history))
     run = RunScope(client=call.client, key=SessionKey(user_id, agent_id, ""))
@@ -515,19 +532,80 @@ def _changed(prepared: Sequence[Message], original: Sequence[Message]) -> bool:
 
 
 # ---------------------------------------------------------------- the prefix cache
+def cache_scope(request: ModelRequest, stack: Sequence[Middleware]) -> str:
+    """Return what a cached preparation depends on besides the messages, as a hash.
+
+    The model, the input limit, the tools and the stack's configuration (each layer's
+    class and settings): a summary made under one of them is not reused under another.
+    """
+    facts = [
+        request.model,
+        request.input_limit,
+        [t.to_openai() for t in request.tools],
+        [_fingerprint(layer) for layer in stack],
+    ]
+    return hashlib.sha256(msgspec.json.encode(facts)).hexdigest()
+
+
+def _fingerprint(value: Any, depth: int = 0) -> Any:
+    """Return a stable, JSON-encodable picture of a middleware's configuration.
+
+    Values, containers and Structs are kept; other objects become their class (plus their
+    public attributes, a few levels deep) — never their ``repr``, which holds addresses.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if depth > 3:
+        return _class_path(value)
+    if isinstance(value, list | tuple):
+        return [_fingerprint(v, depth + 1) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(str(_fingerprint(v, depth + 1)) for v in value)
+    if isinstance(value, Mapping):
+        return {str(k): _fingerprint(v, depth + 1) for k, v in sorted(value.items(), key=str)}
+    if isinstance(value, msgspec.Struct):
+        fields = {f: _fingerprint(getattr(value, f), depth + 1) for f in value.__struct_fields__}
+        return [_class_path(value), fields]
+    if callable(value) and not hasattr(value, "__dict__"):
+        return _class_path(value)
+    attrs = getattr(value, "__dict__", None)
+    if isinstance(attrs, dict):
+        public = {k: v for k, v in attrs.items() if not k.startswith("_")}
+        return [_class_path(value), _fingerprint(public, depth + 1)]
+    return _class_path(value)
+
+
+def _class_path(value: Any) -> str:
+    kind = value if isinstance(value, type) else type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 class PrefixCache:
     """Working histories by (user, agent, hash of the caller's messages they stand for).
 
     The in-process default is a bounded LRU; `acompletion(store=...)` keeps them in the
-    session store instead. Entries of one user are never returned to another.
+    session store instead (`StorePrefixCache`). Entries of one user are never returned
+    to another.
 
     Args:
         max_entries: how many working histories to keep (least recently used go first).
     """
 
     def __init__(self, max_entries: int = 256) -> None:
+        if not isinstance(max_entries, int) or max_entries < 1:
+            raise ConfigurationError(f"max_entries must be an int ≥ 1, got {max_entries!r}")
         self.max_entries = max_entries
         self._entries: OrderedDict[tuple[str, str, str], tuple[Message, ...]] = OrderedDict()
+
+    async def find(
+        self, user_id: str, agent_id: str, digests: Sequence[str]
+    ) -> tuple[int, tuple[Message, ...]] | None:
+        """Return ``(k, history)`` for the longest prefix cached: ``digests[k - 1]``'s entry."""
+        for k in range(len(digests), 0, -1):
+            found = await self.get(user_id, agent_id, digests[k - 1])
+            if found is not None:
+                return k, found
+        return None
 
     async def get(self, user_id: str, agent_id: str, digest: str) -> tuple[Message, ...] | None:
         """Return the working history cached for ``digest``, or ``None``."""
@@ -555,14 +633,44 @@ DEFAULT_PREFIX_CACHE: Final = PrefixCache()
 """The in-process cache of stateless calls made without a store."""
 
 
-class _StorePrefixCache(PrefixCache):
-    """The prefix cache in a session store: one entry is one small session of its user."""
+class StorePrefixCache(PrefixCache):
+    """The prefix cache in a session store, so every process (or proxy) sharing it benefits.
 
-    def __init__(self, store: SessionStore) -> None:
-        super().__init__()
+    One entry is one small session of its user under the agent id ``<agent>:prefix-cache``,
+    titled `CACHE_TITLE`. Retention is per (user, agent): a call finds its entries with one
+    listing, ignores those older than ``ttl_s``, and a write removes the oldest beyond
+    ``max_entries`` and the expired ones.
+
+    Args:
+        store: the session store.
+        max_entries: entries kept per user and agent (the newest).
+        ttl_s: seconds an entry stays usable after it was written.
+    """
+
+    def __init__(
+        self, store: SessionStore, *, max_entries: int = 32, ttl_s: float = 86_400
+    ) -> None:
+        super().__init__(max_entries)
+        if not isinstance(ttl_s, int | float) or not ttl_s > 0:
+            raise ConfigurationError(f"ttl_s must be a positive number of seconds, got {ttl_s!r}")
         self.store = store
+        self.ttl_s = float(ttl_s)
+
+    async def find(
+        self, user_id: str, agent_id: str, digests: Sequence[str]
+    ) -> tuple[int, tuple[Message, ...]] | None:
+        """Return ``(k, history)`` for the longest prefix with a live entry (one listing)."""
+        live_entries, _ = await self._entries_of(user_id, agent_id)
+        live = {info.session_id for info in live_entries}
+        for k in range(len(digests), 0, -1):
+            if digests[k - 1][:32] in live:
+                found = await self.get(user_id, agent_id, digests[k - 1])
+                if found is not None:
+                    return k, found
+        return None
 
     async def get(self, user_id: str, agent_id: str, digest: str) -> tuple[Message, ...] | None:
+        """Return the working history stored for ``digest``, or ``None``."""
         found = await self.store.load(SessionKey(user_id, agent_id + CACHE_SUFFIX, digest[:32]))
         if found is None:
             return None
@@ -574,8 +682,9 @@ class _StorePrefixCache(PrefixCache):
     async def put(
         self, user_id: str, agent_id: str, digest: str, history: Sequence[Message]
     ) -> None:
+        """Store ``history`` for ``digest``; drop expired entries and the oldest beyond the cap."""
         key = SessionKey(user_id, agent_id + CACHE_SUFFIX, digest[:32])
-        state = StoredState(working_ids=tuple(m.id for m in history), title="prefix cache")
+        state = StoredState(working_ids=tuple(m.id for m in history), title=CACHE_TITLE)
         with contextlib.suppress(StateConflict):  # an equal entry was written first
             await self.store.commit(
                 key,
@@ -583,6 +692,19 @@ class _StorePrefixCache(PrefixCache):
                 events=[MessageEvent(message=m) for m in history],
                 state=state,
             )
+        live, expired = await self._entries_of(user_id, agent_id)
+        surplus = sorted(live, key=lambda i: i.updated_at)[: max(0, len(live) - self.max_entries)]
+        for info in (*expired, *surplus):
+            await self.store.purge(SessionKey(user_id, info.agent_id, info.session_id))
+
+    async def _entries_of(
+        self, user_id: str, agent_id: str
+    ) -> tuple[list[SessionInfo], list[SessionInfo]]:
+        """Return the user's entries for ``agent_id``: (live, expired)."""
+        entries = await self.store.sessions(user_id, agent_id + CACHE_SUFFIX)
+        oldest = time.time() - self.ttl_s
+        live = [i for i in entries if i.updated_at >= oldest]
+        return live, [i for i in entries if i.updated_at < oldest]
 
 
 # ------------------------------------------------------------------------- helpers

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness import ContextPolicy, ToolSchema, acompletion, completion, manifest_of
+from harness import ContextPolicy, Message, ToolSchema, acompletion, completion, manifest_of
 from harness.sessions import ManifestEvent, MessageEvent, SessionKey, open_store
 
 from .openai_server import (
@@ -311,6 +311,97 @@ def test_the_sync_completion_is_the_same_call(openai_server: OpenAIServer) -> No
     response = completion(MODEL, [{"role": "user", "content": "hi"}], **_kw(openai_server))
     assert response.choices[0].message.content == "sync answer"
     assert manifest_of(response) is not None
+
+
+async def test_a_cached_summary_is_reused_only_under_the_same_model_and_stack(
+    openai_server: OpenAIServer,
+) -> None:
+    from middleware import OverflowRetry, default_stack
+
+    messages = _long_history(user="[scope] ")
+    kw = _kw(openai_server)
+
+    def summaries() -> int:
+        return sum(map(_is_summary_request, openai_server.requests))
+
+    await acompletion(MODEL, messages, [WEATHER], stack=default_stack(), **kw)
+    first = summaries()
+    assert first >= 1
+    # A fresh stack of the same configuration is the same setup: its summary is reused.
+    await acompletion(MODEL, messages, [WEATHER], stack=default_stack(), **kw)
+    assert summaries() == first
+    # Another model, or a differently configured stack, gets its own summary.
+    await acompletion("openai/other-model", messages, [WEATHER], stack=default_stack(), **kw)
+    assert summaries() > first
+    second = summaries()
+    other_stack = default_stack(overflow=OverflowRetry(max_retries=2))
+    await acompletion(MODEL, messages, [WEATHER], stack=other_stack, **kw)
+    assert summaries() > second
+
+
+async def test_the_store_prefix_cache_keeps_few_labelled_entries_per_user(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    import anyio
+
+    from harness.adapters import CACHE_TITLE, StorePrefixCache
+
+    store = open_store(f"sqlite:///{tmp_path}/cache.db")
+    try:
+        cache = StorePrefixCache(store, max_entries=2)
+        kw = _kw(openai_server, prefix_cache=cache)
+        for i in range(4):  # four different conversations of one user
+            await acompletion(MODEL, _long_history(user=f"[retention {i}] "), [WEATHER], **kw)
+        entries = await store.sessions("", "acompletion:prefix-cache")
+        assert len(entries) == 2 and all(e.title == CACHE_TITLE for e in entries)
+        # The newest conversation is still cached: growing it needs no new summary.
+        before = sum(map(_is_summary_request, openai_server.requests))
+        grown = [*_long_history(user="[retention 3] "), {"role": "assistant", "content": "ok"}]
+        await acompletion(MODEL, [*grown, {"role": "user", "content": "more"}], [WEATHER], **kw)
+        assert sum(map(_is_summary_request, openai_server.requests)) == before
+
+        # Expired entries are neither used nor kept.
+        short = StorePrefixCache(store, ttl_s=0.5)
+        kw = _kw(openai_server, prefix_cache=short, user_id="carol")
+        messages = _long_history(user="[ttl] ")
+        await acompletion(MODEL, messages, [WEATHER], **kw)
+        assert len(await store.sessions("carol", "acompletion:prefix-cache")) == 1
+        await anyio.sleep(0.6)
+        before = sum(map(_is_summary_request, openai_server.requests))
+        grown = [*messages, {"role": "assistant", "content": "ok"}]
+        await acompletion(MODEL, [*grown, {"role": "user", "content": "more"}], [WEATHER], **kw)
+        assert sum(map(_is_summary_request, openai_server.requests)) > before
+        assert len(await store.sessions("carol", "acompletion:prefix-cache")) == 1  # the new one
+    finally:
+        await store.aclose()
+
+
+async def test_the_client_steps_are_public_and_check_before_sending(
+    openai_server: OpenAIServer,
+) -> None:
+    from harness import ModelRequest
+    from harness.errors import ProviderBadRequest
+    from providers.litellm_client import LiteLLMClient, response_from
+    from providers.passthrough import PassthroughClient
+
+    request = ModelRequest(
+        model=MODEL,
+        history=(Message.user("hi"),),
+        tools=(ToolSchema.from_openai(WEATHER),),
+    )
+    client = PassthroughClient(
+        MODEL, api_base=openai_server.base_url, api_key="test", tool_dicts={"get_weather": WEATHER}
+    )
+    prepared = client.prepare(request)
+    assert prepared.provider == "openai" and prepared.kwargs["tools"] == [WEATHER]
+    openai_server.push(reply("stepwise"))
+    response = response_from(await client.send_prepared(prepared), prepared, latency_s=0.0)
+    assert response.message.text == "stepwise"
+    assert openai_server.last_request["tools"][0]["function"]["strict"] is True
+    sent = len(openai_server.requests)
+    with pytest.raises(ProviderBadRequest) as refused:
+        LiteLLMClient("no-such-provider-model").prepare(request.replace(model=""))
+    assert refused.value.status is None and len(openai_server.requests) == sent
 
 
 # The app a new user already has: a litellm tool loop, 34 lines.
