@@ -97,9 +97,10 @@ def near_limit(tokens: int, limit: int, estimator: TokenEstimator) -> bool:
 def sure_count(text: str, estimator: TokenEstimator, limit: int) -> int:
     """Return the tokens of ``text``: the estimate far below ``limit``, the exact count near it."""
     tokens = estimator.count(text)
-    exact = exact_counter_of(estimator)
-    if exact is not None and near_limit(tokens, limit, estimator):
-        return exact.count(text)
+    if near_limit(tokens, limit, estimator):  # far from it, no tokenizer is even loaded
+        exact = exact_counter_of(estimator)
+        if exact is not None:
+            return exact.count(text)
     return tokens
 
 
@@ -113,8 +114,12 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     """
     est = request.estimator
     tokens = estimate_request(request, est)
+    # near_limit first: far from the limit the exact tokenizer is not even loaded (loading
+    # one takes seconds, which the first request of a fresh process would block on).
+    if not near_limit(tokens, request.input_limit, est):
+        return request, tokens
     exact = exact_counter_of(est)
-    if exact is None or not near_limit(tokens, request.input_limit, est):
+    if exact is None:
         return request, tokens
     switched = request.replace(policy=request.policy.replace(estimator=exact))
     return switched, estimate_request(switched, exact)
