@@ -48,6 +48,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "tokens_sent": ("bench_tokens_sent", "input tokens sent and overflows over a replayed session"),
     "selection": ("bench_selection", "BudgetFit selection hot path, 10 to 10,000 candidates"),
     "compaction_cut": ("bench_compaction_cut", "the compaction cut, 10 to 10,000 messages"),
+    "incremental": (
+        "bench_incremental",
+        "warm rounds without compaction 100 to 10,000 messages, stateless requests, import time",
+    ),
     "load": ("bench_load", "concurrent sessions: rounds/s, preparation p50/p99, RSS, isolation"),
     "sessions": (
         "bench_sessions",

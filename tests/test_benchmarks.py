@@ -651,3 +651,18 @@ def test_fragments_smoke_reports_latencies_and_the_editors_cost(tmp_path: Path) 
     assert rounds["left_out_transforms"] >= rounds["disabled"]
     assert rounds["ratio"]["n"] > 0 and rounds["ratio"]["median"] > 0
     assert rounds["apply"]["median"] > 0 and rounds["reads"]["median"] > 0
+
+
+def test_incremental_smoke_reports_warm_rounds_stateless_requests_and_import(
+    tmp_path: Path,
+) -> None:
+    result = _run("incremental", tmp_path)
+    assert len(result.goals) == 3
+    assert all(isinstance(g.met, bool) and g.detail for g in result.goals)
+    data = result.data
+    assert "default stack" in data["warm_s"]
+    assert all(len(sizes) == 2 for sizes in data["warm_s"].values())
+    assert len(data["stateless_s"]) == 2, "far from and near the limit"
+    assert set(data["import_ms"]) == {"bare", "packages", "everyday"}
+    numbers = _numbers(data)
+    assert numbers and all(not math.isnan(x) and x >= 0 for x in numbers)

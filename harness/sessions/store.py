@@ -244,7 +244,8 @@ class SessionStore(Protocol):
 
         Whitespace separates terms that must all occur, case-insensitively, as substrings of
         a logged message's text (originals, rewritten copies and summaries; tool calls count by
-        name and arguments); a CJK phrase is one term.
+        name and arguments); a CJK phrase is one term. Order: SQLite ranks by relevance
+        (bm25); PostgreSQL lists the newest matches first (ranking every match cost seconds).
         """
         ...
 
