@@ -13,6 +13,7 @@ and never asserted.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import importlib.metadata
@@ -24,8 +25,9 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,31 @@ class ProgressBar:
         eta = "" if self.done == self.total or math.isnan(left) else f", ~{left:,.0f} s left"
         tail = f" — {message}" if message else ""
         return f"[{bar}] {self.done:,}/{self.total:,} {self.label}{eta}{tail}"
+
+
+@contextlib.contextmanager
+def heartbeat(progress: Progress, label: str, *, every_s: float = 10.0) -> Iterator[None]:
+    """Report ``label`` and the seconds spent every ``every_s`` while a long step runs.
+
+    For a step that cannot count its own items (one library call that takes minutes): a
+    daemon thread prints ``label: still running, 40 s`` until the block ends, then the total.
+    """
+    done = threading.Event()
+    started = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            progress(f"{label}: still running, {time.perf_counter() - started:,.0f} s")
+
+    progress(f"{label} …")
+    thread = threading.Thread(target=beat, name=f"heartbeat: {label}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        progress(f"{label}: done in {time.perf_counter() - started:,.1f} s")
 
 
 # ----------------------------------------------------------------------------- stats
@@ -392,7 +419,9 @@ def draw_charts(result: Result, out: Path) -> list[str]:
     written: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
     for spec in result.charts:
-        fig, ax = plt.subplots(figsize=(7.5, 4.6), dpi=110)
+        many = len(spec.categories) > 8
+        width = max(7.5, 0.32 * len(spec.categories) * max(1, len(spec.series)) ** 0.5)
+        fig, ax = plt.subplots(figsize=(min(width, 24.0), 5.2 if many else 4.6), dpi=110)
         y_label = spec.y_label
         scale = 1.0
         if spec.kind == "bar":
@@ -404,7 +433,7 @@ def draw_charts(result: Result, out: Path) -> list[str]:
                 xs = [i + index * width - 0.4 + width / 2 for i in range(len(spec.categories))]
                 ax.bar(xs, [v / scale for v in _bar_values(values)], width, label=label)
             ax.set_xticks(range(len(spec.categories)))
-            ax.set_xticklabels(spec.categories, rotation=15, ha="right")
+            ax.set_xticklabels(spec.categories, rotation=60 if many else 15, ha="right")
         else:
             series = {
                 label: _line_points(points, spec.ylog) for label, points in spec.series.items()

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from benchmarks import _report
 from benchmarks._report import Mode, Progress
 from benchmarks.corpus import Workload
 from benchmarks.fit_estimator import (
@@ -113,32 +114,48 @@ def measure(mode: Mode, progress: Progress | None = None) -> dict[str, Any]:
     say = progress or (lambda line: print(line, file=sys.stderr))
     started = time.perf_counter()
     shared = SHARED.exists()
-    workloads = workloads_used(quick=quick or smoke, shared=shared)
-    if smoke:
-        workloads = [Workload(w.name, w.source, w.description, w.messages[:4]) for w in workloads]
-    unseen = {w.name: w for w in wide_workloads(seed=1, count=3 if smoke else 12 if quick else 24)}
-    exact = {f: exact_for_family(f) for f in FAMILIES}
-    runs = {f: measure_runs(e) for f, e in exact.items()}
-    data = load_data(workloads, exact, runs) if not smoke else None
+    with _report.heartbeat(say, "loading the workloads and the exact tokenizers"):
+        workloads = workloads_used(quick=quick or smoke, shared=shared)
+        if smoke:
+            workloads = [
+                Workload(w.name, w.source, w.description, w.messages[:4]) for w in workloads
+            ]
+        count = 3 if smoke else 12 if quick else 24
+        unseen = {w.name: w for w in wide_workloads(seed=1, count=count)}
+        exact = {f: exact_for_family(f) for f in FAMILIES}
+        runs = {f: measure_runs(e) for f, e in exact.items()}
+    data = None
+    if not smoke:
+        texts = sum(len(w.messages) for w in workloads)
+        with _report.heartbeat(
+            say, f"exact counts and features of {len(workloads)} workloads ({texts:,} messages)"
+        ):
+            data = load_data(workloads, exact, runs)
     rounds = 1 if smoke else 3 if quick else 7
     timed = [w for w in workloads if w.source == "real"] or [
         w for w in workloads if w.source == "stdlib"
     ]
     rows: list[dict[str, Any]] = []
     speeds: list[dict[str, Any]] = []
+    groups = [g for g in (data.groups if data is not None else {}) if g != "wide"]
+    bar = _report.ProgressBar(
+        say,
+        "steps (refits, workload evaluations, timings)",
+        len(FAMILIES) * (len(groups) + len(workloads) + 1),
+        every_s=5,
+    )
     for family in FAMILIES:
-        say(f"estimation: {family}")
         shipped = approximate(family)
         refits: dict[str, ApproximateEstimator] = {}
         if data is not None:
             names = [w.name for w in workloads]
-            for group, held in data.groups.items():
-                if group == "wide":
-                    continue
+            for group in groups:
+                held = data.groups[group]
                 rest = [n for n in names if n not in {w.name for w in held}]
                 refits[group] = ApproximateEstimator(
                     family, fit_on(data, rest, family, runs[family])
                 )
+                bar.step(f"{family}: refit without {group}")
         for w in workloads:
             inside = evaluate(w, shipped, exact[family])
             if corpus_family(w) == "wide":  # set by workloads_used, outside Workload's type
@@ -159,7 +176,9 @@ def measure(mode: Mode, progress: Progress | None = None) -> dict[str, Any]:
                     "protocol": protocol,
                 }
             )
+            bar.step(f"{family}: evaluated {w.name}")
         speeds += [speed(w, family, rounds) for w in timed]
+        bar.step(f"{family}: speed timed on {len(timed)} workload(s)")
     return _result(rows, speeds, workloads, shared, quick, smoke, rounds, started)
 
 
@@ -297,6 +316,7 @@ def _result(
                 ],
             }
         ],
+        "charts": _charts(rows, speeds),
         "data": {
             "rows": rows,
             "speed": speeds,
@@ -307,6 +327,36 @@ def _result(
             "seconds": time.perf_counter() - started,
         },
     }
+
+
+def _charts(rows: list[dict[str, Any]], speeds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the speed chart and the out-of-sample ratio chart (one bar per family)."""
+    timed = list(dict.fromkeys(s["workload"] for s in speeds))
+    classes = list(dict.fromkeys(r["workload"] for r in rows if r["out"]))
+    by_speed = {(s["family"], s["workload"]): s["ratio"] for s in speeds}
+    by_ratio = {(r["family"], r["workload"]): r["out"]["ratio"] for r in rows if r["out"]}
+    charts: list[dict[str, Any]] = [
+        {
+            "file": "estimation_speed.png",
+            "title": "Approximate vs exact counting: how many times faster",
+            "kind": "bar",
+            "y_label": "exact time ÷ approximate time",
+            "categories": timed,
+            "series": {f: [by_speed.get((f, w)) for w in timed] for f in FAMILIES},
+        }
+    ]
+    if classes:
+        charts.append(
+            {
+                "file": "estimation_ratio.png",
+                "title": f"Estimate ÷ exact out-of-sample (goal {GOALS['low']}–{GOALS['high']}×)",
+                "kind": "bar",
+                "y_label": "summed estimate ÷ exact",
+                "categories": classes,
+                "series": {f: [by_ratio.get((f, c)) for c in classes] for f in FAMILIES},
+            }
+        )
+    return charts
 
 
 def main(argv: Sequence[str] | None = None) -> int:

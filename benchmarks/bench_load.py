@@ -97,9 +97,20 @@ def request_text(request: ModelRequest) -> str:
 
 
 async def run_sessions(
-    count: int, rounds: int, outputs: list[str], system: str, *, concurrent: bool, seed: int = 0
+    count: int,
+    rounds: int,
+    outputs: list[str],
+    system: str,
+    *,
+    concurrent: bool,
+    seed: int = 0,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Run ``count`` sessions of ``rounds`` rounds on one agent; return timings and checks."""
+    """Run ``count`` sessions of ``rounds`` rounds on one agent; return timings and checks.
+
+    With ``progress``, a bar reports the sessions finished (every 5 seconds at most).
+    """
+    bar = _report.ProgressBar(progress or (lambda line: None), "sessions done", count, every_s=5)
     from middleware import context_source
 
     rng = random.Random(seed)
@@ -155,6 +166,7 @@ async def run_sessions(
                 )
             except Exception as exc:  # a failed session is a finding, not a crash
                 failures.append(f"{session}: {type(exc).__name__}: {exc}"[:300])
+            bar.step()
 
         gc.collect()
         rss_before, rss_method = rss_bytes()
@@ -191,7 +203,13 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     session = make_session(200)
     outputs = [m.text[:OUTPUT_CHARS] for m in tool_results(session)]
     baseline = await run_sessions(
-        BASELINE_SESSIONS[mode], rounds, outputs, session.system_prompt, concurrent=False, seed=99
+        BASELINE_SESSIONS[mode],
+        rounds,
+        outputs,
+        session.system_prompt,
+        concurrent=False,
+        seed=99,
+        progress=progress,
     )
     progress(
         f"baseline: {baseline['sessions']} sessions one at a time, "
@@ -201,7 +219,13 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     runs = []
     for repeat in range(REPEATS[mode]):
         result = await run_sessions(
-            count, rounds, outputs, session.system_prompt, concurrent=True, seed=repeat
+            count,
+            rounds,
+            outputs,
+            session.system_prompt,
+            concurrent=True,
+            seed=repeat,
+            progress=progress,
         )
         runs.append(result)
         progress(
@@ -211,6 +235,11 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         )
         gc.collect()
     return _result(mode, session.label, count, rounds, runs, baseline)
+
+
+def _percentile_curve(samples: list[float]) -> list[list[float]]:
+    """Return ``[percentile, time]`` points, p1 to p99 in steps of 2, then p100."""
+    return [[q, _report.percentile(samples, q)] for q in (*range(1, 100, 2), 100)]
 
 
 def _result(
@@ -319,6 +348,21 @@ def _result(
                     ["prep p99", _report.fmt_ratio(p99_ratio)],
                 ],
             },
+        ],
+        "charts": [
+            {
+                "file": "load_latency.png",
+                "title": "Preparation time per round, by percentile",
+                "x_label": "percentile of rounds",
+                "y_label": "preparation time",
+                "y_unit": "s",
+                "ylog": True,
+                "x_integer": True,
+                "series": {
+                    f"{count:,} concurrent (first repeat)": _percentile_curve(runs[0]["prep"]),
+                    "one at a time (baseline)": _percentile_curve(baseline["prep"]),
+                },
+            }
         ],
         "notes": [
             *(f"failure: {f}" for f in failures[:5]),

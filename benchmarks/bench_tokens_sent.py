@@ -30,6 +30,7 @@ result): providers reject those.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -106,6 +107,7 @@ class Price:
     """Price of an input token written to the cache (Anthropic), None where writes are free."""
 
 
+@functools.cache
 def prices() -> dict[str, Price]:
     """Return the input prices of `PRICE_MODELS` from litellm's local price table."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -300,7 +302,11 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
     tokens: list[int] = []
     invalid = 0
     meter = PrefixMeter(counter.tool_tokens)
+    bar = _report.ProgressBar(
+        progress, "requests counted exactly (ours)", len(inner.agent_requests)
+    )
     for request in inner.agent_requests:
+        bar.step()
         rendered = request.render()
         tokens.append(counter.request(rendered))
         meter.add(rendered, tokens[-1])
