@@ -59,7 +59,7 @@ from harness.fragments import (
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
-from harness.sessions.store import FragmentStore
+from harness.sessions.store import FragmentStore, SessionKey
 from harness.types import Concern, Handler
 from middleware._history import units
 
@@ -129,13 +129,7 @@ class FragmentEditor:
             or request.ids.purpose not in self.purposes
         ):
             return await call_next(request)
-        store, key = run.store, run.key
-        _, session = await store.fragments(FragmentScope.of_session(key))
-        scope = FragmentScope.of_project(key.agent_id, self.project)
-        if self.builtins:
-            _, project = await seed_builtins(store, scope, self.builtins, log=key)
-        else:
-            _, project = await store.fragments(scope)
+        session, project = await self._read(run.store, run.key)
         originals = await self._originals(request, session)
         workspace = run.workspace
         local = workspace is not None and workspace.local and not workspace.is_private
@@ -144,6 +138,18 @@ class FragmentEditor:
         response = await call_next(prepared)
         self._warn(request, response)
         return response
+
+    async def _read(
+        self, store: FragmentStore, key: SessionKey
+    ) -> tuple[list[Fragment], list[Fragment]]:
+        """Read the session's and the project's fragments (seeding the built-ins)."""
+        _, session = await store.fragments(FragmentScope.of_session(key))
+        scope = FragmentScope.of_project(key.agent_id, self.project)
+        if self.builtins:
+            _, project = await seed_builtins(store, scope, self.builtins, log=key)
+        else:
+            _, project = await store.fragments(scope)
+        return session, project
 
     # ------------------------------------------------------------------ applying
     def apply(
@@ -175,7 +181,7 @@ class FragmentEditor:
             key=lambda f: (f.scope != "project", f.order),
         )
         changed = request
-        if overlays or any(m.meta(FRAGMENT) is not None for m in request.history):
+        if overlays:  # edited copies exist only where an overlay was written (it stays)
             changed = self._history(request, overlays, originals or {})
         if governing and any(p.name in governing for p in changed.system):
             changed = self._governed(changed, governing, cwd)
@@ -307,6 +313,8 @@ class FragmentEditor:
         self, request: ModelRequest, session: list[Fragment]
     ) -> dict[str, Message]:
         """Return the originals of copies whose overlay no longer edits them (rare)."""
+        if not any(f.message for f in session):
+            return {}  # no overlay, no copy: nothing to scan the history for
         edited = {f.id for f in session if f.message and f.edited}
         wanted = {
             ref_id(m)
