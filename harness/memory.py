@@ -90,6 +90,9 @@ _USER_CUES = re.compile(
 _ASSISTANT_PREFIXES = re.compile(r"^\s*(remember|note|decision|lesson)\s*:", re.IGNORECASE)
 _CUE_WORDS = ("remember", "always", "never", "prefer", "from now on", "make sure", "note that")
 _PREFIX_WORDS = ("remember", "note", "decision", "lesson")
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile("\r\n|[" + _LINE_BREAKS + "]")
+"""What `str.splitlines` splits on (``\\r\\n`` is one break)."""
 _CHANGING_TOOLS = re.compile(r"write|edit|create|patch|replace", re.IGNORECASE)
 _PATH_KEYS = ("path", "file_path", "filename")
 _MAX_FACT_CHARS = 300
@@ -254,21 +257,42 @@ def _cued_lines(
 ) -> list[str]:
     """Return the lines of ``text`` that ``cue`` finds (matches at their start with ``match``).
 
-    A plain substring test on the case-folded text comes first, for the whole text and then
-    for each line: most lines hold no cue word, and running the regex over every line of a
-    long history costs seconds. Case-folding never misses what the ``IGNORECASE`` regex
-    would match (``ſ``, ``K``) and maps no character to a line break, so the folded lines
-    stay aligned with the original ones.
+    Only lines holding a cue word are tested: a substring search on the case-folded text
+    finds them (running the regex over every line of a long history cost seconds).
+    Case-folding never misses what the ``IGNORECASE`` regex would match (``ſ``, ``K``).
     """
     folded = text.casefold()
     if not any(word in folded for word in words):
         return []
     test = cue.match if match else cue.search
-    return [
-        line
-        for line, low in zip(text.splitlines(), folded.splitlines(), strict=True)
-        if any(word in low for word in words) and test(line)
-    ]
+    if len(folded) != len(text):  # a character folded to several: compare line by line
+        return [
+            line
+            for line, low in zip(text.splitlines(), folded.splitlines(), strict=True)
+            if any(word in low for word in words) and test(line)
+        ]
+    # Folding kept every character's place (none grows, so equal lengths mean one for one).
+    hits: list[int] = []
+    for word in words:
+        at = folded.find(word)
+        while at >= 0:
+            hits.append(at)
+            at = folded.find(word, at + 1)
+    breaks = [c for c in _LINE_BREAKS if c in text]  # what str.splitlines splits on
+    lines: list[str] = []
+    done = 0  # where the lines not yet looked at start
+    for at in sorted(hits):
+        if at < done:
+            continue  # on a line already tested
+        start = max(text.rfind(c, done, at) for c in breaks) + 1 if breaks else 0
+        start = max(start, done)
+        found = _LINE_BREAK.search(text, at)
+        end = found.start() if found is not None else len(text)
+        line = text[start:end]
+        if test(line):
+            lines.append(line)
+        done = found.end() if found is not None else len(text)
+    return lines
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -14,6 +14,9 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from harness import (
     ContextOverflowError,
     HarnessAgent,
@@ -156,3 +159,47 @@ async def test_a_rejected_chunk_is_split_and_only_it_is_asked_again(tmp_path: Pa
     assert max(seen.values()) == 1  # what was answered is never asked again
     assert len(seen) >= 60  # and the early part really was summarised
     assert model.agent_requests[-1].history[1].text.endswith("the build is being fixed.")
+
+
+PIECES = [
+    "remember",
+    "Always",
+    "NEVER",
+    "prefer",
+    "from now on",
+    "make sure",
+    "note that",
+    "Note:",
+    " note :",
+    "Decision:",
+    "lesson:",
+    "alwayſ",
+    "ma\u212ae sure",
+    "ß",
+    "İ",
+    "x",
+    " ",
+    "\n",
+    "\r\n",
+    "\r",
+    "\x0b",
+    "\x1c",
+    "\x85",
+    "\u2028",
+]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=40).map("".join))
+@settings(max_examples=150, deadline=None)
+def test_memory_cue_lines_are_those_a_regex_finds_on_every_line(text: str) -> None:
+    # The fast path (substring search on the folded text, then the regex on those lines only)
+    # finds exactly what testing every line with the regex finds.
+    from harness import memory
+
+    for cue, words, at_start in (
+        (memory._USER_CUES, memory._CUE_WORDS, False),
+        (memory._ASSISTANT_PREFIXES, memory._PREFIX_WORDS, True),
+    ):
+        test = cue.match if at_start else cue.search
+        expected = [line for line in text.splitlines() if test(line)]
+        assert memory._cued_lines(text, cue, words, match=at_start) == expected
