@@ -28,7 +28,7 @@ import platform
 import re
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import TYPE_CHECKING, Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
 
@@ -477,6 +477,27 @@ def overlaid(message: Message, overlay: Fragment | None) -> Fragment:
         title=overlay.title or base.title,
         content=overlay.content if overlay.edited else base.content,
     )
+
+
+# ---------------------------------------------------------------- reading sets
+@runtime_checkable
+class ReadsFragmentSets(Protocol):
+    """A store that reads several fragment sets at once (the SQLite store: one worker trip)."""
+
+    async def fragment_sets(
+        self, scopes: Sequence[FragmentScope]
+    ) -> list[tuple[int, FragmentList]]:
+        """Return ``(version, fragments)`` of each scope, in order."""
+        ...
+
+
+async def read_sets(
+    store: FragmentStore, scopes: Sequence[FragmentScope]
+) -> list[tuple[int, FragmentList]]:
+    """Return ``store.fragments(scope)`` of each scope, in one read where the store can."""
+    if isinstance(store, ReadsFragmentSets):
+        return await store.fragment_sets(scopes)
+    return [await store.fragments(scope) for scope in scopes]
 
 
 # ---------------------------------------------------------------- operations

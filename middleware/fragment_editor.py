@@ -33,7 +33,8 @@ built-in are filled in for each request. A built-in that governs a part another 
 (``mode/plan`` from TaskState) applies only while that part is in the request: disabled, the
 part is left out; edited, its shipped text in the part is replaced by the developer's.
 
-Cost when a session has no fragments of its own: two reads of the store per request.
+Cost when a session has no fragments of its own: one read of the store per request (both
+sets in one trip where the store can, `harness.fragments.read_sets`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ from harness.fragments import (
     Builtin,
     Fragment,
     FragmentScope,
+    builtin_changes,
+    read_sets,
     ref_id,
     render_placeholders,
     seed_builtins,
@@ -142,13 +145,11 @@ class FragmentEditor:
     async def _read(
         self, store: FragmentStore, key: SessionKey
     ) -> tuple[list[Fragment], list[Fragment]]:
-        """Read the session's and the project's fragments (seeding the built-ins)."""
-        _, session = await store.fragments(FragmentScope.of_session(key))
+        """Read the session's and the project's fragments (seeding the built-ins once)."""
         scope = FragmentScope.of_project(key.agent_id, self.project)
-        if self.builtins:
+        (_, session), (_, project) = await read_sets(store, (FragmentScope.of_session(key), scope))
+        if self.builtins and builtin_changes(self.builtins, project):
             _, project = await seed_builtins(store, scope, self.builtins, log=key)
-        else:
-            _, project = await store.fragments(scope)
         return session, project
 
     # ------------------------------------------------------------------ applying

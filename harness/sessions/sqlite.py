@@ -472,17 +472,17 @@ class SqliteStore:
     # ------------------------------------------------------------ fragments
     async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
         """Return the set's version (0 when never written) and its fragments' current versions."""
+        return await self._run(lambda conn: _fragments(conn, scope))
 
-        def work(conn: sqlite3.Connection) -> tuple[int, list[Fragment]]:
-            row = _fragment_set(conn, scope)
-            if row is None:
-                return 0, []
-            rows = conn.execute(
-                "SELECT body FROM fragments WHERE fset = ? ORDER BY id", (row[0],)
-            ).fetchall()
-            return row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+    async def fragment_sets(
+        self, scopes: Sequence[FragmentScope]
+    ) -> list[tuple[int, list[Fragment]]]:
+        """Return `fragments` of each scope, read in one trip to the worker thread.
 
-        return await self._run(work)
+        FragmentEditor reads the session's and the project's set before every request; one
+        trip instead of two halves what it costs a round (`harness.fragments.ReadsFragmentSets`).
+        """
+        return await self._run(lambda conn: [_fragments(conn, scope) for scope in scopes])
 
     async def commit_fragments(
         self,
@@ -742,6 +742,16 @@ def _messages(conn: sqlite3.Connection, session: int, ids: Sequence[str]) -> dic
             if message is not None:
                 found[message.id] = message
     return {i: found[i] for i in ids if i in found}
+
+
+def _fragments(conn: sqlite3.Connection, scope: FragmentScope) -> tuple[int, list[Fragment]]:
+    row = _fragment_set(conn, scope)
+    if row is None:
+        return 0, []
+    rows = conn.execute(
+        "SELECT body FROM fragments WHERE fset = ? ORDER BY id", (row[0],)
+    ).fetchall()
+    return row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
 
 
 def _fragment_set(conn: sqlite3.Connection, scope: FragmentScope) -> tuple[int, int] | None:
