@@ -14,7 +14,7 @@ from html import escape
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from harness.sessions.context_cli import ContextView, ViewItem
+    from harness.sessions.context_view import ContextView, ViewItem
 
 COLOURS: Final = {
     "system": "#4e79a7",
