@@ -28,7 +28,7 @@ from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
 from harness.messages import Message
 from harness.prefix import shared_prefix
-from harness.request import ModelRequest, SystemPart
+from harness.request import ModelRequest, RunScope, SystemPart
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 
 REPLY_PRIMING = 3
@@ -137,7 +137,7 @@ def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = Non
     tally = _tally(request, est)
     if tally is None:
         return est.count_messages(request.history)
-    return tally.measure(request.history)
+    return tally.measure(request.history, request.run)
 
 
 class HistoryTally:
@@ -158,11 +158,14 @@ class HistoryTally:
         self.sums = array("q", (0,))
         self.items: list[ManifestItem] = []
 
-    def measure(self, history: tuple[Message, ...]) -> int:
-        """Return the tokens of ``history``, counting only what the last one did not share."""
+    def measure(self, history: tuple[Message, ...], run: RunScope | None = None) -> int:
+        """Return the tokens of ``history``, counting only what the last one did not share.
+
+        ``run`` lets `shared_prefix` reuse a comparison another middleware made this round.
+        """
         if history is self.history:
             return self.sums[-1]
-        kept = shared_prefix(self.history, history)
+        kept = shared_prefix(self.history, history, run)
         sums = self.sums
         del sums[kept + 1 :]
         del self.items[kept:]
@@ -174,9 +177,11 @@ class HistoryTally:
         self.history = history
         return total
 
-    def message_items(self, history: tuple[Message, ...]) -> list[ManifestItem]:
+    def message_items(
+        self, history: tuple[Message, ...], run: RunScope | None = None
+    ) -> list[ManifestItem]:
         """Return one manifest item per message of ``history``, made only for new ones."""
-        self.measure(history)
+        self.measure(history, run)
         items, sums = self.items, self.sums
         for index in range(len(items), len(history)):
             message = history[index]
@@ -240,8 +245,8 @@ def manifest_items(
                 )
             )
     tally = _tally(request, est) or HistoryTally(est)
-    items.extend(tally.message_items(request.history))
-    total += tally.measure(request.history)
+    items.extend(tally.message_items(request.history, request.run))
+    total += tally.measure(request.history, request.run)
     if request.blocks:
         total += BLOCKS_FRAMING
         for block in request.blocks:

@@ -5,26 +5,49 @@ history a round sent and appends the reply and the tool results, so the next req
 with the very same message objects. Work done per message (a token count, a pair check, an
 offload decision) can therefore be kept for that prefix and done only for what is new; a
 middleware that rewrites a message (offload, trimming, compaction) makes the prefix end
-there. `shared_prefix` finds where, comparing with C-speed tuple equality (identity first).
+there. `shared_prefix` finds where: on CPython by comparing the two tuples' arrays of item
+pointers as bytes (identity, about 1 ns a message), else with tuple equality. That is the
+one O(history) step left per round, and the last answer is kept in the run: the middleware
+that ask about the same pair of histories in one round pay for it once.
 """
 
 from __future__ import annotations
 
+import struct
+import sys
+from typing import TYPE_CHECKING
+
 from harness.messages import Message
 
+if TYPE_CHECKING:
+    from harness.request import RunScope
 
-def shared_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
+
+def shared_prefix(
+    old: tuple[Message, ...], new: tuple[Message, ...], run: RunScope | None = None
+) -> int:
     """Return how many leading messages ``new`` shares with ``old`` (the same or equal ones).
 
     Equal but distinct messages count as shared: everything derived from a message depends
     on its content only. Costs one pointer comparison per shared message when ``old`` is a
     prefix of ``new`` (the usual case); otherwise a binary search over prefix equality, whose
-    comparisons stop at the first difference.
+    comparisons stop at the first difference. With ``run``, the answer for the last pair
+    asked in that run is reused.
     """
+    last = run.slot(_LastAnswer, _LastAnswer) if run is not None else None
+    if last is not None and last.old is old and last.new is new:
+        return last.shared
+    shared = _compare(old, new)
+    if last is not None:
+        last.old, last.new, last.shared = old, new, shared
+    return shared
+
+
+def _compare(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
     n = min(len(old), len(new))
     if n == 0:
         return 0
-    if old[:n] == new[:n]:
+    if _same_objects(old, new, n) or old[:n] == new[:n]:
         return n
     low, high = 0, n  # old[:low] == new[:low] and old[:high] != new[:high]
     while high - low > 1:
@@ -34,3 +57,35 @@ def shared_prefix(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
         else:
             high = middle
     return low
+
+
+def _same_objects(old: tuple[Message, ...], new: tuple[Message, ...], n: int) -> bool:
+    """Return whether the first ``n`` items of both tuples are the very same objects.
+
+    On CPython a tuple stores its items as an array of pointers after a fixed header
+    (``tuple.__basicsize__``), so comparing the two arrays' bytes compares identities: about
+    20 times faster than ``old[:n] == new[:n]``, which copies the slice and touches every
+    message. Both tuples are alive during the call, so no address can be reused. Elsewhere,
+    or when the bytes differ, the caller falls back to ``==``.
+    """
+    if sys.implementation.name != "cpython" or tuple.__itemsize__ != _POINTER:
+        return False
+    import ctypes  # only here: a few milliseconds, paid by the first comparison
+
+    size = _POINTER * n
+    start = tuple.__basicsize__
+    return bool(ctypes.string_at(id(old) + start, size) == ctypes.string_at(id(new) + start, size))
+
+
+_POINTER = struct.calcsize("P")
+
+
+class _LastAnswer:
+    """A run's last `shared_prefix` answer (holding both histories, so their ids stay theirs)."""
+
+    __slots__ = ("new", "old", "shared")
+
+    def __init__(self) -> None:
+        self.old: tuple[Message, ...] = ()
+        self.new: tuple[Message, ...] = ()
+        self.shared = 0

@@ -53,9 +53,12 @@ def layout(history: Sequence[Message]) -> Layout:
     return Layout(start, pinned, previous)
 
 
-def current_user(body: Sequence[Message]) -> int | None:
-    """Return the index of the newest user message of ``body`` (not a summary), if any."""
-    for i in range(len(body) - 1, -1, -1):
+def current_user(body: Sequence[Message], start: int = 0) -> int | None:
+    """Return the index of the newest user message of ``body[start:]`` (not a summary), if any.
+
+    The index is into ``body``; ``start`` spares a caller the copy a slice would make.
+    """
+    for i in range(len(body) - 1, start - 1, -1):
         if body[i].role == "user" and not is_summary(body[i]):
             return i
     return None
@@ -73,10 +76,12 @@ def minimum(history: Sequence[Message]) -> tuple[Message, ...]:
     the body. (A compaction adds a new summary, which gets at least `SUMMARY_ROOM`.)
     """
     shape = layout(history)
-    body = history[shape.start :]
     keep = [m for m in (shape.pinned, shape.previous) if m is not None]
-    tail = last_unit_start(body)
-    current = current_user(body)
+    # Indices into the whole history (no copy of the body: this runs every round). The
+    # pinned task and the summary never continue a unit, so the last unit starts where it
+    # would in the body alone.
+    tail = max(shape.start, safe_cut(history, len(history) - 1))
+    current = current_user(history, shape.start)
     if current is not None and current < tail:
-        keep.append(body[current])
-    return (*keep, *body[tail:])
+        keep.append(history[current])
+    return (*keep, *history[tail:])

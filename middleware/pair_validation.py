@@ -107,7 +107,7 @@ class PairValidation:
         if request.run is None:
             return check_pairs(history).ok
         seen = request.run.slot(self, _Valid)
-        start = _unit_start(history, shared_prefix(seen.history, history))
+        start = _unit_start(history, shared_prefix(seen.history, history, request.run))
         ok = check_pairs(history[start:]).ok
         if ok:
             seen.history = history
