@@ -26,19 +26,19 @@ The budget is spent in this order:
 What remains after the fixed cost and the kept blocks is the history budget, set as
 ``request.history_budget`` for Compaction (it is at least the history minimum).
 
-Cost: one cached count per block and message (the whole request is measured first; near
-the limit it is recounted exactly, see `harness.accounting.counted_near_limit`), one sort
-of the optional blocks when (and only when) something must be dropped, then one pass.
+Cost: one cached count per block, and per message new in this agent call (the history's
+total is a running one, `harness.accounting.history_tokens`; near the limit it is recounted
+exactly, see `harness.accounting.counted_near_limit`), one sort of the optional blocks when
+(and only when) something must be dropped, then one pass.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.accounting import BLOCKS_FRAMING, counted_near_limit, fixed_tokens
+from harness.accounting import BLOCKS_FRAMING, counted_near_limit, fixed_tokens, history_tokens
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
-from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
@@ -146,7 +146,7 @@ class BudgetFit:
                 limit=limit,
                 transforms=request.transforms,
             )
-        reserve = self._history_reserve(request.history, minimum, est)
+        reserve = self._history_reserve(request, minimum)
         room = max(0, limit - fixed - reserve)
         overhead = 0 if fixed_blocks else BLOCKS_FRAMING
         if not optional or total + overhead <= room:
@@ -192,11 +192,9 @@ class BudgetFit:
             remaining = 0  # nothing is left: no blocks message either
         return dropped, remaining
 
-    def _history_reserve(
-        self, history: tuple[Message, ...], minimum: int, est: TokenEstimator
-    ) -> int:
+    def _history_reserve(self, request: ModelRequest, minimum: int) -> int:
         reserve = minimum
         if self.min_history_tokens > reserve:
-            whole = est.count_messages(history)
+            whole = history_tokens(request)
             reserve = max(reserve, min(self.min_history_tokens, whole))
         return reserve
