@@ -61,6 +61,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench_fragments",
         "context fragments: list/search/edit at 10,000, FragmentEditor's cost per round",
     ),
+    "burst": (
+        "bench_burst",
+        "1,000 sessions starting at once (first-round p50/p99); cold compaction's summary requests",
+    ),
     "providers": (
         "bench_providers",
         "a replayed session against a provider: estimate error, latency",
@@ -77,6 +81,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "compaction_cut": 40,
         "load": 120,
         "sessions": 120,
+        "burst": 90,
         "providers": 60,
     },
     "quick": {
@@ -87,6 +92,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "compaction_cut": 15,
         "load": 30,
         "sessions": 40,
+        "burst": 35,
         "providers": 30,
     },
 }

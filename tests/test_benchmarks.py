@@ -666,3 +666,23 @@ def test_incremental_smoke_reports_warm_rounds_stateless_requests_and_import(
     assert set(data["import_ms"]) == {"bare", "packages", "everyday"}
     numbers = _numbers(data)
     assert numbers and all(not math.isnan(x) and x >= 0 for x in numbers)
+
+
+def test_burst_smoke_reports_the_burst_and_both_compactions(tmp_path: Path) -> None:
+    result = _run("burst", tmp_path)
+    burst = result.data["burst"]
+    for run in ("default", "baseline"):
+        figures = burst[run]
+        assert 0 < figures["stack_p50"] <= figures["stack_p99"]
+        assert figures["call_p99"] >= figures["stack_p99"]  # the call contains the stack
+    assert "WorkspaceMaterials" in burst["layers"] and "Compaction" in burst["layers"]
+    assert not any(note.startswith("failure") for note in result.notes)
+    (cold,) = result.data["cold"]
+    ours = cold["ours"][0]
+    assert ours["requests"] >= 1 and ours["history_tokens"] > 0
+    assert 0 < ours["summary_tokens"] <= 1.1 * ours["history_tokens"]
+    # The second compaction updates the summary with what is new, not the whole history again.
+    assert ours["second_requests"] >= 1
+    assert 0 < ours["second_tokens"] < ours["summary_tokens"]
+    assert result.goals[0].met is None  # the 50 ms goal is judged in full mode only
+    assert result.goals[1].met is True
