@@ -35,6 +35,7 @@ KEY = SessionKey("alice", "agent", "s1")
 CTX = RuntimeContext(user_id="alice", session_id="s1")
 TASK = "list the files <b>now</b>"
 RULE = "Never use floating point for money."
+PINNED = "Answer in English."
 
 
 def shell(command: str) -> str:
@@ -85,6 +86,9 @@ def record(url: str) -> Recorded:
             fragments = Fragments(store, KEY)
             rule = await fragments.add(RULE, title="money rule")
             big = await fragments.add("word " * 9_000, title="huge")
+            await fragments.add(PINNED, kind="system", title="language")
+            reply = agent.state(CTX).working_history[-1]
+            await fragments.edit(reply.id, content="listed (edited)")
             await agent.call("what next?", CTX)
             manifests = [
                 e.event.manifest
@@ -142,6 +146,10 @@ def test_the_latest_call_as_json_lines_matches_its_manifest(recorded: Recorded) 
     assert by_source[f"fragment:{recorded.rule_id}@1"]["preview"] == f"money rule: {RULE}"
     first_user = next(i for i in items if i["role"] == "user")
     assert first_user["preview"] == TASK  # the stored message's text
+    assistants = [str(i["preview"]) for i in items if i["role"] == "assistant"]
+    assert "listed (edited)" in assistants and "listed" not in assistants  # as the model saw it
+    pinned = next(i for i in items if str(i["source_id"]).startswith("system/fragment:"))
+    assert pinned["preview"] == PINNED
     omissions = [line["transform"] for line in rest if line["type"] == "omission"]
     assert omissions == [f"omitted_for_budget:fragment:{recorded.big_id}@1"]
 

@@ -11,6 +11,7 @@ schemas and blocks from sources have an id and a size but no text. ``harness con
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 import msgspec
@@ -35,6 +36,8 @@ OMISSIONS: Final = (
 """Transform prefixes that mean something was left out of the request."""
 PREVIEW_CHARS: Final = 200
 """How much of an item's text the view keeps (one line)."""
+EDITED_COPY: Final = re.compile(r"(?P<id>[^~]+)~fragment(?P<version>\d+)")
+"""The id of a history message sent with a fragment edit (`middleware.fragment_editor`)."""
 MIN_PREFIX: Final = 4
 """The shortest call-id prefix ``--call`` accepts."""
 
@@ -172,13 +175,22 @@ async def _texts(
             continue
         mid = item.source_id.removeprefix("history/")
         message, note = messages.get(mid), ""
+        edit = EDITED_COPY.fullmatch(mid)
+        if message is None and edit is not None and isinstance(store, FragmentStore):
+            label = f"fragment:{edit['id']}@{edit['version']}"
+            text = await _fragment_text(store, key, label, project, title=False)
+            if text is not None:
+                found[item.source_id] = (flat(text, PREVIEW_CHARS), f"edited: {label}")
+                continue
         if message is None and (original := messages.get(mid.split("~", 1)[0])) is not None:
             message, note = original, f"text of the original {original.id}"
         if message is not None:
             found[item.source_id] = (_preview(message), note)
     for item in manifest.items:
-        if item.source_id.startswith("fragment:") and isinstance(store, FragmentStore):
-            text = await _fragment_text(store, key, item.source_id, project)
+        label = item.source_id.removeprefix("system/")  # a pinned fragment is a System part
+        if label.startswith("fragment:") and isinstance(store, FragmentStore):
+            system = item.source_id != label
+            text = await _fragment_text(store, key, label, project, title=not system)
             if text is not None:
                 found[item.source_id] = (flat(text, PREVIEW_CHARS), "")
     return found
@@ -191,9 +203,13 @@ def _preview(message: Message) -> str:
 
 
 async def _fragment_text(
-    store: FragmentStore, key: SessionKey, label: str, project: str
+    store: FragmentStore, key: SessionKey, label: str, project: str, *, title: bool = True
 ) -> str | None:
-    """Return the text of ``fragment:<id>@<version>`` from the session's or project's set."""
+    """Return the text of ``fragment:<id>@<version>`` from the session's or project's set.
+
+    A reference block carries the fragment's title before its content (``title``); a System
+    part or an edited message carries the content alone.
+    """
     fid, _, version = label.removeprefix("fragment:").rpartition("@")
     scopes = (FragmentScope.of_session(key), FragmentScope.of_project(key.agent_id, project))
     for scope in scopes:
@@ -203,6 +219,6 @@ async def _fragment_text(
             continue
         for fragment in versions:
             if str(fragment.version) == version:
-                head = f"{fragment.title}: " if fragment.title else ""
+                head = f"{fragment.title}: " if title and fragment.title else ""
                 return head + fragment.content
     return None
