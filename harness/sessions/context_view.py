@@ -52,22 +52,29 @@ class ViewItem(msgspec.Struct, frozen=True, kw_only=True):
     placement: str
     """``system``, ``history``, ``tools``, ``TASK_STATE``, ``RUNTIME_STATE``, ``HARNESS_CONTEXT``."""
     source_id: str
+    """Where it came from (``history/<message id>``, ``tool/<name>``, ``fragment:<id>@<v>`` …)."""
     tokens: int
+    """Its estimated tokens, as the manifest recorded them."""
     share: float
     """``tokens`` as a share of the input budget (0–1)."""
     role: str | None = None
+    """For messages: the role."""
     revision: str | None = None
+    """A block's revision label, when it has one."""
     preview: str = ""
     """The start of the item's text, on one line; empty when the store keeps no text for it."""
     note: str = ""
-    """Where the text came from when it is not the item itself (``copy of <id>`` …)."""
+    """Where the text came from when it is not the item's own (``text of the original <id>``,
+    ``edited: fragment:<id>@<v>``)."""
 
 
 class ContextView(msgspec.Struct, frozen=True, kw_only=True):
     """One round's request: its manifest, read together with the session's messages."""
 
     key: SessionKey
+    """Whose session."""
     manifest: ContextManifest
+    """The round's manifest as recorded."""
     position: int
     """Which call of the session this is (1-based, in log order)."""
     calls: int
@@ -75,8 +82,11 @@ class ContextView(msgspec.Struct, frozen=True, kw_only=True):
     budget: int
     """The denominator of the shares: the input limit (the item total when it is unknown)."""
     items: tuple[ViewItem, ...]
+    """What the request was built from, in render order."""
     omissions: tuple[str, ...]
+    """The transforms that left something out (`OMISSIONS`)."""
     transforms: tuple[str, ...]
+    """The other transforms: what preparation changed."""
 
     @property
     def used(self) -> int:
