@@ -14,33 +14,39 @@ a SQLite store; several proxies behind a load balancer share one PostgreSQL stor
 - **The manifest** is recorded in the session's log (sessions) and returned as response
   headers: ``x-harness-estimated-tokens``, ``x-harness-input-limit``,
   ``x-harness-transforms``, ``x-harness-omitted`` and ``x-harness-validation``.
+- **Summaries** go to the deployment the request's model names in the proxy's
+  ``model_list`` (its ``litellm_params``; its ``model_info.max_input_tokens`` is the window),
+  or to ``summary_model`` when configured.
 
-Configure it in the proxy's ``config.yaml``; the options come from a small module next to
-it (or, for the ready-made ``proxy_handler_instance``, from ``HARNESS_PROXY_STORE``)::
+Configure it in the proxy's ``config.yaml`` (see ``examples/proxy/config.yaml``); the
+options are `ProxyHookSettings`, read from ``callback_settings: harness:``::
 
-    # harness_hook.py, next to config.yaml
-    from providers.proxy_hook import HarnessProxyHook
-    hook = HarnessProxyHook(store="postgresql://harness@db/harness")
-
-    # config.yaml
+    callback_settings:
+      harness:
+        store: postgresql://harness@db/harness   # or os.environ/HARNESS_STORE
+        max_input_tokens: 32000
     litellm_settings:
-      callbacks: harness_hook.hook      # or: providers.proxy_hook.proxy_handler_instance
-
-Summaries are requested from ``summary_model`` (a `LiteLLMClient`), by default the
-request's own model name through litellm — give one explicitly when the proxy's model
-names are aliases litellm cannot route by itself.
+      callbacks: ["providers.proxy_hook.proxy_handler_instance"]
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
 
 from harness.adapters import prepare_messages
+from harness.errors import (
+    ConfigurationError,
+    ContextBuildError,
+    InvalidInputError,
+    SourceError,
+    StateConflict,
+)
 from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
 from harness.request import ModelClientLike
@@ -48,12 +54,20 @@ from harness.sessions.store import SessionStore
 from harness.types import Middleware
 from providers.litellm_client import LiteLLMClient, load_litellm
 
-__all__ = ["SESSION_HEADER", "HarnessProxyHook", "proxy_handler_instance"]
+__all__ = [
+    "SESSION_HEADER",
+    "SETTINGS_KEY",
+    "HarnessProxyHook",
+    "ProxyHookSettings",
+    "proxy_handler_instance",
+]
 
 SESSION_HEADER: Final = "x-harness-session-id"
 """The request header naming the session."""
 SESSION_METADATA: Final = ("harness_session_id", "session_id")
 """Keys of the request's ``metadata`` that name the session (first found wins)."""
+SETTINGS_KEY: Final = "harness"
+"""The key of the hook's options under the proxy's ``callback_settings``."""
 CHAT_CALLS: Final = frozenset({"completion", "acompletion", "text_completion"})
 """The proxy call types whose ``messages`` the hook prepares."""
 _STASH: Final = "harness_manifest"
@@ -61,6 +75,45 @@ _STASH: Final = "harness_manifest"
 
 load_litellm()  # offline and quiet, before litellm's modules load
 _CustomLogger: Any = importlib.import_module("litellm.integrations.custom_logger").CustomLogger
+
+
+class ProxyHookSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The hook's options, as written under ``callback_settings: harness:`` in config.yaml."""
+
+    store: str | None = None
+    """The session store's URL: ``sqlite:///…`` (one proxy), ``postgresql://…`` (several);
+    ``None``: a private in-memory store (sessions end with the process)."""
+    agent_id: str = "litellm-proxy"
+    """The agent id sessions and manifests are recorded under."""
+    max_input_tokens: int | None = None
+    """An input cap in tokens below the model's window (`ContextPolicy.max_input_tokens`)."""
+    reserve_output: int = 4096
+    """Tokens kept free for the answer when the request sets no ``max_tokens``."""
+    safety_margin: int = 1024
+    """Tokens kept free for estimation error."""
+    summary_model: str | None = None
+    """A litellm model name for summaries (default: the request's deployment)."""
+    summary_api_base: str | None = None
+    """The base URL of ``summary_model``."""
+    summary_api_key: str | None = None
+    """The API key of ``summary_model``."""
+    stack: str | None = None
+    """``module.function`` returning the middleware list (default: `default_stack()`)."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None) -> ProxyHookSettings:
+        """Return the settings in ``raw`` (numbers may arrive as strings from env variables).
+
+        Raises:
+            ConfigurationError: an unknown key or a value of the wrong type, named.
+        """
+        try:
+            return msgspec.convert(dict(raw or {}), cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ConfigurationError(
+                f"callback_settings.{SETTINGS_KEY} in the proxy's config.yaml: {exc}; "
+                f"the keys are {', '.join(cls.__struct_fields__)}"
+            ) from exc
 
 
 class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
@@ -71,8 +124,8 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             ``postgresql://…`` for several); default: a private in-memory one.
         stack: the middleware list (default: `middleware.default_stack()`).
         policy: budget, estimator and observer (default: `ContextPolicy()`).
-        summary_model: the client summaries are requested from (default: a
-            `LiteLLMClient` for the request's model).
+        summary_model: the client summaries are requested from (default: the deployment
+            the request's model names in the proxy, else a `LiteLLMClient` for that name).
         agent_id: the agent id sessions are recorded under.
     """
 
@@ -92,33 +145,65 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         self.summary_model = summary_model
         self.agent_id = agent_id
 
+    @classmethod
+    def from_settings(cls, settings: ProxyHookSettings) -> HarnessProxyHook:
+        """Return a hook configured by ``settings`` (see `ProxyHookSettings`).
+
+        Raises:
+            ConfigurationError: ``stack`` does not name a function returning a list.
+        """
+        summary = None
+        if settings.summary_model:
+            summary = LiteLLMClient(
+                settings.summary_model,
+                api_base=settings.summary_api_base,
+                api_key=settings.summary_api_key,
+            )
+        policy = ContextPolicy(
+            max_input_tokens=settings.max_input_tokens,
+            reserve_output=settings.reserve_output,
+            safety_margin=settings.safety_margin,
+        )
+        return cls(
+            store=settings.store,
+            stack=_stack_from(settings.stack) if settings.stack else None,
+            policy=policy,
+            summary_model=summary,
+            agent_id=settings.agent_id,
+        )
+
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         """Rewrite ``data["messages"]`` with the stack; return ``data`` for the proxy to send.
 
         Raises:
-            InvalidInputError: a message is malformed (the proxy answers 4xx/5xx).
-            ContextBuildError: the request could not be prepared within its budget.
+            fastapi.HTTPException: the request cannot be prepared: 400 for a malformed
+                message or one that cannot fit its budget, 409 when another request of the
+                same session committed first (send it again), 500 for a failed source —
+                the detail is the harness error's message, which says what to do.
         """
         messages = data.get("messages")
         if call_type not in CHAT_CALLS or not isinstance(messages, list) or not messages:
             return data
         model = str(data.get("model") or "")
         settings = {k: v for k, v in data.items() if k in ("max_tokens", "max_completion_tokens")}
-        prepared, manifest = await prepare_messages(
-            model,
-            messages,
-            data.get("tools") or (),
-            client=self.summary_model or LiteLLMClient(model),
-            stack=self.stack,
-            policy=self.policy,
-            session_id=session_of(data),
-            user_id=user_of(user_api_key_dict),
-            store=self.store,
-            agent_id=self.agent_id,
-            settings=settings or None,
-        )
+        try:
+            prepared, manifest = await prepare_messages(
+                model,
+                messages,
+                data.get("tools") or (),
+                client=self.summary_model or deployment_client(model),
+                stack=self.stack,
+                policy=self.policy,
+                session_id=session_of(data),
+                user_id=user_of(user_api_key_dict),
+                store=self.store,
+                agent_id=self.agent_id,
+                settings=settings or None,
+            )
+        except (InvalidInputError, ContextBuildError) as exc:
+            raise _http_error(exc) from exc
         data["messages"] = prepared
         metadata = data.get("metadata")
         if not isinstance(metadata, dict):
@@ -139,6 +224,41 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         metadata = data.get("metadata")
         headers = metadata.get(_STASH) if isinstance(metadata, Mapping) else None
         return dict(headers) if isinstance(headers, Mapping) else None
+
+
+class _DeploymentClient(LiteLLMClient):
+    """A `LiteLLMClient` for one proxy deployment: its window from the deployment's model_info."""
+
+    def __init__(self, model: str, *, window: int | None, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.window = window
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the deployment's ``max_input_tokens``, else litellm's map for its model."""
+        return self.window or super().context_window(self.model)
+
+
+def deployment_client(model: str) -> LiteLLMClient:
+    """Return a client for the deployment the proxy routes ``model`` to (summaries, window).
+
+    Inside a proxy the request's model is a ``model_list`` name that litellm alone cannot
+    route; its first deployment's ``litellm_params`` can. Outside a proxy, or for a name
+    with no deployment, a `LiteLLMClient` for ``model`` itself.
+    """
+    server = sys.modules.get("litellm.proxy.proxy_server")
+    router = getattr(server, "llm_router", None)
+    found = router.get_model_list(model_name=model) if router is not None else None
+    if not found:
+        return LiteLLMClient(model)
+    params = dict(found[0].get("litellm_params") or {})
+    info = found[0].get("model_info") or {}
+    window = info.get("max_input_tokens") if isinstance(info, Mapping) else None
+    return _DeploymentClient(
+        str(params.get("model") or model),
+        window=window if isinstance(window, int) and window > 0 else None,
+        api_base=params.get("api_base"),
+        api_key=params.get("api_key"),
+    )
 
 
 def user_of(user_api_key_dict: Any) -> str:
@@ -180,11 +300,62 @@ def manifest_headers(manifest: ContextManifest) -> dict[str, str]:
     }
 
 
+def _http_error(error: InvalidInputError | ContextBuildError) -> Exception:
+    """Return the proxy's HTTP error for a request the stack could not prepare."""
+    status = (
+        409 if isinstance(error, StateConflict) else 500 if isinstance(error, SourceError) else 400
+    )
+    detail = {"error": f"context-harness: {error}", "type": type(error).__name__}
+    http_exception: Any = importlib.import_module("fastapi").HTTPException
+    made: Exception = http_exception(status_code=status, detail=detail)
+    return made
+
+
 def _header(values: Sequence[str]) -> str:
     text = msgspec.json.encode(list(values)).decode()
     return text.encode("ascii", "backslashreplace").decode()[:4_000]
 
 
-proxy_handler_instance: Final = HarnessProxyHook(store=os.environ.get("HARNESS_PROXY_STORE"))
-"""A ready hook for ``config.yaml`` (``callbacks: providers.proxy_hook.proxy_handler_instance``);
-its store is ``HARNESS_PROXY_STORE`` (a URL), else a private in-memory one."""
+def _stack_from(path: str) -> list[Middleware]:
+    """Return the middleware list the function at ``module.function`` builds.
+
+    Raises:
+        ConfigurationError: the path does not import or does not return a list.
+    """
+    module_name, _, name = path.rpartition(".")
+    try:
+        factory: Callable[[], Any] = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"callback_settings.{SETTINGS_KEY}.stack: cannot import {path!r} ({exc}); "
+            "name a function as module.function on the proxy's PYTHONPATH"
+        ) from exc
+    stack = factory()
+    if not isinstance(stack, list | tuple):
+        raise ConfigurationError(
+            f"callback_settings.{SETTINGS_KEY}.stack: {path}() returned "
+            f"{type(stack).__name__}; it must return the middleware list"
+        )
+    return list(stack)
+
+
+def _proxy_settings() -> ProxyHookSettings:
+    """Return the hook's options from the proxy's ``callback_settings`` (set before callbacks load).
+
+    Outside a proxy (or without the section) ``HARNESS_PROXY_STORE`` may still name the store.
+    """
+    found = getattr(load_litellm(), "callback_settings", None)
+    raw = found.get(SETTINGS_KEY) if isinstance(found, Mapping) else None
+    if raw is None:
+        raw = {"store": os.environ.get("HARNESS_PROXY_STORE")}
+    if not isinstance(raw, Mapping):
+        raise ConfigurationError(
+            f"callback_settings.{SETTINGS_KEY} in the proxy's config.yaml must be a mapping "
+            f"of options ({', '.join(ProxyHookSettings.__struct_fields__)})"
+        )
+    return ProxyHookSettings.parse(raw)
+
+
+proxy_handler_instance: Final = HarnessProxyHook.from_settings(_proxy_settings())
+"""The hook for ``config.yaml`` (``callbacks: ["providers.proxy_hook.proxy_handler_instance"]``),
+configured from ``callback_settings: harness:`` (`ProxyHookSettings`)."""

@@ -133,3 +133,32 @@ async def test_the_session_can_come_from_metadata() -> None:
     assert session_of(data) == "from-metadata"
     assert session_of(_data([], "from-header")) == "from-header"
     assert user_of(_auth(None, "tok")) == "key:tok" and user_of(_auth("bob")) == "bob"
+
+
+def test_settings_come_from_the_proxy_config_and_bad_ones_are_named() -> None:
+    from harness.errors import ConfigurationError
+    from providers.litellm_client import LiteLLMClient
+    from providers.proxy_hook import HarnessProxyHook, ProxyHookSettings
+
+    settings = ProxyHookSettings.parse(
+        {"store": "sqlite://", "max_input_tokens": "3000", "summary_model": "openai/cheap"}
+    )  # numbers arrive as strings from os.environ/ references
+    hook = HarnessProxyHook.from_settings(settings)
+    assert hook.policy is not None and hook.policy.max_input_tokens == 3000
+    assert (
+        isinstance(hook.summary_model, LiteLLMClient) and hook.summary_model.model == "openai/cheap"
+    )
+    with pytest.raises(ConfigurationError, match="max_input_tokns"):
+        ProxyHookSettings.parse({"max_input_tokns": 3000})
+    with pytest.raises(ConfigurationError, match=r"cannot import 'no_such_module\.build'"):
+        HarnessProxyHook.from_settings(ProxyHookSettings(stack="no_such_module.build"))
+
+
+async def test_a_request_the_stack_refuses_becomes_an_http_error() -> None:
+    from fastapi import HTTPException
+
+    orphan = _data([{"role": "tool", "content": "no call id"}])
+    with pytest.raises(HTTPException) as refused:
+        await _hook().async_pre_call_hook(_auth("alice"), None, orphan, "acompletion")
+    assert refused.value.status_code == 400
+    assert "tool_call_id" in str(refused.value.detail)
