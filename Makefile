@@ -34,7 +34,7 @@ run: setup  ## the demo agent session (offline; HARNESS_MODEL=... for a real pro
 	$(PY) -m harness run
 
 test: setup  ## the whole test suite
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist loadgroup  # one worker runs the litellm proxy tests
 
 lint: setup  ## ruff and mypy --strict
 	$(VENV)/bin/ruff check harness middleware providers tests benchmarks
