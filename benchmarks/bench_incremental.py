@@ -13,7 +13,8 @@ Three measurements, each a ratio against a baseline measured in the same run:
   the median at the smallest N, per repeat (paired), median and range over the repeats.
 - **Stateless callers.** A fresh agent per request over the same 2,000-message history, as a
   server that builds an agent (or calls ``harness.acompletion``) per request does: the
-  messages are decoded from JSON anew for every request (fresh objects, fresh strings).
+  messages are decoded from JSON anew for every request (fresh objects, fresh strings), and
+  each text carries its position (`distinct`: the replayed runs would otherwise repeat).
   Request 1 starts from empty count caches (`harness.tokens.clear_count_caches`); request 2
   carries the same history plus a tool call and its result. The figure is request 2's
   preparation time over request 1's: what the process-wide count cache saves. Twice: with
@@ -35,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +139,7 @@ async def stateless_rounds(session: Session, *, limit: int | None = None) -> tup
 
     ``limit``: the input limit (``None``: far above the history, so counts are estimates).
     """
-    encoded = msgspec.json.encode(list(session.messages))
+    encoded = msgspec.json.encode(distinct(session.messages))
     call = ScriptedModel.tool_call("bash", {"command": "ls"}, id="call_stateless")
     result = Message(role="tool", content="README.md\nsetup.py", tool_call_id="call_stateless")
     times: list[float] = []
@@ -153,6 +155,19 @@ async def stateless_rounds(session: Session, *, limit: int | None = None) -> tup
     return times[0], times[1]
 
 
+def distinct(messages: Sequence[Message]) -> list[Message]:
+    """Return ``messages`` with a number appended to each text, so no two share content.
+
+    A long replayed session repeats its recorded runs (fresh ids, same texts), and a count
+    cache keyed by content would count each text once however often it recurs; numbering
+    them makes request 1 count every message, as a history of distinct turns would.
+    """
+    return [
+        m.replace(content=f"{m.content}\n#{i}") if isinstance(m.content, str) else m
+        for i, m in enumerate(messages)
+    ]
+
+
 def near_limit(session: Session) -> int:
     """Return an input limit the session's history is near (its exact count ÷ 0.8).
 
@@ -160,7 +175,7 @@ def near_limit(session: Session) -> int:
     whether it fits), which is where a count cache saves the most.
     """
     exact = exact_for_family(family_for("gpt-4o"))
-    total = exact.count_messages(session.messages) + exact.count(session.system_prompt)
+    total = exact.count_messages(distinct(session.messages)) + exact.count(session.system_prompt)
     return int(total / 0.8) + 4_000  # room for the tool schemas and the new messages
 
 
