@@ -3,6 +3,13 @@
 Summary requests go straight to the summariser model, never through the stack (they load
 no dynamic sources and show no task state), and each one reports its own manifest
 (purpose ``summary``) like the agent's requests do.
+
+Cost: a long early part is packed into chunks by the fast estimate alone (never the exact
+tokenizer per message, which made the first compaction of a long history seconds slower);
+the default chunk stays below the estimator's ``floor`` × the summariser's limit, so by the
+floor's guarantee no request can be over it, and any request near the limit is recounted
+exactly as a whole before it is sent. Each message goes into one request; what was
+answered is never asked again.
 """
 
 from __future__ import annotations
@@ -95,8 +102,6 @@ class Summariser:
         self.request = request
         self.limit = limit
         self.est = est
-        self.overflowed_at: int | None = None
-        """The estimated size of the last summary request the summariser rejected as too long."""
 
     async def __call__(self, prompt: str) -> str:
         """Return the answer to ``prompt``.
@@ -131,13 +136,11 @@ class Summariser:
         )
         request, tokens = counted_near_limit(request)  # exact near the summariser's limit
         if tokens > self.limit:
-            self.overflowed_at = tokens
             return tokens
         report_manifest(build_manifest(request), self.request)
         try:
             response = await send_watched(self.client, request)
         except ContextOverflowError:
-            self.overflowed_at = tokens
             return tokens
         return response.message.text.strip()
 

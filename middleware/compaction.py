@@ -23,7 +23,9 @@ model sees next (the agent commits it, so nothing is redone next round), never t
    The long-term-memory hook first records lasting facts of the part to be summarised;
    then the summariser (``model``, default the agent's own client, called directly — not
    through the stack) summarises the early part, in chunks that fit its window when
-   needed (halved, up to three times, if it still reports an overflow), and the history
+   needed — each message in exactly one summary request, then only the partial summaries
+   are merged; a chunk the summariser still rejects as too long is halved and only it is
+   asked again — and the history
    becomes: the first user message (the task, pinned), one summary message, the newest
    user message (what the agent is doing now, kept even when it lies in the early part),
    the kept recent messages. An existing summary is *updated* with the new early
@@ -188,8 +190,11 @@ class Compaction:
         truncate_args: truncate long string arguments of old tool calls (stage 2).
         max_arg_length: string arguments longer than this are truncated.
         truncation_text: appended to the first 20 characters of a truncated argument.
-        summary_chunk_tokens: the most tokens one summary request may hold (default: 60 %
-            of the summariser's input limit, from its window and the policy).
+        summary_chunk_tokens: the most tokens one summary request may hold, by the fast
+            estimate (default: 60 % of the summariser's input limit, from its window and the
+            policy, and never more than the estimator's ``floor`` of it, so no request needs
+            an exact recount). Requests are still checked against the limit by exact count
+            near it.
         memory: the long-term-memory store called before summarising (default: each
             user's own memory file in the agent's workspace, `harness.memory.WorkspaceMemory`;
             shared scopes only when configured); ``None`` disables it.
