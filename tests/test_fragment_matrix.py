@@ -27,8 +27,9 @@ from harness.fragments import (
     builtin_changes,
     seed_builtins,
 )
-from harness.markers import is_summary
-from harness.request import ModelRequest
+from harness.markers import ORIGIN_ID, is_summary
+from harness.messages import ToolCall
+from harness.request import LeftOut, ModelRequest
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, open_store
 from harness.sessions.store import FragmentStore
 from harness.task import enter_plan_mode
@@ -340,3 +341,64 @@ async def test_over_budget_a_fragment_is_omitted_with_a_warning_and_nothing_over
 def _stored_bytes(folder: Path) -> bytes:
     """Every byte of the SQLite store's files (the database, its WAL and shared memory)."""
     return b"".join(p.read_bytes() for p in folder.iterdir() if p.name.startswith("sessions.db"))
+
+
+def test_left_out_messages_come_back_in_place_unless_their_call_was_summarised() -> None:
+    calls = (ToolCall(id="c1", name="shell"), ToolCall(id="c2", name="shell"))
+    task, asked = Message.user("task"), Message.assistant("", tool_calls=calls)
+    r1, r2 = Message.tool("c1", "one"), Message.tool("c2", "two (disabled)")
+    later, x_call = (
+        Message.user("later"),
+        Message.assistant("", tool_calls=(ToolCall(id="x", name="shell"),)),
+    )
+    x_result, last = Message.tool("x", "x (disabled)"), Message.user("last")
+    copy = asked.replace(id=f"{asked.id}~calls1", tool_calls=calls[:1])
+    left = LeftOut(
+        history=(task, asked, r1, r2, later, x_call, x_result, last),
+        sent=frozenset(m.id for m in (task, r1, later, last)),
+        stand_ins=((copy.id, asked.id),),
+    )
+    # Nothing rewritten: the whole turn and the left-out unit are back in their places.
+    assert left.restore((task, copy, r1, later, last)) == left.history
+    # Compaction summarised the turn and "later": r2 goes with its call; the unit that was
+    # left out whole comes back right after the summary.
+    summary = Message.user("summary", metadata={"summary": True})
+    assert left.restore((task, summary, last)) == (task, summary, x_call, x_result, last)
+    # A rewritten copy (offload, trim) stands at its original's place.
+    trimmed = r1.replace(id="r1-trimmed", content="on", metadata={ORIGIN_ID: r1.id})
+    assert left.restore((task, copy, trimmed, later, last)) == (
+        task,
+        asked,
+        trimmed,
+        r2,
+        later,
+        x_call,
+        x_result,
+        last,
+    )
+
+
+async def test_an_edit_made_while_the_agent_serves_the_session_reaches_its_next_request(
+    store: SessionStore,
+) -> None:
+    fragments = Fragments(store, KEY)
+    rule = await fragments.add("Rule: use tabs.", title="style")
+
+    async def reformat(command: str) -> str:
+        """Reformat (edits the style rule from outside the agent, as the CLI would).
+
+        Args:
+            command: what to reformat.
+        """
+        await fragments.edit(rule.id, content="Rule: use four spaces.")
+        return f"reformatted {command}"
+
+    model = ScriptedModel([ScriptedModel.tool_call("reformat", {"command": "x.py"}), "done"])
+    agent = HarnessAgent(
+        model=model, tools=[reformat], stack=[FragmentEditor(), PairValidation()], store=store
+    )
+    await agent.call("reformat x.py", CTX)
+    first, second = model.agent_requests  # two requests of one agent call
+    assert "use tabs" in "\n".join(b.text for b in first.blocks)
+    texts = "\n".join(b.text for b in second.blocks)
+    assert "four spaces" in texts and "tabs" not in texts
