@@ -747,9 +747,14 @@ class _Watches:
             return contextlib.nullcontext()
         return self._all(w.active() for w in self.watches)
 
+    def tool(self, call: ToolCall) -> contextlib.AbstractContextManager[list[ToolRunWatch]]:
+        """Return the context one tool runs in: every watch's, giving their tool watches."""
+        if not self.watches:
+            return contextlib.nullcontext([])
+        return self._tools(call)
+
     @contextlib.contextmanager
-    def tool(self, call: ToolCall) -> Iterator[list[ToolRunWatch]]:
-        """Run one tool inside every watch's tool context; yield their tool watches."""
+    def _tools(self, call: ToolCall) -> Iterator[list[ToolRunWatch]]:
         with contextlib.ExitStack() as stack:
             yield [stack.enter_context(w.tool(call)) for w in self.watches]
 
