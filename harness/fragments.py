@@ -18,16 +18,15 @@ Every change writes a new version (all versions are kept, so `Fragments.revert` 
 to any of them) and bumps the *set* version of its scope; a write prepared from a stale set
 version raises `StateConflict`. Each change is a `harness.sessions.FragmentEvent` in the
 session's log. Content is checked (`FragmentPolicy.max_chars`) and secrets are redacted
-(`FragmentPolicy.secrets`) before anything is stored.
+(`FragmentPolicy.secrets`, `harness.redaction`) before anything is stored. The built-in
+System parts are fragments too (`harness.builtin_fragments`).
 """
 
 from __future__ import annotations
 
-import functools
-import platform
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, Literal, Protocol, get_args, runtime_checkable
 
 import msgspec
@@ -35,7 +34,9 @@ import msgspec
 from harness.errors import ConfigurationError, InvalidInputError, StateConflict
 from harness.markers import ORIGIN_ID
 from harness.messages import Message, new_id
-from harness.task import DEFAULT_PLAN_RULES
+from harness.redaction import DEFAULT_SECRETS as DEFAULT_SECRETS
+from harness.redaction import SecretPattern as SecretPattern
+from harness.redaction import redact as redact
 
 if TYPE_CHECKING:
     from harness.sessions.store import FragmentStore, SessionKey
@@ -128,47 +129,11 @@ class FragmentScope(msgspec.Struct, frozen=True):
         return cls("", agent_id, "project", project)
 
 
+FragmentList = list[Fragment]
+"""A list of fragments (the name keeps `Fragments.list` from shadowing ``list``)."""
+
+
 # ---------------------------------------------------------------- hygiene
-class SecretPattern(msgspec.Struct, frozen=True):
-    """A secret to redact: a name and a regular expression.
-
-    The whole match is replaced by ``[REDACTED:<name>]``, or, when the pattern has a group
-    named ``keep``, that group followed by the replacement (``password=[REDACTED:password]``).
-
-    ``hints`` make redaction cheap: a regular expression that cannot start with a literal
-    scans every position of the text (tens of milliseconds for an 80,000-character tool
-    result), so a pattern with hints runs only on the lines that contain one of them
-    (case-insensitively) — each of its matches must then lie within one line.
-    """
-
-    name: str
-    pattern: str
-    hints: tuple[str, ...] = ()
-    """Literal pieces, one of which every match contains (``()``: run on the whole text)."""
-
-
-DEFAULT_SECRETS: Final = (
-    SecretPattern(
-        "private_key",
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-    ),
-    SecretPattern("api_key", r"\bsk-[A-Za-z0-9_\-]{16,}", ("sk-",)),
-    SecretPattern("aws_key", r"\bAKIA[0-9A-Z]{16}\b", ("akia",)),
-    SecretPattern(
-        "github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")
-    ),
-    SecretPattern("bearer", r"(?i)(?P<keep>\bbearer[ \t]+)[A-Za-z0-9._~+/\-]{8,}=*", ("bearer",)),
-    SecretPattern(
-        "password",
-        r"(?i)(?P<keep>\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token)"
-        r"[ \t]*[=:][ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&]+)",
-        ("passw", "pwd", "secret", "token", "key"),
-    ),
-)
-"""API keys (``sk-…``, AWS, GitHub), bearer tokens, ``password=…``-style assignments, PEM
-private keys."""
-
-
 class FragmentPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """The hygiene rules of fragment writes."""
 
@@ -205,237 +170,6 @@ class FragmentPolicy(msgspec.Struct, frozen=True, kw_only=True):
                 limit=self.max_chars,
             )
         return redact(text, self.secrets)
-
-
-def redact(text: str, secrets: Iterable[SecretPattern] = DEFAULT_SECRETS) -> str:
-    """Return ``text`` with every match of ``secrets`` replaced by ``[REDACTED:<name>]``."""
-    lower: str | None = None
-    for compiled, marker, keep, hints in _compiled(tuple(secrets)):
-
-        def sub(match: re.Match[str], marker: str = marker, keep: bool = keep) -> str:
-            return (match.group("keep") or "") + marker if keep else marker
-
-        if not hints:
-            text = compiled.sub(sub, text)
-            lower = None
-            continue
-        lower = text.lower() if lower is None else lower
-        if not any(h in lower for h in hints):
-            continue
-        lines = text.splitlines(keepends=True)
-        for i, line in enumerate(lines):
-            folded = line.lower()
-            if any(h in folded for h in hints):
-                lines[i] = compiled.sub(sub, line)
-        text = "".join(lines)
-        lower = None
-    return text
-
-
-@functools.lru_cache(maxsize=32)
-def _compiled(
-    secrets: tuple[SecretPattern, ...],
-) -> tuple[tuple[re.Pattern[str], str, bool, tuple[str, ...]], ...]:
-    """Compile a pattern set once (redaction runs on every message the store receives)."""
-    out = []
-    for secret in secrets:
-        compiled = re.compile(secret.pattern)
-        keep = "keep" in compiled.groupindex
-        hints = tuple(h.lower() for h in secret.hints if h)
-        out.append((compiled, f"[REDACTED:{secret.name}]", keep, hints))
-    return tuple(out)
-
-
-def redact_message(message: Message, secrets: Sequence[SecretPattern] = DEFAULT_SECRETS) -> Message:
-    """Return ``message`` with secrets redacted in its text, reasoning and tool-call arguments.
-
-    Used by everything that writes messages to a store (`harness.sessions.SessionRecorder`);
-    the same message object comes back when nothing matched, so a clean round copies nothing.
-    Tool-call arguments are redacted value by value, so they stay valid JSON.
-    """
-    if not secrets:
-        return message
-    patterns = tuple(secrets)
-    changes: dict[str, object] = {}
-    content = message.content
-    if isinstance(content, str):
-        clean = redact(content, patterns)
-        if clean != content:
-            changes["content"] = clean
-    elif content:
-        parts = tuple(
-            msgspec.structs.replace(p, text=redact(p.text, patterns)) if p.text else p
-            for p in content
-        )
-        if any(a.text != b.text for a, b in zip(parts, content, strict=True)):
-            changes["content"] = parts
-    if message.reasoning_content:
-        clean = redact(message.reasoning_content, patterns)
-        if clean != message.reasoning_content:
-            changes["reasoning_content"] = clean
-    if message.tool_calls:
-        calls = tuple(
-            msgspec.structs.replace(c, arguments=_redact_arguments(c.arguments, patterns))
-            for c in message.tool_calls
-        )
-        if any(a.arguments != b.arguments for a, b in zip(calls, message.tool_calls, strict=True)):
-            changes["tool_calls"] = calls
-    return message.replace(**changes) if changes else message
-
-
-def _redact_arguments(arguments: str, secrets: tuple[SecretPattern, ...]) -> str:
-    if redact(arguments, secrets) == arguments:
-        return arguments
-    try:
-        decoded = msgspec.json.decode(arguments)
-    except msgspec.DecodeError:
-        return redact(arguments, secrets)
-
-    def walk(value: object) -> object:
-        if isinstance(value, str):
-            return redact(value, secrets)
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        return value
-
-    return msgspec.json.encode(walk(decoded)).decode()
-
-
-# ---------------------------------------------------------- built-in System parts
-class Builtin(msgspec.Struct, frozen=True, kw_only=True):
-    """A System part the harness ships, kept as a project ``system`` fragment.
-
-    `seed_builtins` writes it into a project once; from then on it is a fragment like any
-    other — listed, edited, disabled, reverted — and what the developer did to it is what
-    the model receives. ``{date}``, ``{platform}`` and ``{cwd}`` in its content are filled
-    in at request time (`render_placeholders`), so the stored text stays a template.
-    """
-
-    id: str
-    """The fragment id (stable: ``builtin-<name>``)."""
-    title: str
-    """The title listings show."""
-    content: str
-    """The shipped text (a template)."""
-    part: str = ""
-    """The System part of another layer this fragment governs (``mode/plan``: applied only
-    while that layer adds the part; disabled leaves it out, edited replaces its text);
-    empty: the fragment is its own System part."""
-    revision: int = 1
-    """Raise it when the shipped text changes: an untouched seed is then upgraded."""
-
-
-PLACEHOLDERS: Final = ("{date}", "{platform}", "{cwd}")
-"""What a built-in's content may contain, filled in for each request."""
-
-DEFAULT_BUILTINS: Final = (
-    Builtin(
-        id="builtin-principles",
-        title="Working principles",
-        content=(
-            "Working principles:\n"
-            "- Read the code and context that matter before you change anything.\n"
-            "- Make the smallest change that does the task; leave unrelated code as it is.\n"
-            "- Check the result (run the tests or the command) before you say it is done.\n"
-            "- Say plainly what you did, what you did not do, and what is uncertain."
-        ),
-    ),
-    Builtin(
-        id="builtin-environment",
-        title="Environment",
-        content="Environment:\n- Date: {date}\n- Platform: {platform}\n- Working folder: {cwd}",
-    ),
-    Builtin(
-        id="builtin-mode-plan",
-        title="Plan mode rules",
-        content=DEFAULT_PLAN_RULES,
-        part="mode/plan",
-    ),
-)
-"""Working principles, environment information and the plan mode's rules."""
-
-
-def render_placeholders(text: str, *, cwd: str, now: float | None = None) -> str:
-    """Return a built-in's ``text`` with ``{date}`` (UTC), ``{platform}`` and ``{cwd}`` filled in."""
-    if "{" not in text:
-        return text
-    day = time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
-    values = (day, f"{platform.system()} {platform.release()}".strip(), cwd)
-    for placeholder, value in zip(PLACEHOLDERS, values, strict=True):
-        text = text.replace(placeholder, value)
-    return text
-
-
-def builtin_changes(
-    builtins: Sequence[Builtin], stored: Sequence[Fragment]
-) -> list[FragmentChange]:
-    """Return the writes that bring ``stored`` (a project's fragments) up to ``builtins``.
-
-    A missing built-in is added (after the project's other fragments); one seeded from an
-    older revision is upgraded unless the developer edited its content. Nothing else is
-    touched: a disabled, removed, moved or edited built-in stays as the developer left it.
-    """
-    by_id = {f.id: f for f in stored}
-    last = max((f.order for f in stored if not f.message), default=0.0)
-    now = time.time()
-    changes: list[FragmentChange] = []
-    for builtin in builtins:
-        current = by_id.get(builtin.id)
-        if current is None:
-            last += 1.0
-            fragment = Fragment(
-                id=builtin.id,
-                kind="system",
-                title=builtin.title,
-                content=builtin.content,
-                tags=("builtin",),
-                created_at=now,
-                updated_at=now,
-                order=last,
-                scope="project",
-                builtin=builtin.revision,
-                part=builtin.part,
-            )
-            changes.append(FragmentChange(fragment=fragment, op="seed", old_version=0))
-        elif 0 < current.builtin < builtin.revision and not current.edited:
-            upgraded = current.replace(
-                title=builtin.title,
-                content=builtin.content,
-                part=builtin.part,
-                builtin=builtin.revision,
-                version=current.version + 1,
-                updated_at=now,
-            )
-            changes.append(
-                FragmentChange(fragment=upgraded, op="seed", old_version=current.version)
-            )
-    return changes
-
-
-async def seed_builtins(
-    store: FragmentStore,
-    scope: FragmentScope,
-    builtins: Sequence[Builtin] = DEFAULT_BUILTINS,
-    *,
-    log: SessionKey | None = None,
-) -> tuple[int, FragmentList]:
-    """Write ``builtins`` into a project's fragments where missing or outdated; return the set.
-
-    Idempotent: a second call writes nothing. Two processes seeding at once do not fail —
-    the one that loses re-reads what the other wrote (``seed`` events in ``log``'s session).
-    """
-    for _ in range(3):
-        version, stored = await store.fragments(scope)
-        changes = builtin_changes(builtins, stored)
-        if not changes:
-            return version, stored
-        try:
-            await store.commit_fragments(scope, expected_version=version, changes=changes, log=log)
-        except StateConflict:
-            continue  # someone else wrote the set meanwhile: look again
-    return await store.fragments(scope)
 
 
 # ---------------------------------------------------------- history fragments
@@ -501,8 +235,6 @@ async def read_sets(
 
 
 # ---------------------------------------------------------------- operations
-FragmentList = list[Fragment]
-"""A list of fragments (the name keeps `Fragments.list` from shadowing ``list``)."""
 
 
 class Fragments:

@@ -24,10 +24,10 @@ CLI while an agent serves the session reaches its next request:
   ``fragment_omitted_for_budget`` warning event, and a request over ``warn_at`` of its limit
   is a ``context_near_limit`` warning.
 
-**Built-in System parts** (``builtins=DEFAULT_BUILTINS`` from `harness.fragments`: working
+**Built-in System parts** (``builtins=DEFAULT_BUILTINS`` from `harness.builtin_fragments`: working
 principles, environment information, the plan mode's rules; off by default) are seeded once
 into the project's
-fragments (`harness.fragments.seed_builtins`: idempotent, upgraded only while untouched) and
+fragments (`harness.builtin_fragments.seed_builtins`: idempotent, upgraded only while untouched) and
 from then on are fragments like any other. ``{date}``, ``{platform}`` and ``{cwd}`` in a
 built-in are filled in for each request. A built-in that governs a part another layer adds
 (``mode/plan`` from TaskState) applies only while that part is in the request: disabled, the
@@ -46,19 +46,15 @@ from typing import ClassVar
 import msgspec
 
 from harness.blocks import ContextBlock
-from harness.errors import ConfigurationError
-from harness.events import AgentEvent
-from harness.fragments import (
-    DEFAULT_PROJECT,
+from harness.builtin_fragments import (
     Builtin,
-    Fragment,
-    FragmentScope,
     builtin_changes,
-    read_sets,
-    ref_id,
     render_placeholders,
     seed_builtins,
 )
+from harness.errors import ConfigurationError
+from harness.events import AgentEvent
+from harness.fragments import DEFAULT_PROJECT, Fragment, FragmentScope, read_sets, ref_id
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
@@ -80,7 +76,7 @@ class FragmentEditor:
             is emitted (``None``: never).
         purposes: request purposes the fragments apply to (default: the agent loop).
         builtins: the built-in System parts to seed into the project, e.g.
-            `harness.fragments.DEFAULT_BUILTINS` (default ``()``: none — the drop-in call and
+            `harness.builtin_fragments.DEFAULT_BUILTINS` (default ``()``: none — the drop-in call and
             the proxy hook serve other machines, whose date and folder these are not; parts
             seeded before stay fragments until removed).
 

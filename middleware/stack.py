@@ -53,7 +53,8 @@ def default_stack(
         context_sources: replaces the default `ContextSources(sources=sources)`.
         task: replaces the default `TaskState()` (e.g. ``enable_task_list()``).
         fragments: replaces the default `FragmentEditor()` (e.g.
-            ``FragmentEditor(builtins=DEFAULT_BUILTINS)`` for the built-in System parts).
+            ``FragmentEditor(builtins=DEFAULT_BUILTINS)`` for the built-in System parts of
+            `harness.builtin_fragments`).
         offload: replaces the default `ToolResultOffload()`.
         budget: replaces the default `BudgetFit()`.
         compaction: replaces the default `Compaction()`.

@@ -19,14 +19,9 @@ import pytest
 
 from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeContext
 from harness.accounting import estimate_request
+from harness.builtin_fragments import DEFAULT_BUILTINS, Builtin, builtin_changes, seed_builtins
 from harness.events import AgentEvent
-from harness.fragments import (
-    DEFAULT_BUILTINS,
-    Builtin,
-    FragmentScope,
-    builtin_changes,
-    seed_builtins,
-)
+from harness.fragments import FragmentScope
 from harness.markers import ORIGIN_ID, is_summary
 from harness.messages import ToolCall
 from harness.request import LeftOut, ModelRequest

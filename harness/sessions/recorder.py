@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.events import AgentEvent
-from harness.fragments import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.markers import (
     ARGS_TRUNCATED,
     INTERRUPTED,
@@ -31,6 +30,7 @@ from harness.markers import (
     is_summary,
 )
 from harness.messages import Message
+from harness.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.codec import decode_extensions, encode_extensions
 from harness.sessions.store import (
     CompactionEvent,
