@@ -88,6 +88,8 @@ MIN_TEXT_TOKENS: Final = SUMMARY_ROOM - MESSAGE_OVERHEAD - HEADER_TOKENS
 """The least text a summary gets (what `SUMMARY_ROOM` leaves after its header)."""
 _PLACEHOLDER = re.compile(r"\{(messages|previous_summary)\}")
 
+LABEL_TOKENS: Final = 4
+"""Tokens a rendered message's ``[role]`` label may take beyond its own count."""
 SUMMARY_CONCURRENCY: Final = 4
 """Partial summaries requested at once when the early part is summarised in chunks."""
 
@@ -215,19 +217,27 @@ def fit_text(text: str, est: TokenEstimator, tokens: int) -> str:
     return cut if chars > 0 else ""
 
 
-def pack(pieces: Sequence[str], est: TokenEstimator, room: int) -> list[list[str]]:
+def pack(
+    pieces: Sequence[str], est: TokenEstimator, room: int, sizes: Sequence[int] | None = None
+) -> list[list[str]]:
     """Group ``pieces``, in order, into as few groups of at most ``room`` tokens as they fit in.
 
     Counted with the fast estimate only (no exact tokenizer pass per piece): the summary
     request is recounted as a whole near the summariser's limit (`Summariser.attempt`). A
     piece larger than ``room`` is cut to fit (`fit_text`) and goes alone.
+
+    Args:
+        pieces: the texts, in order.
+        est: the (fast) estimator.
+        room: the most tokens of one group.
+        sizes: each piece's tokens when known already (`rendered_tokens`); else counted.
     """
     groups: list[list[str]] = []
     current: list[str] = []
     used = 0
     count = est.count
-    for piece in pieces:
-        tokens = count(piece) + 1  # the joining newlines
+    for index, piece in enumerate(pieces):
+        tokens = (sizes[index] if sizes is not None else count(piece)) + 1  # joining newlines
         if tokens > room:
             piece, tokens = fit_text(piece, est, room - 1), room
         if current and used + tokens > room:
@@ -238,6 +248,17 @@ def pack(pieces: Sequence[str], est: TokenEstimator, room: int) -> list[list[str
     if current:
         groups.append(current)
     return groups
+
+
+def rendered_tokens(message: Message, est: TokenEstimator) -> int:
+    """Return at least the estimated tokens of `render_message` (message), from cached counts.
+
+    The message's own count (cached by the estimator, usually counted already this round)
+    covers its text and tool calls with more framing than the rendering adds, plus the label:
+    no second pass over the text of a long early part.
+    """
+    label = f"tool result {message.name}" if message.role == "tool" and message.name else ""
+    return est.count_message(message) + LABEL_TOKENS + (est.count(label) if label else 0)
 
 
 def packing_estimator(est: TokenEstimator, model: str) -> TokenEstimator:
@@ -293,13 +314,14 @@ class SummaryWriter:
         if previous is not None:
             previous = fit_text(previous, est, chunk // 3)
         pieces = [render_message(m) for m in early]
-        groups = pack(pieces, est, self._room(chunk, previous, ask, request))
+        sizes = [rendered_tokens(m, est) for m in early]
+        groups = pack(pieces, est, self._room(chunk, previous, ask, request), sizes)
         if len(groups) == 1:
             answer = await ask.attempt(self._prompt(_join(groups[0]), previous))
             if isinstance(answer, str):
                 return fit_text(answer, est, cap)
             chunk = self._smaller(chunk, answer, ask)
-            groups = pack(pieces, est, self._room(chunk, None, ask, request))
+            groups = pack(pieces, est, self._room(chunk, None, ask, request), sizes)
         partials = await self._partials(groups, ask, chunk, request)
         text = await self._merge(([previous] if previous else []) + partials, ask, chunk)
         return fit_text(text.strip(), est, cap)

@@ -20,6 +20,7 @@ that would not have read it. The cache is bounded (the oldest quarter goes when 
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from itertools import islice
@@ -70,6 +71,7 @@ class WorkspaceFiles:
         self.workspace = workspace
         self.files: dict[str, FileText] = {}
         self.listings: dict[str, Listing] = {}
+        self._writing = threading.Lock()  # the loop and a reader thread may both add entries
 
     # ------------------------------------------------------------------ reading
     def text(self, path: str) -> FileText:
@@ -167,10 +169,11 @@ class WorkspaceFiles:
 
     def _remember(self, path: str, entry: FileText) -> None:
         files = self.files
-        if path not in files and len(files) >= FILE_LIMIT:
-            for old in list(islice(files, FILE_LIMIT // 4)):
-                files.pop(old, None)
-        files[path] = entry
+        with self._writing:
+            if path not in files and len(files) >= FILE_LIMIT:
+                for old in list(islice(files, FILE_LIMIT // 4)):
+                    files.pop(old, None)
+            files[path] = entry
 
 
 def workspace_files(workspace: Workspace) -> WorkspaceFiles | None:
