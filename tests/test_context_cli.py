@@ -20,7 +20,8 @@ import pytest
 
 from harness import ContextPolicy, Fragments, HarnessAgent, RuntimeContext
 from harness.manifest import ContextManifest
-from harness.sessions import ManifestEvent, SessionKey, open_store
+from harness.messages import Message
+from harness.sessions import Event, ManifestEvent, MessageEvent, SessionKey, StoredState, open_store
 from harness.types import Middleware
 from middleware import BudgetFit, Compaction, FragmentEditor, PairValidation, ToolResultOffload
 from providers import ScriptedModel
@@ -247,3 +248,37 @@ def test_help() -> None:
     done = harness("--help")
     assert done.returncode == 0 and done.stdout.startswith("usage: harness context show")
     assert "--html FILE" in done.stdout
+
+
+def test_a_request_that_failed_to_build_is_shown_as_such(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'sessions.db'}"
+    failed = ContextManifest(
+        call_id="failed-call",
+        purpose="agent",
+        model="scripted",
+        estimated_input_tokens=-1,
+        input_limit=-1,
+        counting_method="unavailable",
+        exact=False,
+        transforms=("source_unavailable:source/tickets/:timeout",),
+        validation="build_failed",
+        error="SourceError",
+    )
+
+    async def main() -> None:
+        store = open_store(url)
+        events: list[Event] = [
+            MessageEvent(message=Message.user("hi")),
+            ManifestEvent(manifest=failed),
+        ]
+        await store.commit(KEY, expected_version=0, events=events, state=StoredState())
+        await store.aclose()
+
+    anyio.run(main)
+    page = tmp_path / "failed.html"
+    done = harness("--session", "s1", "--user", "alice", "--store", url, "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    assert "tokens unavailable" in done.stdout and "validation build_failed" in done.stdout
+    assert "error: SourceError" in done.stdout
+    assert "left out (1)" in done.stdout and "source_unavailable:source/tickets/" in done.stdout
+    assert "build_failed" in page.read_text("utf-8")
