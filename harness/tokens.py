@@ -313,7 +313,11 @@ class CountCache:
 def remember(counts: dict[int, int], key: int, tokens: int, limit: int) -> None:
     """Store ``tokens`` under ``key``, first dropping the oldest quarter when ``counts`` is full."""
     if len(counts) >= limit:
-        for old in list(islice(counts, max(1, limit // 4))):
+        try:
+            oldest = list(islice(counts, max(1, limit // 4)))
+        except RuntimeError:  # another thread changed it meanwhile (free-threaded builds)
+            oldest = []  # the next insertion tries again
+        for old in oldest:
             counts.pop(old, None)  # another thread may have dropped it already
     counts[key] = tokens
 
