@@ -50,7 +50,7 @@ DEFAULT_SECRETS: Final = (
     SecretPattern(
         "password",
         r"(?i)(?P<keep>\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token)"
-        r"[ \t]*[=:][ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&]+)",
+        r"[\"']?[ \t]*[=:][ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&]+)",
         ("passw", "pwd", "secret", "token", "key"),
     ),
 )
@@ -142,13 +142,20 @@ def _redact_arguments(arguments: str, secrets: tuple[SecretPattern, ...]) -> str
     except msgspec.DecodeError:
         return redact(arguments, secrets)
 
+    def keyed(key: str, value: object) -> object:
+        if isinstance(value, str):  # {"password": "..."}: judged as "password=..."
+            named = redact(f"{key}={value}", secrets)
+            if named.startswith(f"{key}=") and named != f"{key}={value}":
+                return named[len(key) + 1 :]
+        return walk(value)
+
     def walk(value: object) -> object:
         if isinstance(value, str):
             return redact(value, secrets)
         if isinstance(value, list):
             return [walk(v) for v in value]
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {k: keyed(k, v) if isinstance(k, str) else walk(v) for k, v in value.items()}
         return value
 
     return msgspec.json.encode(walk(decoded)).decode()

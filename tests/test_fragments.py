@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import anyio
+import msgspec
 import pytest
 
 from harness import FragmentPolicy, Fragments, SecretPattern, redact
 from harness.errors import ConfigurationError, InvalidInputError, StateConflict
-from harness.messages import Message
+from harness.messages import ContentPart, Message, ToolCall
+from harness.redaction import DEFAULT_SECRETS, redact_message
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
 from harness.sessions.store import MessageEvent
 from tests.sessions import conftest as shared
@@ -174,3 +177,42 @@ def test_secret_patterns_are_configurable() -> None:
     assert redact("see TICKET-123", custom) == "see [REDACTED:ticket]"
     with pytest.raises(ConfigurationError):
         FragmentPolicy(secrets=(SecretPattern("bad", "(unclosed"),))
+
+
+def test_a_message_is_redacted_in_text_reasoning_parts_and_arguments() -> None:
+    call = ToolCall(
+        id="c1",
+        name="login",
+        arguments='{"user": "ann", "password": "p=1", "x": "sk-abcdefghijklmnop1234"}',
+    )
+    message = Message.assistant(
+        "use token=abc123",
+        tool_calls=(call,),
+        reasoning_content="the key is sk-abcdefghijklmnop1234",
+    )
+    clean = redact_message(message)
+    assert clean.id == message.id and clean.text == "use token=[REDACTED:password]"
+    assert clean.reasoning_content == "the key is [REDACTED:api_key]"
+    arguments = json.loads(clean.tool_calls[0].arguments)  # still valid JSON
+    assert arguments == {
+        "user": "ann",
+        "password": "[REDACTED:password]",
+        "x": "[REDACTED:api_key]",
+    }
+    config = '{"api_key": "abc123", "name": "svc"}'  # JSON text in a tool result
+    assert redact(config) == '{"api_key": [REDACTED:password], "name": "svc"}'
+    parts = Message(
+        role="user", content=(ContentPart(type="text", text="Bearer abcdefgh12345678"),)
+    )
+    assert redact_message(parts).text == "Bearer [REDACTED:bearer]"
+    plain = Message.user("nothing to hide here")
+    assert redact_message(plain) is plain  # a clean message is not copied
+
+
+def test_hinted_patterns_find_matches_on_every_line_and_nothing_else() -> None:
+    text = "line one\nPASSWORD: hunter2\nplain\n" * 3 + "token = 'a b c'\nno secret"
+    assert redact(text).count("[REDACTED:password]") == 4
+    assert "hunter2" not in redact(text) and "a b c" not in redact(text)
+    assert redact("tokens counted: 12 of the budget") == "tokens counted: 12 of the budget"
+    unhinted = tuple(msgspec.structs.replace(s, hints=()) for s in DEFAULT_SECRETS)
+    assert redact(text, unhinted) == redact(text)
