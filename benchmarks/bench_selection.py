@@ -40,7 +40,7 @@ from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, SystemPart
 from harness.task import TodoItem
-from harness.tokens import approximate
+from harness.tokens import approximate, clear_count_caches
 from middleware.budget_fit import BudgetFit
 from middleware.task_state import render_todos
 
@@ -163,6 +163,7 @@ def measure(mode: Mode, progress: Progress | None = None) -> dict[str, Any]:
         history = request.estimator.count_messages(request.history)
         for name, room in (("half", optional_total // 2), ("all fit", optional_total + 10)):
             limited = request.replace(input_limit=fixed + history + room)
+            clear_count_caches()  # counts are shared process-wide: start this one cold
             cold_request = limited.replace(policy=ContextPolicy(estimator=approximate()))
             started = time.perf_counter()
             budget.fit(cold_request)
