@@ -522,6 +522,8 @@ def render_section(result: Result) -> str:
         lines[-1] += f" · run: {result.date}"
     if result.elapsed_s is not None:
         lines[-1] += f" · took {result.elapsed_s:.1f} s"
+        if result.cpu_s is not None:
+            lines[-1] += f" (CPU {result.cpu_s:.1f} s)"
     lines[-1] += "_"
     lines.append("")
     if result.status != "ok":

@@ -224,6 +224,29 @@ def bill(
     }
 
 
+BIG_BREAK = 1_000
+"""A request that reuses all but fewer tokens of the previous one only re-sent its tail."""
+
+
+def cache_breaks(tokens: Sequence[int], prefix: Sequence[int]) -> dict[str, int]:
+    """Return how much of each previous request the next one did not reuse, and how often.
+
+    A pure append reuses all of the previous request. Material placed after the history
+    (state and reference blocks) is re-sent every round: a small break. Compaction, trims or
+    any rewrite near the front drop most of the previous request: a big break.
+    """
+    dropped = [max(0, before - p) for before, p in zip(tokens, prefix[1:], strict=False)]
+    big = [d for d in dropped if d >= BIG_BREAK]
+    small = [d for d in dropped if 0 < d < BIG_BREAK]
+    return {
+        "not_reused_tokens": sum(dropped),
+        "big_breaks": len(big),
+        "big_break_tokens": sum(big),
+        "small_breaks": len(small),
+        "small_break_tokens": sum(small),
+    }
+
+
 def pair_problems(messages: Sequence[Message]) -> int:
     """Return how many tool results lack their call and tool calls their result."""
     problems = 0
@@ -263,6 +286,7 @@ def _tally(
         "per_request": tokens,
         "prefix_per_request": meter.prefix,
         "whole_prefix_per_request": meter.whole,
+        **cache_breaks(tokens, meter.prefix),
         **bill(tokens, meter.prefix, meter.whole, sum(summary), prices()),
         **extra,
     }
@@ -473,6 +497,8 @@ def _result(
             s["system"],
             s["total_tokens"],
             s["prefix_tokens"],
+            f"{s['big_breaks']} / {s['big_break_tokens']:,}",
+            f"{s['small_breaks']} / {s['small_break_tokens']:,}",
             f"{s['cached_share']:.0%}",
             f"${s['usd_no_cache_openai']:.3f}",
             f"${s['usd_openai']:.3f}",
@@ -498,6 +524,12 @@ def _result(
             f"{s['requests']} requests + {s['summary_tokens']:,} in {s['summary_requests']} "
             "summary requests), "
             f"{s['overflows']} overflow(s), {s['invalid_pairs']} with invalid tool pairs"
+            for s in systems
+        ),
+        "cache breaks (of the previous request's tokens, not reused by the next) — "
+        + "; ".join(
+            f"{s['system']}: {s['big_breaks']} big ({s['big_break_tokens']:,} tokens), "
+            f"{s['small_breaks']} small ({s['small_break_tokens']:,})"
             for s in systems
         ),
         "billed input with prompt caching — "
@@ -624,6 +656,8 @@ def _result(
                     "system",
                     "total input",
                     "common prefix",
+                    "big breaks / tokens",
+                    "small breaks / tokens",
                     "cached (OpenAI)",
                     "OpenAI, no cache",
                     "OpenAI",
@@ -635,7 +669,9 @@ def _result(
                 "rows": bill_rows,
                 "note": "common prefix: per agent request, the tokens equal to the previous "
                 "agent request's start (tool schemas, then each message's OpenAI JSON, o200k), "
-                "summed. Prices from litellm's bundled price table "
+                "summed. A break is a request that does not reuse all of the previous one: big "
+                f"(≥ {BIG_BREAK:,} tokens of it dropped: compaction, trims, a rewrite near the "
+                "front) or small (a tail re-sent: material placed after the history). Prices from litellm's bundled price table "
                 f"(model_prices_and_context_window_backup.json, litellm "
                 f"{_report.versions()['litellm']}), which follows the providers' pricing pages "
                 "(openai.com/api/pricing, anthropic.com/pricing): "

@@ -67,8 +67,8 @@ class Result(msgspec.Struct, forbid_unknown_fields=True):
     """One benchmark's result.
 
     ``workload`` says which workload was used and ``measured`` what exactly was timed or
-    counted; ``headline`` holds the summary lines. ``status``, ``error``, ``date`` and
-    ``elapsed_s`` are the runner's.
+    counted; ``headline`` holds the summary lines. ``status``, ``error``, ``date``, ``elapsed_s`` and
+    ``cpu_s`` are the runner's.
     """
 
     name: str
@@ -86,6 +86,8 @@ class Result(msgspec.Struct, forbid_unknown_fields=True):
     error: str = ""
     date: str = ""
     elapsed_s: float | None = None
+    cpu_s: float | None = None
+    """The process's CPU time over the run (wall time on idle cores, for a busy machine)."""
 
 
 class ResultShapeError(ValueError):

@@ -339,6 +339,7 @@ def test_tokens_sent_smoke(tmp_path: Path) -> None:
         data["ours"]["overflows"] == 0
     )
     for tally in data.values():
+        assert tally["big_breaks"] + tally["small_breaks"] < tally["requests"]
         prefix = tally["prefix_per_request"]
         assert len(prefix) == tally["requests"] and prefix[0] == 0
         assert all(0 <= p <= t for p, t in zip(prefix, tally["per_request"], strict=True))
@@ -363,6 +364,20 @@ def test_prefix_meter_counts_what_the_previous_request_shares() -> None:
     assert meter.prefix[1] == meter.whole[1] == 100 + size[0] + size[1]
     assert meter.whole[2] == 100 + size[0]
     assert meter.whole[2] < meter.prefix[2] < meter.whole[2] + size[1], "a partial message"
+
+
+def test_cache_breaks_tell_a_re_sent_tail_from_a_rewrite_near_the_front() -> None:
+    from benchmarks.bench_tokens_sent import cache_breaks
+
+    # 2nd: a pure append; 3rd: the previous 3,000's last 400 re-sent; 4th: a compaction
+    out = cache_breaks([2_000, 3_000, 3_500, 1_500], [0, 2_000, 2_600, 1_200])
+    assert out == {
+        "not_reused_tokens": 400 + 2_300,
+        "big_breaks": 1,
+        "big_break_tokens": 2_300,
+        "small_breaks": 1,
+        "small_break_tokens": 400,
+    }
 
 
 def test_the_bill_applies_each_providers_cache_rule() -> None:
