@@ -13,7 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import ContextPolicy, HarnessAgent, Message, ModelRequest, RuntimeContext, ToolCall
+from harness import (
+    ContextManifest,
+    ContextPolicy,
+    HarnessAgent,
+    Message,
+    ModelRequest,
+    RuntimeContext,
+    ToolCall,
+)
 from harness.accounting import estimate_request, history_tokens, manifest_items
 from harness.errors import InvalidToolPairs
 from harness.markers import SUMMARY
@@ -266,3 +274,55 @@ async def test_a_fresh_agent_per_request_counts_only_messages_it_has_not_seen() 
     new = [Message.user("a question nobody asked before", id="q")]
     added = await one_request(new)
     assert added <= 3, f"only the new messages are counted, not {added} of {len(history)}"
+
+
+# ------------------------------------------------------------------ through the agent
+@pytest.mark.parametrize("compacting", [False, True])
+async def test_every_manifest_of_an_agent_call_equals_counting_everything(
+    compacting: bool,
+) -> None:
+    """Rounds with offloads, compaction and a growing history: the running figures hold."""
+    from middleware import Compaction
+
+    rounds = 14
+    replies: list[Message | str] = [
+        ScriptedModel.tool_call("sh", {"n": i}, id=f"call{i}") for i in range(rounds)
+    ]
+    model = ScriptedModel(model="gpt-4o", replies=[*replies, "done"])
+    manifests: list[ContextManifest] = []
+
+    def sh(n: int) -> str:
+        """Run a step.
+
+        Args:
+            n: the step.
+        """
+        return ("big output line\n" * 400) if n % 4 == 3 else f"small output {n}"
+
+    stack = default_stack(
+        offload=ToolResultOffload(max_result_chars=2_000, preview_chars=200),
+        compaction=Compaction(trigger_messages=12, keep_messages=4, keep_tokens=0),
+    )
+    if not compacting:
+        stack = [m for m in stack if not isinstance(m, Compaction)]
+    agent = HarnessAgent(
+        model=model,
+        tools=[sh],
+        stack=stack,
+        policy=ContextPolicy(observer=manifests.append),
+        max_rounds=rounds + 2,
+    )
+    await agent.call("run the steps", RuntimeContext(user_id="u", session_id="s"))
+    sent = [m for m in manifests if m.purpose == "agent"]
+    assert len(sent) == len(model.agent_requests) == rounds + 1
+    assert any(
+        t.startswith("tool_result_offload:") for r in model.agent_requests for t in r.transforms
+    )
+    if compacting:
+        assert any(
+            t.startswith("history_compaction:") for r in model.agent_requests for t in r.transforms
+        )
+    for manifest, request in zip(sent, model.agent_requests, strict=True):
+        alone = request.replace(run=None)
+        assert manifest.estimated_input_tokens == estimate_request(alone)
+        assert manifest.items == manifest_items(alone)[1]
