@@ -38,7 +38,7 @@ from harness.tokens import (
     shared_exact,
 )
 from harness.workspace import Workspace
-from middleware import ToolResultOffload, default_stack
+from middleware import Compaction, ToolResultOffload, default_stack
 from middleware._history import safe_cut
 from middleware._layout import current_user, last_unit_start, layout, minimum
 from middleware.pair_validation import PairValidation
@@ -282,8 +282,6 @@ async def test_every_manifest_of_an_agent_call_equals_counting_everything(
     compacting: bool,
 ) -> None:
     """Rounds with offloads, compaction and a growing history: the running figures hold."""
-    from middleware import Compaction
-
     rounds = 14
     replies: list[Message | str] = [
         ScriptedModel.tool_call("sh", {"n": i}, id=f"call{i}") for i in range(rounds)
