@@ -397,3 +397,21 @@ async def test_an_edit_made_while_the_agent_serves_the_session_reaches_its_next_
     assert "use tabs" in "\n".join(b.text for b in first.blocks)
     texts = "\n".join(b.text for b in second.blocks)
     assert "four spaces" in texts and "tabs" not in texts
+
+
+async def test_a_session_nearing_its_window_gets_a_warning(store: SessionStore) -> None:
+    limit = 2_000
+    model = ScriptedModel(default="ok", window=None)
+    stack: list[Middleware] = [FragmentEditor(warn_at=0.5), BudgetFit(), PairValidation()]
+    agent = agent_with(store, model, stack, policy=ContextPolicy(max_input_tokens=limit))
+    quiet = [e async for e in agent.stream_events("hi", CTX)]
+    assert not any(e.code == "context_near_limit" for e in quiet)
+    notes = " ".join(f"fact-{i}" for i in range(300))  # ~1,100 tokens
+    await Fragments(store, KEY).add(notes, title="long notes")
+    loud = [e async for e in agent.stream_events("and now?", CTX)]
+    (warning,) = [e for e in loud if e.code == "context_near_limit"]
+    used = model.agent_requests[-1]
+    assert estimate_request(used, used.estimator) >= limit // 2
+    assert f"of {limit:,} input tokens" in (warning.text or "")
+    logged = [e.event for e in await store.events(KEY, kinds=("warning",))]
+    assert any(getattr(e, "code", "") == "context_near_limit" for e in logged)
