@@ -10,11 +10,13 @@ import msgspec
 import pytest
 
 from harness import FragmentPolicy, Fragments, SecretPattern, redact
+from harness.builtin_fragments import DEFAULT_BUILTINS, seed_builtins
 from harness.errors import ConfigurationError, InvalidInputError, StateConflict
+from harness.fragments import FragmentScope, read_sets
 from harness.messages import ContentPart, Message, ToolCall
 from harness.redaction import DEFAULT_SECRETS, redact_message
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
-from harness.sessions.store import MessageEvent
+from harness.sessions.store import FragmentStore, MessageEvent
 from tests.sessions import conftest as shared
 
 backend = shared.backend
@@ -216,3 +218,17 @@ def test_hinted_patterns_find_matches_on_every_line_and_nothing_else() -> None:
     assert redact("tokens counted: 12 of the budget") == "tokens counted: 12 of the budget"
     unhinted = tuple(msgspec.structs.replace(s, hints=()) for s in DEFAULT_SECRETS)
     assert redact(text, unhinted) == redact(text)
+
+
+async def test_builtins_are_seeded_once_and_sets_read_together(fstore: SessionStore) -> None:
+    assert isinstance(fstore, FragmentStore)
+    project = FragmentScope.of_project("agent")
+    version, seeded = await seed_builtins(fstore, project, DEFAULT_BUILTINS, log=KEY)
+    assert [f.id for f in seeded] == [b.id for b in DEFAULT_BUILTINS]
+    assert await seed_builtins(fstore, project, DEFAULT_BUILTINS) == (version, seeded)
+    await Fragments(fstore, KEY).add("a session note")
+    (_, session), (project_version, listed) = await read_sets(
+        fstore, (FragmentScope.of_session(KEY), project)
+    )
+    assert [f.content for f in session] == ["a session note"]
+    assert (project_version, listed) == (version, seeded)
