@@ -589,8 +589,9 @@ class _Outbox:
         self._emitted = 0
         self._taken = 0
         self._done = True
-        self._arrived = anyio.Event()
-        self._progress = anyio.Event()
+        if live:  # only a live call waits on these (creating one looks up the backend)
+            self._arrived = anyio.Event()
+            self._progress = anyio.Event()
 
     def emit(self, event: AgentEvent) -> None:
         """Queue ``event`` (the call's `RunScope.emit`)."""
