@@ -14,6 +14,7 @@ import pytest
 
 from harness import AgentEvent, ContextOverflowError, HarnessAgent, Message, ModelRequest
 from harness.request import ModelResponse
+from harness.types import StreamingClient
 from middleware.compaction import Compaction
 from middleware.overflow_retry import OverflowRetry
 from providers import ScriptedModel
@@ -186,3 +187,11 @@ async def test_streaming_runs_on_trio(anyio_backend: str) -> None:
 def noop() -> str:
     """Do nothing."""
     return "done"
+
+
+def test_our_clients_stream_as_the_agent_reads_them() -> None:
+    from providers import LiteLLMClient
+
+    clients: list[StreamingClient] = [ScriptedModel(), LiteLLMClient("openai/x")]  # mypy checks
+    assert all(isinstance(c, StreamingClient) for c in clients)
+    assert not isinstance(CompleteOnly("x"), StreamingClient)
