@@ -384,6 +384,7 @@ class HarnessAgent:
                 raise answer
             for event in outbox.drain():
                 yield event
+            watch.answered(answer)
             reply = answer.message
             if reply.role != "assistant":
                 reply = reply.replace(role="assistant")
@@ -758,6 +759,11 @@ class _Watches:
     def _tools(self, call: ToolCall) -> Iterator[list[ToolRunWatch]]:
         with contextlib.ExitStack() as stack:
             yield [stack.enter_context(w.tool(call)) for w in self.watches]
+
+    def answered(self, response: ModelResponse) -> None:
+        """Give every watch the response to one of the call's requests."""
+        for watch in self.watches:
+            watch.answered(response)
 
     def end(self, error: BaseException | None) -> None:
         """End every watch."""

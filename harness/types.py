@@ -121,6 +121,10 @@ class CallWatch(Protocol):
         """Return the context one tool run happens in."""
         ...
 
+    def answered(self, response: ModelResponse) -> None:
+        """Take the response to one of the call's model requests (its usage adds up)."""
+        ...
+
     def end(self, error: BaseException | None) -> None:
         """End the call, with the error it ended with (``None``: a reply, or stopped early)."""
         ...

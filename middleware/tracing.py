@@ -5,7 +5,8 @@ the provider call, and sees every error.
 
 The tree of one `HarnessAgent` call, in the GenAI semantic conventions' names::
 
-    invoke_agent <agent id>                 the whole call (the agent asks for it: `watch_call`)
+    invoke_agent <agent id>                 the whole call (the agent asks for it: `watch_call`),
+                                            with the usage of its requests added up
     ├── chat <model>                        one per model request of the loop
     │   └── OverflowRetry … BudgetFit …     one per middleware, nested as they run
     │       └── Compaction
@@ -163,11 +164,13 @@ class Tracing:
 class _CallSpan:
     """The ``invoke_agent`` span of one agent call, made current around each of its steps."""
 
-    __slots__ = ("span", "tracer")
+    __slots__ = ("input_tokens", "output_tokens", "span", "tracer")
 
     def __init__(self, tracer: Tracer, span: Span) -> None:
         self.tracer = tracer
         self.span = span
+        self.input_tokens = 0
+        self.output_tokens = 0
 
     def active(self) -> contextlib.AbstractContextManager[object]:
         """Return a context in which the call's span is the current span."""
@@ -195,8 +198,17 @@ class _CallSpan:
         ) as span:
             yield _ToolSpan(span)
 
+    def answered(self, response: ModelResponse) -> None:
+        """Add the usage of one of the call's requests to the call's totals."""
+        if response.usage is not None:
+            self.input_tokens += response.usage.prompt_tokens
+            self.output_tokens += response.usage.completion_tokens
+
     def end(self, error: BaseException | None) -> None:
-        """End the span, recording the error the call ended with."""
+        """End the span with the call's token totals, recording the error it ended with."""
+        if self.span.is_recording():
+            self.span.set_attribute("gen_ai.usage.input_tokens", self.input_tokens)
+            self.span.set_attribute("gen_ai.usage.output_tokens", self.output_tokens)
         if error is not None:
             _record_failure(self.span, error)
         self.span.end()

@@ -249,6 +249,9 @@ async def test_one_agent_call_is_one_trace_with_its_requests_and_tools(streaming
     (tool_span,) = by_name(spans, "execute_tool noop")
     requests = by_name(spans, "chat gpt-4o")
     assert len(requests) == 2
+    for key in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"):
+        per_request = [dict(r.attributes or {})[key] for r in requests]
+        assert attributes[key] == sum(t for t in per_request if isinstance(t, int)) > 0
     for child in [*requests, tool_span]:
         assert parent_of(spans, child) is call_span
     assert dict(tool_span.attributes or {}) == {
