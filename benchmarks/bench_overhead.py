@@ -370,6 +370,33 @@ def _entry(runs: list[dict[str, Any]], ours: list[dict[str, Any]] | None) -> dic
     return entry
 
 
+def readme_figures(
+    data: dict[str, Any], sizes: tuple[int, ...], configs: list[Config]
+) -> list[str]:
+    """Return the README's figures: LangChain ÷ ours per configuration at the goal sizes.
+
+    Reads only the saved ``data``, so a saved result's figures can be rebuilt from its JSON.
+    """
+    readme = []
+    for config in configs:
+        block = data[config.name]
+        speedups = [
+            f"{_report.fmt_ratio(block['LangChain'][str(n)]['warm_ratio_vs_ours'])} at {n:,}"
+            for n in sizes
+            if n in GOAL_SIZES and str(n) in block.get("LangChain", {})
+        ]
+        if speedups:
+            setting = (
+                f"both summarising at {TRIGGER_MESSAGES} messages, keeping {KEEP_MESSAGES}"
+                if config.compacting
+                else "neither summarising"
+            )
+            readme.append(
+                f"warm round, {setting}: LangChain v1 time ÷ ours = {', '.join(speedups)} messages"
+            )
+    return readme
+
+
 def _result(
     mode: Mode,
     sizes: tuple[int, ...],
@@ -473,6 +500,7 @@ def _result(
                 },
             }
         )
+    readme = readme_figures(data, sizes, configs)
     notes = [
         f"{p} was not run again at or beyond {n:,} messages: a repeat took over {cap:.0f} s"
         for p, n in skipped.items()
@@ -503,6 +531,7 @@ def _result(
             "call and result were appended."
         ),
         "headline": headline,
+        "readme": readme,
         "goals": goals,
         "tables": [
             {

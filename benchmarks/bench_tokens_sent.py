@@ -539,6 +539,18 @@ def _result(
             for s in systems
         ),
     ]
+    readme = [
+        f"{len(request_points(session.messages))} requests at a {window:,}-token window, billed "
+        "input with prompt caching (OpenAI gpt-4o / Anthropic Sonnet 4.5 prices) relative to "
+        "ours: "
+        + "; ".join(
+            f"{p['system']} {p['usd_openai'] / max(1e-12, ours['usd_openai']):.2f}× / "
+            f"{p['usd_anthropic'] / max(1e-12, ours['usd_anthropic']):.2f}×"
+            for p in peers
+        ),
+        "overflows / requests with broken tool pairs: "
+        + "; ".join(f"{s['system']} {s['overflows']} / {s['invalid_pairs']}" for s in systems),
+    ]
     goals = [
         {
             "goal": "zero overflows (exact count over the window)",
@@ -625,6 +637,7 @@ def _result(
             f"(window {window:,} − 4,096 output − 1,024 margin)."
         ),
         "headline": headline,
+        "readme": readme,
         "goals": goals,
         "tables": [
             {

@@ -21,8 +21,8 @@ from benchmarks.result import Result
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
-MAX_HEADLINES = 4
-"""Headline lines a row keeps (the report has the rest)."""
+MAX_HEADLINES = 2
+"""Headline lines a row keeps when the result names no README figures (the report has all)."""
 
 
 class ReadmeMarkersMissing(ValueError):
@@ -42,12 +42,15 @@ def row(result: Result) -> list[str]:
     if result.status != "ok":
         figures = f"last run failed: {result.error}"
     else:
-        parts = result.headline[:MAX_HEADLINES]
-        goals = [
-            f"goal {g.goal}: {'met' if g.met else 'missed'}"
-            for g in result.goals
-            if g.met is not None
-        ]
+        parts = result.readme or result.headline[:MAX_HEADLINES]
+        marks = [g for g in result.goals if g.met is not None]
+        missed = [g.goal for g in marks if not g.met]
+        goals = (
+            [f"goals: {len(marks) - len(missed)} of {len(marks)} met"]
+            + ([f"missed: {'; '.join(missed)}"] if missed else [])
+            if marks
+            else []
+        )
         figures = "; ".join([*parts, *goals])
     when = result.date.split("T")[0] if result.date else "undated"
     config = f"`{result.mode}` mode, {when}; workload: {result.workload or 'not stated'}"

@@ -77,6 +77,9 @@ class Result(msgspec.Struct, forbid_unknown_fields=True):
     workload: str
     measured: str = ""
     headline: list[str] = []
+    readme: list[str] = []
+    """The few figures the README's table shows, each naming its configuration (default: the
+    first headline lines)."""
     goals: list[Goal] = []
     tables: list[Table] = []
     charts: list[Chart] = []
