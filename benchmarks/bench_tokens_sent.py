@@ -467,6 +467,25 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     return _result(mode, session, window, systems, notes)
 
 
+def readme_figures(systems: Sequence[dict[str, Any]], window: int) -> list[str]:
+    """Return the README's figures: the bills relative to ours, overflows and broken pairs.
+
+    ``systems`` are the tallies, ours first (a saved result's ``data`` values will do).
+    """
+    ours, peers = systems[0], systems[1:]
+    return [
+        f"{len(ours['per_request'])} requests at a {window:,}-token window, billed input with "
+        "prompt caching (OpenAI gpt-4o / Anthropic Sonnet 4.5 prices) relative to ours: "
+        + "; ".join(
+            f"{p['system']} {p['usd_openai'] / max(1e-12, ours['usd_openai']):.2f}× / "
+            f"{p['usd_anthropic'] / max(1e-12, ours['usd_anthropic']):.2f}×"
+            for p in peers
+        ),
+        "overflows / requests with broken tool pairs: "
+        + "; ".join(f"{s['system']} {s['overflows']} / {s['invalid_pairs']}" for s in systems),
+    ]
+
+
 def _result(
     mode: str, session: Session, window: int, systems: list[dict[str, Any]], notes: list[str]
 ) -> dict[str, Any]:
@@ -539,18 +558,7 @@ def _result(
             for s in systems
         ),
     ]
-    readme = [
-        f"{len(request_points(session.messages))} requests at a {window:,}-token window, billed "
-        "input with prompt caching (OpenAI gpt-4o / Anthropic Sonnet 4.5 prices) relative to "
-        "ours: "
-        + "; ".join(
-            f"{p['system']} {p['usd_openai'] / max(1e-12, ours['usd_openai']):.2f}× / "
-            f"{p['usd_anthropic'] / max(1e-12, ours['usd_anthropic']):.2f}×"
-            for p in peers
-        ),
-        "overflows / requests with broken tool pairs: "
-        + "; ".join(f"{s['system']} {s['overflows']} / {s['invalid_pairs']}" for s in systems),
-    ]
+    readme = readme_figures(systems, window)
     goals = [
         {
             "goal": "zero overflows (exact count over the window)",
