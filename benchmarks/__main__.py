@@ -69,6 +69,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench_providers",
         "a replayed session against a provider: estimate error, latency",
     ),
+    "proxy": (
+        "bench_proxy",
+        "the litellm proxy hook's added latency p50/p99 at 100 clients, vs the proxy alone",
+    ),
 }
 """Name → (module in ``benchmarks``, one-line description), in run order."""
 
@@ -83,6 +87,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "sessions": 120,
         "burst": 90,
         "providers": 60,
+        "proxy": 750,
     },
     "quick": {
         "estimation": 40,
@@ -94,6 +99,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "sessions": 40,
         "burst": 35,
         "providers": 30,
+        "proxy": 360,
     },
 }
 """Seconds each benchmark takes on two idle cores with ../shared present, by mode: its CPU
