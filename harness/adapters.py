@@ -49,6 +49,8 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from functools import cache
 from typing import Any, Final
 
 import anyio
@@ -251,11 +253,7 @@ async def _through_stack(
     limit = resolved.input_limit(
         call.client.context_window(model), max_output=requested_output(settings)
     )
-    if stack is None:
-        from middleware import default_stack
-
-        stack = default_stack()
-    handler = compose(stack, _innermost(call))
+    composed = _composed(stack)
     template = ModelRequest(
         model=model,
         system=system,
@@ -264,16 +262,24 @@ async def _through_stack(
         policy=resolved,
         input_limit=limit,
     )
-    if session_id is None:
-        if prefix_cache is None:
-            prefix_cache = (
-                StorePrefixCache(_open_store(store)) if store is not None else DEFAULT_PREFIX_CACHE
+    token = _CURRENT_CALL.set(call)
+    try:
+        if session_id is None:
+            if prefix_cache is None:
+                prefix_cache = (
+                    StorePrefixCache(_open_store(store))
+                    if store is not None
+                    else DEFAULT_PREFIX_CACHE
+                )
+            scope = cache_scope(template, composed.fingerprint)
+            await _stateless(
+                composed.handler, template, call, converted, user_id, agent_id, prefix_cache, scope
             )
-        scope = cache_scope(template, stack)
-        await _stateless(handler, template, call, converted, user_id, agent_id, prefix_cache, scope)
-    else:
-        key = SessionKey(user_id, agent_id, session_id)
-        await _stateful(handler, template, call, converted, key, _open_store(store))
+        else:
+            key = SessionKey(user_id, agent_id, session_id)
+            await _stateful(composed.handler, template, call, converted, key, _open_store(store))
+    finally:
+        _CURRENT_CALL.reset(token)
 
 
 def completion(
@@ -321,18 +327,61 @@ class _Call:
         self.reply: Message | None = None
 
 
-def _innermost(call: _Call) -> Handler:
-    """Return the innermost handler of one call: manifest, send, remember what was sent."""
+_CURRENT_CALL: ContextVar[_Call] = ContextVar("harness.adapters.call")
+"""The call the innermost handler works for (set around each run of a composed stack)."""
 
-    async def send(request: ModelRequest) -> ModelResponse:
-        manifest = build_manifest(request)
-        report_manifest(manifest, request)
-        raw, response = await call.send(request, call.stream)
-        call.raw, call.manifest, call.reply = raw, manifest, response.message
-        call.prepared = request.kept_history()
-        return response.replace(manifest=manifest)
 
-    return send
+async def _innermost(request: ModelRequest) -> ModelResponse:
+    """The innermost handler of every call: manifest, send, remember what was sent."""
+    call = _CURRENT_CALL.get()
+    manifest = build_manifest(request)
+    report_manifest(manifest, request)
+    raw, response = await call.send(request, call.stream)
+    call.raw, call.manifest, call.reply = raw, manifest, response.message
+    call.prepared = request.kept_history()
+    return response.replace(manifest=manifest)
+
+
+class _Composed:
+    """A stack composed once, with its configuration's fingerprint (for cache keys)."""
+
+    def __init__(self, stack: Sequence[Middleware]) -> None:
+        self.stack = list(stack)  # holds the layers, so their ids stay theirs
+        self.handler = compose(self.stack, _innermost)
+        self.fingerprint = hashlib.sha256(
+            msgspec.json.encode([_fingerprint(layer) for layer in self.stack])
+        ).hexdigest()
+
+
+_COMPOSED: OrderedDict[tuple[int, ...], _Composed] = OrderedDict()
+MAX_COMPOSED: Final = 64
+"""How many composed stacks are kept (a caller passing one stack object reuses its entry)."""
+
+
+def _composed(stack: Sequence[Middleware] | None) -> _Composed:
+    """Return ``stack`` composed (default: one shared `default_stack()`), composing it once.
+
+    Composing checks the stack's order constraints, which costs milliseconds; a call
+    passing the same middleware objects again reuses the composed handler.
+    """
+    if stack is None:
+        stack = _default_stack()
+    key = tuple(map(id, stack))
+    found = _COMPOSED.get(key)
+    if found is None:
+        found = _COMPOSED[key] = _Composed(stack)
+        while len(_COMPOSED) > MAX_COMPOSED:
+            _COMPOSED.popitem(last=False)
+    _COMPOSED.move_to_end(key)
+    return found
+
+
+@cache
+def _default_stack() -> list[Middleware]:
+    """The default stack, built once: middleware hold configuration only."""
+    from middleware import default_stack
+
+    return default_stack()
 
 
 async def _run(handler: Handler, request: ModelRequest) -> None:
@@ -532,17 +581,18 @@ def _changed(prepared: Sequence[Message], original: Sequence[Message]) -> bool:
 
 
 # ---------------------------------------------------------------- the prefix cache
-def cache_scope(request: ModelRequest, stack: Sequence[Middleware]) -> str:
+def cache_scope(request: ModelRequest, stack_fingerprint: str) -> str:
     """Return what a cached preparation depends on besides the messages, as a hash.
 
     The model, the input limit, the tools and the stack's configuration (each layer's
-    class and settings): a summary made under one of them is not reused under another.
+    class and settings, hashed once per composed stack): a summary made under one of them
+    is not reused under another.
     """
     facts = [
         request.model,
         request.input_limit,
         [t.to_openai() for t in request.tools],
-        [_fingerprint(layer) for layer in stack],
+        stack_fingerprint,
     ]
     return hashlib.sha256(msgspec.json.encode(facts)).hexdigest()
 

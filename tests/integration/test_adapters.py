@@ -376,6 +376,32 @@ async def test_the_store_prefix_cache_keeps_few_labelled_entries_per_user(
         await store.aclose()
 
 
+async def test_concurrent_calls_sharing_one_stack_each_get_their_own_answer(
+    openai_server: OpenAIServer,
+) -> None:
+    import anyio
+
+    from middleware import default_stack
+
+    stack = default_stack()  # composed once, shared by every call below
+    openai_server.default = lambda body: reply(
+        "echo " + body["messages"][-1]["content"], delay_s=0.2
+    )
+    answers: dict[str, Any] = {}
+
+    async def ask(word: str) -> None:
+        messages = [{"role": "user", "content": word}]
+        answers[word] = await acompletion(MODEL, messages, stack=stack, **_kw(openai_server))
+
+    async with anyio.create_task_group() as group:
+        for word in ("alpha", "beta", "gamma"):
+            group.start_soon(ask, word)
+    for word, answer in answers.items():
+        assert answer.choices[0].message.content == f"echo {word}"
+    manifests = [manifest_of(a) for a in answers.values()]
+    assert len({m.call_id for m in manifests if m is not None}) == 3
+
+
 async def test_the_client_steps_are_public_and_check_before_sending(
     openai_server: OpenAIServer,
 ) -> None:
