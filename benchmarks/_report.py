@@ -610,7 +610,8 @@ def glance(results: Sequence[Result], failed: Sequence[Result] = ()) -> list[str
     for result in results:
         marks = [g.met for g in result.goals if g.met is not None]
         goals = f"{sum(marks)} of {len(marks)} goals met" if marks else "no goal measured"
-        head = f" — {result.headline[0]}" if result.headline else ""
+        figures = result.readme or result.headline
+        head = f" — {figures[0]}" if figures else ""
         took = f", took {result.elapsed_s:.0f} s" if result.elapsed_s is not None else ""
         line = f"- **{result.title}** (`{result.name}`, {result.mode}{took}): {goals}{head}"
         if result.status != "ok":
