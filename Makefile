@@ -37,9 +37,10 @@ test: setup  ## the whole test suite
 	$(PY) -m pytest -q -n 2 --dist loadgroup  # one worker runs the litellm proxy tests
 
 lint: setup  ## ruff and mypy --strict
-	$(VENV)/bin/ruff check harness middleware providers tests benchmarks
-	$(VENV)/bin/ruff format --check harness middleware providers tests benchmarks
+	$(VENV)/bin/ruff check harness middleware providers tests benchmarks examples
+	$(VENV)/bin/ruff format --check harness middleware providers tests benchmarks examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy examples
 
 bench: setup  ## the benchmark suite; writes benchmarks/results/
 	$(PY) -m benchmarks

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from harness.adapters import acompletion, completion, manifest_of
     from harness.agent import HarnessAgent, RuntimeContext
     from harness.blocks import ContextBlock, content_hash
+    from harness.builtin_fragments import DEFAULT_BUILTINS
     from harness.chain import compose
     from harness.errors import (
         ConfigurationError,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from harness.messages import ContentPart, Message, ToolCall, ToolSchema
     from harness.permissions import PermissionRule, ToolPermissions
     from harness.policy import ContextPolicy
+    from harness.redaction import redact_message
     from harness.request import (
         ModelRequest,
         ModelResponse,
@@ -69,6 +71,7 @@ _HOMES: dict[str, str] = {
     "ContextManifest": "harness.manifest",
     "ContextOverflowError": "harness.errors",
     "ContextPolicy": "harness.policy",
+    "DEFAULT_BUILTINS": "harness.builtin_fragments",
     "Fragment": "harness.fragments",
     "FragmentPolicy": "harness.fragments",
     "Fragments": "harness.fragments",
@@ -120,6 +123,7 @@ _HOMES: dict[str, str] = {
     "manifest_of": "harness.adapters",
     "open_store": "harness.sessions",
     "redact": "harness.fragments",
+    "redact_message": "harness.redaction",
     "tool": "harness.tools",
 }
 """Where each exported name lives; imported on first use (`__getattr__`)."""
@@ -139,6 +143,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DEFAULT_BUILTINS",
     "AgentEvent",
     "AgentState",
     "Concern",
@@ -201,5 +206,6 @@ __all__ = [
     "manifest_of",
     "open_store",
     "redact",
+    "redact_message",
     "tool",
 ]

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from providers.base import ModelClient, StreamChunk
     from providers.litellm_client import LiteLLMClient, retries_of
     from providers.retry import RetryPolicy
-    from providers.scripted import ScriptedModel
+    from providers.scripted import BrokenStream, ScriptedModel
 
 _HOMES: dict[str, str] = {
+    "BrokenStream": "providers.scripted",
     "LiteLLMClient": "providers.litellm_client",
     "ModelClient": "providers.base",
     "ProviderRetry": "harness.request",
@@ -46,6 +47,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BrokenStream",
     "LiteLLMClient",
     "ModelClient",
     "ProviderRetry",
