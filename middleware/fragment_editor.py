@@ -33,8 +33,9 @@ built-in are filled in for each request. A built-in that governs a part another 
 (``mode/plan`` from TaskState) applies only while that part is in the request: disabled, the
 part is left out; edited, its shipped text in the part is replaced by the developer's.
 
-Cost when a session has no fragments of its own: one read of the store per request (both
-sets in one trip where the store can, `harness.fragments.read_sets`).
+Cost when nothing changed: the SQLite store answers both sets from its cache after a
+``PRAGMA data_version`` check on the event loop (no worker-thread trip, also for a session
+with no fragments); otherwise one read of both sets (`harness.fragments.read_sets`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 
 import anyio
@@ -232,3 +233,48 @@ async def test_builtins_are_seeded_once_and_sets_read_together(fstore: SessionSt
     )
     assert [f.content for f in session] == ["a session note"]
     assert (project_version, listed) == (version, seeded)
+
+
+async def cli(store_url: str, *args: str) -> dict[str, object]:
+    """Run ``harness fragments …`` in another process on the same store; return its JSON."""
+    who = ["--user", KEY.user_id, "--agent", KEY.agent_id, "--session", KEY.session_id]
+    done = await anyio.run_process(
+        [sys.executable, "-m", "harness", "fragments", *args, "--store", store_url, *who, "--json"],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    found: dict[str, object] = json.loads(done.stdout.decode().splitlines()[0])
+    return found
+
+
+async def test_an_edit_from_another_process_reaches_the_next_read(
+    fstore: SessionStore, store_url: str
+) -> None:
+    """The sets an agent reads before each request (cached while nothing changed) see the CLI."""
+    assert isinstance(fstore, FragmentStore)
+    scopes = (FragmentScope.of_session(KEY), FragmentScope.of_project(KEY.agent_id))
+    assert await read_sets(fstore, scopes) == [(0, []), (0, [])]
+    assert await read_sets(fstore, scopes) == [(0, []), (0, [])]  # answered from the cache
+    added = await cli(store_url, "add", "--content", "use the staging database")
+    (version, session), _ = await read_sets(fstore, scopes)
+    assert (version, [f.content for f in session]) == (1, ["use the staging database"])
+    session.clear()  # a caller's list is its own: the cache keeps its copy
+    await cli(store_url, "disable", "--fragment", str(added["id"]))
+    (version, session), _ = await read_sets(fstore, scopes)
+    assert (version, [(f.id, f.disabled) for f in session]) == (2, [(added["id"], True)])
+    await cli(store_url, "add", "--project", "--content", "shared rule")
+    (_, session), (_, project) = await read_sets(fstore, scopes)
+    assert [f.content for f in project] == ["shared rule"] and len(session) == 1
+
+
+async def test_a_write_through_the_store_itself_is_read_back(fstore: SessionStore) -> None:
+    """This store's own writes (which ``PRAGMA data_version`` does not count) are seen too."""
+    assert isinstance(fstore, FragmentStore)
+    scope = FragmentScope.of_session(KEY)
+    other = FragmentScope.of_session(SessionKey("u2", KEY.agent_id, KEY.session_id))
+    assert await fstore.fragments(scope) == (0, [])
+    note = await Fragments(fstore, KEY).add("a note")
+    assert await fstore.fragments(scope) == (1, [note])
+    assert await fstore.fragments(other) == (0, [])  # another user's session of the same id
+    await fstore.purge(KEY)
+    assert await fstore.fragments(scope) == (0, [])

@@ -36,6 +36,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
@@ -178,6 +179,7 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._sets = _SetCache()
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.url!r})"
@@ -448,6 +450,7 @@ class SqliteStore:
             if session is not None:
                 _delete(conn, session)
             conn.commit()
+            self._sets.wrote()
             return session is not None
 
         return await self._run(work)
@@ -465,6 +468,7 @@ class SqliteStore:
             for row in rows:
                 _delete(conn, row[0])
             conn.commit()
+            self._sets.wrote()
             return [SessionKey(r[1], r[2], r[3]) for r in rows]
 
         return await self._run(work)
@@ -472,17 +476,57 @@ class SqliteStore:
     # ------------------------------------------------------------ fragments
     async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
         """Return the set's version (0 when never written) and its fragments' current versions."""
-        return await self._run(lambda conn: _fragments(conn, scope))
+        (found,) = await self.fragment_sets((scope,))
+        return found
 
     async def fragment_sets(
         self, scopes: Sequence[FragmentScope]
     ) -> list[tuple[int, list[Fragment]]]:
-        """Return `fragments` of each scope, read in one trip to the worker thread.
+        """Return `fragments` of each scope: from the cache when nothing changed, else one trip.
 
-        FragmentEditor reads the session's and the project's set before every request; one
-        trip instead of two halves what it costs a round (`harness.fragments.ReadsFragmentSets`).
+        FragmentEditor reads the session's and the project's set before every request. While
+        no connection has written to the file since the sets were cached (``PRAGMA
+        data_version``, read on the event loop when the connection is free: microseconds) and
+        this store wrote no fragments, the answer comes from `_SetCache` without a trip to the
+        worker thread — a session without fragments included, so a thousand sessions starting
+        at once do not queue for the thread limiter. An edit by another process changes
+        ``data_version``, so it still reaches the next request.
         """
-        return await self._run(lambda conn: [_fragments(conn, scope) for scope in scopes])
+        wanted = tuple(scopes)
+        found = self._sets.answer(wanted, self._generation())
+        if found is not None:
+            return found
+        agents = {scope.agent_id for scope in wanted}
+        loading = [self._sets.loading[a] for a in agents if a in self._sets.loading]
+        if loading:  # another task is reading this agent's directory: share its trip
+            for event in loading:
+                await event.wait()
+            found = self._sets.answer(wanted, self._generation())
+            if found is not None:
+                return found
+        events = {a: anyio.Event() for a in agents if a not in self._sets.loading}
+        self._sets.loading.update(events)
+        try:
+            return await self._run(lambda conn: self._sets.read(conn, wanted))
+        finally:
+            for agent, event in events.items():
+                del self._sets.loading[agent]
+                event.set()
+
+    def _generation(self) -> int | None:
+        """Return ``PRAGMA data_version`` if the connection is free now (else ``None``).
+
+        Runs on the event loop: it never waits for the lock, so it never blocks the loop.
+        """
+        conn = self._conn
+        if conn is None or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._closed or conn.in_transaction:
+                return None
+            return int(conn.execute("PRAGMA data_version").fetchone()[0])
+        finally:
+            self._lock.release()
 
     async def commit_fragments(
         self,
@@ -554,6 +598,7 @@ class SqliteStore:
                     ],
                 )
             conn.commit()
+            self._sets.wrote()
             return new_version
 
         return await self._run(work)
@@ -623,6 +668,106 @@ class SqliteStore:
 
 
 # ---------------------------------------------------------------------- helpers
+class _Directory(msgspec.Struct, kw_only=True):
+    """The fragment sets of one agent as of one generation: scope → (row id, version)."""
+
+    generation: tuple[int, int]
+    sets: dict[tuple[str, str, str], tuple[int, int]]
+
+
+class _SetCache:
+    """Fragment sets read before, valid while the database's generation has not moved.
+
+    The generation is ``(PRAGMA data_version, writes)``: ``data_version`` changes when another
+    connection (another process, another store on the file) commits; ``writes`` counts this
+    store's own fragment writes and purges, which ``data_version`` does not see. Per agent, a
+    *directory* of its sets' versions answers "no fragments" for any session not in it; the
+    fragments themselves are kept per scope with the version they were read at (at most
+    ``MAX_SETS`` scopes, least recently used dropped). Everything is keyed by the full scope
+    (user, agent, session or project), so one process serving many users never mixes them.
+    """
+
+    MAX_SETS: Final = 4096
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.directories: dict[str, _Directory] = {}
+        self.fragments: OrderedDict[FragmentScope, tuple[int, list[Fragment]]] = OrderedDict()
+        self.loading: dict[str, anyio.Event] = {}
+
+    def wrote(self) -> None:
+        """Record a write through this store's connection (called with the lock held)."""
+        self.writes += 1
+
+    def answer(
+        self, scopes: tuple[FragmentScope, ...], data_version: int | None
+    ) -> list[tuple[int, list[Fragment]]] | None:
+        """Return every scope's set from the cache, or ``None`` if one must be read."""
+        if data_version is None:
+            return None
+        generation = (data_version, self.writes)
+        out: list[tuple[int, list[Fragment]]] = []
+        for scope in scopes:
+            directory = self.directories.get(scope.agent_id)
+            if directory is None or directory.generation != generation:
+                return None
+            row = directory.sets.get((scope.user_id, scope.scope, scope.name))
+            if row is None:
+                out.append((0, []))
+                continue
+            cached = self.fragments.get(scope)
+            if cached is None or cached[0] != row[1]:
+                return None
+            self.fragments.move_to_end(scope)
+            out.append((cached[0], list(cached[1])))
+        return out
+
+    def read(
+        self, conn: sqlite3.Connection, scopes: tuple[FragmentScope, ...]
+    ) -> list[tuple[int, list[Fragment]]]:
+        """Read what the cache lacks in one read transaction (worker thread, lock held)."""
+        conn.execute("BEGIN")
+        try:
+            (data_version,) = conn.execute("PRAGMA data_version").fetchone()
+            generation = (int(data_version), self.writes)
+            out: list[tuple[int, list[Fragment]]] = []
+            for scope in scopes:
+                directory = self.directories.get(scope.agent_id)
+                if directory is None or directory.generation != generation:
+                    directory = _Directory(generation=generation, sets=_directory(conn, scope))
+                    self.directories[scope.agent_id] = directory
+                row = directory.sets.get((scope.user_id, scope.scope, scope.name))
+                if row is None:
+                    out.append((0, []))
+                    continue
+                cached = self.fragments.get(scope)
+                if cached is None or cached[0] != row[1]:
+                    cached = (row[1], _set_fragments(conn, row[0]))
+                    self.fragments[scope] = cached
+                    while len(self.fragments) > self.MAX_SETS:
+                        self.fragments.popitem(last=False)
+                self.fragments.move_to_end(scope)
+                out.append((cached[0], list(cached[1])))
+        finally:
+            conn.commit()
+        return out
+
+
+def _directory(
+    conn: sqlite3.Connection, scope: FragmentScope
+) -> dict[tuple[str, str, str], tuple[int, int]]:
+    rows = conn.execute(
+        "SELECT user_id, scope, name, id, version FROM fragment_sets WHERE agent_id = ?",
+        (scope.agent_id,),
+    ).fetchall()
+    return {(r[0], r[1], r[2]): (int(r[3]), int(r[4])) for r in rows}
+
+
+def _set_fragments(conn: sqlite3.Connection, fset: int) -> list[Fragment]:
+    rows = conn.execute("SELECT body FROM fragments WHERE fset = ? ORDER BY id", (fset,))
+    return [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+
+
 def _parse(url: str) -> tuple[Path | None, str]:
     """Return the database file (``None`` in memory) and the ``synchronous`` setting."""
     if not isinstance(url, str) or not url.lower().startswith("sqlite://"):
@@ -742,16 +887,6 @@ def _messages(conn: sqlite3.Connection, session: int, ids: Sequence[str]) -> dic
             if message is not None:
                 found[message.id] = message
     return {i: found[i] for i in ids if i in found}
-
-
-def _fragments(conn: sqlite3.Connection, scope: FragmentScope) -> tuple[int, list[Fragment]]:
-    row = _fragment_set(conn, scope)
-    if row is None:
-        return 0, []
-    rows = conn.execute(
-        "SELECT body FROM fragments WHERE fset = ? ORDER BY id", (row[0],)
-    ).fetchall()
-    return row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
 
 
 def _fragment_set(conn: sqlite3.Connection, scope: FragmentScope) -> tuple[int, int] | None:
