@@ -12,11 +12,13 @@ PairValidation sends — is taken on exact counts. `counted_near_limit` makes th
 the request itself (its policy's estimator), so the middleware after it agree without
 knowing each other.
 
-**Running totals.** Within one agent call (a `RunScope`), the history's tokens and manifest
-items are kept per estimator and purpose (`HistoryTally`): a request whose history starts
-with the one measured before (`harness.prefix.shared_prefix`) costs a count per *new*
-message only, however often BudgetFit, Compaction, PairValidation and the manifest measure
-it. Without a run scope every measurement counts the whole history (cached counts).
+**Running totals.** Within a session (the agent's `harness.state.SessionScratch`, reached
+through the call's `RunScope`; a bare run scope keeps them for one call), the history's
+tokens and manifest items are kept per estimator and purpose (`HistoryTally`): a request
+whose history starts with the one measured before (`harness.prefix.shared_prefix`) costs a
+count per *new* message only, however often BudgetFit, Compaction, PairValidation and the
+manifest measure it — also in the first round of the session's next call. Without a run
+scope every measurement counts the whole history (cached counts).
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ def _tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
     run = request.run
     if run is None:
         return None
-    tallies = run.slot(_Tallies, _Tallies)  # the class is the slot's owner: one per run
+    tallies = run.session_slot(_Tallies, _Tallies)  # the class is the owner: one per session
     key = (id(est), request.ids.purpose)
     tally = tallies.get(key)
     if tally is None or tally.estimator is not est:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import math
 import os
 import time
 from collections import deque
@@ -65,6 +66,7 @@ from harness.request import (
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
 from harness.state import AgentState
+from harness.tokens import TokenEstimator
 from harness.tools import Tool, ToolContext, as_tool
 from harness.types import (
     CallWatch,
@@ -312,6 +314,7 @@ class HarnessAgent:
             workspace=self.workspace,
             store=self.store,
             key=key,
+            session=state.scratch,
         )
         run.slot(self, lambda: outbox)  # how `_ask` finds the call's consumer
         watch = self._watch(run, ctx)
@@ -445,8 +448,9 @@ class HarnessAgent:
     def _prepare(self, state: AgentState, run: RunScope, ctx: RuntimeContext) -> ModelRequest:
         policy = self.policy
         if policy.calibrate and policy.estimator is not None:
-            factor = state.calibration.get(self.model, 1.0)
-            policy = policy.replace(estimator=CalibratedEstimator(policy.estimator, factor))
+            held = state.scratch.slot(self, _Calibrated)
+            estimator = held.estimator(policy.estimator, state.calibration.get(self.model, 1.0))
+            policy = policy.replace(estimator=estimator)
         ids = RequestIds(
             agent_id=ctx.agent_id or self.agent_id,
             user_id=ctx.user_id,
@@ -550,6 +554,34 @@ class HarnessAgent:
                 denied=denial is not None,
             )
         return text, denial is not None
+
+
+class _Calibrated:
+    """The calibrated estimator a session counts with, kept while its factor stays put.
+
+    Running totals are kept per estimator object (`harness.accounting`), so a new
+    `CalibratedEstimator` every round would recount the whole history every round. The
+    factor in use is the learned one rounded *up* to a step of 1/`STEPS` (never counting
+    less than learned): a settled factor keeps its estimator, and its totals, across rounds
+    and calls.
+    """
+
+    STEPS = 256
+
+    __slots__ = ("_base", "_held")
+
+    def __init__(self) -> None:
+        self._base: object = None
+        self._held: CalibratedEstimator | None = None
+
+    def estimator(self, base: TokenEstimator, factor: float) -> CalibratedEstimator:
+        """Return the estimator for ``base`` corrected by ``factor`` (rounded up to a step)."""
+        stepped = math.ceil(factor * self.STEPS - 1e-9) / self.STEPS
+        held = self._held
+        if held is None or self._base is not base or held.factor != stepped:
+            held = self._held = CalibratedEstimator(base, stepped)
+            self._base = base
+        return held
 
 
 def interrupted_results(history: Sequence[Message]) -> list[Message]:

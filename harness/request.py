@@ -23,7 +23,7 @@ from harness.policy import ContextPolicy
 if TYPE_CHECKING:
     from harness.events import AgentEvent
     from harness.sessions.store import SessionKey, SessionStore
-    from harness.state import AgentState
+    from harness.state import AgentState, SessionScratch
     from harness.tokens import TokenEstimator
     from harness.workspace import Workspace
 
@@ -93,6 +93,8 @@ class RunScope(msgspec.Struct, kw_only=True):
     """The agent's session store (`harness.sessions`), when it has one."""
     key: SessionKey | None = None
     """Whose session this call is: user, agent and session id (scope every store read by it)."""
+    session: SessionScratch | None = None
+    """The session's scratch space, kept across its calls (`AgentState.scratch`), if any."""
 
     def slot(self, owner: object, make: Callable[[], T]) -> T:
         """Return ``owner``'s value for this call, made by ``make()`` on first use."""
@@ -101,6 +103,16 @@ class RunScope(msgspec.Struct, kw_only=True):
             self.slots[key] = make()
         value: T = self.slots[key]
         return value
+
+    def session_slot(self, owner: object, make: Callable[[], T]) -> T:
+        """Return ``owner``'s value for this session, kept across its calls (else per call).
+
+        For running state that is safe to reuse after the history changed (it compares
+        histories): a new call's first round then costs only the new messages.
+        """
+        if self.session is None:
+            return self.slot(owner, make)
+        return self.session.slot(owner, make)
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,16 +12,69 @@ tool messages) and cleans their text of lone surrogates before anything is store
 message is refused with `InvalidInputError` and nothing of that append is stored. Whether a
 tool result answers a call is checked where the agent takes input (`agent_input`) and, for
 the whole history, by PairValidation before each request.
+
+`SessionScratch` is the session's non-persisted scratch space: what middleware and the
+accounting learned about the working history (running token totals, the last history whose
+pairs were checked) outlives one agent call, so the first round of the next call costs only
+its new messages. It lives on the state, so it is the session's alone and goes with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import msgspec
 
 from harness.messages import Message, history_message
+
+T = TypeVar("T")
+
+
+class SessionScratch:
+    """Values kept across one session's agent calls, per owner; never persisted.
+
+    Like `harness.request.RunScope.slot`, keyed by the owner's identity (a middleware
+    instance, or a class for shared machinery), but the owner is held: the state may outlive
+    the agent whose middleware made a value, and a new object must not inherit it through a
+    reused ``id``. A value must be safe to reuse after the history changed between calls
+    (the owners compare histories, `harness.prefix.shared_prefix`). At most `MAX_SLOTS`
+    owners: beyond that everything is dropped (values are caches, remade on use).
+    """
+
+    MAX_SLOTS = 32
+
+    __slots__ = ("_slots",)
+
+    def __init__(self) -> None:
+        self._slots: dict[int, tuple[object, Any]] = {}
+
+    def slot(self, owner: object, make: Callable[[], T]) -> T:
+        """Return ``owner``'s value for this session, made by ``make()`` on first use."""
+        key = id(owner)
+        found = self._slots.get(key)
+        if found is None or found[0] is not owner:
+            if len(self._slots) >= self.MAX_SLOTS:
+                self._slots.clear()
+            found = self._slots[key] = (owner, make())
+        value: T = found[1]
+        return value
+
+    def clear(self) -> None:
+        """Drop every value (they are remade on use)."""
+        self._slots.clear()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __eq__(self, other: object) -> bool:
+        """Scratch is no part of a state's value: two scratches are always equal."""
+        return isinstance(other, SessionScratch)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SessionScratch({len(self._slots)} slots)"
 
 
 class AgentState(msgspec.Struct, kw_only=True):
@@ -39,6 +92,8 @@ class AgentState(msgspec.Struct, kw_only=True):
     """Structured state owned by middleware (todos, plan mode, task context …), by key."""
     calibration: dict[str, float] = {}
     """Per-model correction factors learned from provider usage."""
+    scratch: SessionScratch = msgspec.field(default_factory=SessionScratch)
+    """What this process learned about the session across calls (caches; never stored)."""
 
     def append(self, *messages: Message) -> None:
         """Add messages to both histories, checked and with their text cleaned.

@@ -106,7 +106,7 @@ class PairValidation:
         history = request.history
         if request.run is None:
             return check_pairs(history).ok
-        seen = request.run.slot(self, _Valid)
+        seen = request.run.session_slot(self, _Valid)  # kept across the session's calls
         start = _unit_start(history, shared_prefix(seen.history, history, request.run))
         ok = check_pairs(history[start:]).ok
         if ok:

@@ -165,7 +165,8 @@ class ToolResultOffload:
         if ws is not None:
             await self._sweep_once(request, ws)
         history = request.history
-        notes = request.run.slot(self, _CallNotes) if request.run is not None else None
+        # What was decided is kept across the session's calls; the sweep is per call.
+        notes = request.run.session_slot(self, _CallNotes) if request.run is not None else None
         start = notes.decided(request) if notes is not None else 0
         replaced: dict[int, Message] = {}
         transforms: list[str] = []

@@ -12,13 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from harness import HarnessAgent, RuntimeContext
+from harness import ContextManifest, ContextPolicy, HarnessAgent, Message, RuntimeContext, ToolCall
+from harness.accounting import estimate_request, manifest_items
 from harness.chain import check_order, compose
-from harness.errors import ConfigurationError
-from harness.request import ModelRequest, ModelResponse
-from harness.types import Handler
-from middleware import default_stack
+from harness.errors import ConfigurationError, InvalidToolPairs
+from harness.request import ModelRequest, ModelResponse, RunScope
+from harness.sessions.store import SessionKey
+from harness.state import AgentState, SessionScratch
+from harness.tokens import ApproximateEstimator
+from harness.types import Handler, Middleware
+from middleware import Compaction, default_stack
 from middleware.budget_fit import BudgetFit
+from middleware.pair_validation import PairValidation
 from middleware.tool_result_offload import ToolResultOffload
 from providers import ScriptedModel
 
@@ -47,3 +52,173 @@ async def test_a_function_with_stated_concerns_is_ordered_like_a_class() -> None
     with pytest.raises(ConfigurationError, match="late stands before BudgetFit"):
         compose([late, BudgetFit()], ScriptedModel(model="gpt-4o").complete)
     compose([BudgetFit(), late], ScriptedModel(model="gpt-4o").complete)
+
+
+# --------------------------------------------------------------- the session's scratch
+def _history(n: int) -> list[Message]:
+    history = [Message.user("fix the failing test", id="u0")]
+    for i in range(n):
+        call = ToolCall(id=f"c{i}", name="sh", arguments=f'{{"n": {i}}}')
+        history += [
+            Message.assistant(id=f"a{i}", tool_calls=[call]),
+            Message.tool(f"c{i}", f"output number {i} " * 10, id=f"t{i}"),
+        ]
+    return history
+
+
+class _Counting(ApproximateEstimator):
+    """Counts how often a message is measured (a subclass keeps a cache of its own)."""
+
+    calls = 0
+
+    def count_message(self, message: Message) -> int:
+        _Counting.calls += 1
+        return super().count_message(message)
+
+
+def _no_compaction() -> list[Middleware]:
+    return [m for m in default_stack() if not isinstance(m, Compaction)]
+
+
+async def test_the_first_round_of_a_new_call_counts_only_its_new_messages() -> None:
+    model = ScriptedModel(model="gpt-4o", default=lambda request: Message.assistant("ok"))
+    agent = HarnessAgent(
+        model=model, stack=_no_compaction(), policy=ContextPolicy(estimator=_Counting("o200k"))
+    )
+    ctx = RuntimeContext(user_id="u", session_id="s")
+    agent.state(ctx).append(*_history(150))
+    await agent.call("first", ctx)
+    _Counting.calls = 0
+    await agent.call("second", ctx)  # new: the last reply and this input
+    assert _Counting.calls <= 4, f"{_Counting.calls} measurements for 2 new of 303 messages"
+    other = RuntimeContext(user_id="u2", session_id="s")  # another user's session: its own
+    agent.state(other).append(*_history(150))
+    _Counting.calls = 0
+    await agent.call("first", other)
+    assert _Counting.calls >= 300  # nothing carried over from the first user's session
+    assert agent.state(ctx).scratch is not agent.state(other).scratch
+
+
+async def test_manifests_equal_counting_everything_when_the_history_changed_between_calls() -> None:
+    manifests: list[ContextManifest] = []
+    replies = iter(
+        [
+            *(ScriptedModel.tool_call("sh", {"n": i}, id=f"k{i}") for i in range(3)),
+            Message.assistant("done"),
+        ]
+        * 4
+    )
+    model = ScriptedModel(model="gpt-4o", default=lambda request: next(replies))
+
+    def sh(n: int) -> str:
+        """Run a step.
+
+        Args:
+            n: the step.
+        """
+        return ("big output line\n" * 300) if n == 1 else f"small output {n}"
+
+    stack = default_stack(offload=ToolResultOffload(max_result_chars=2_000, preview_chars=200))
+    stack = [m for m in stack if not isinstance(m, Compaction)]
+    states: dict[SessionKey, AgentState] = {}
+    agent = HarnessAgent(
+        model=model,
+        tools=[sh],
+        stack=stack,
+        policy=ContextPolicy(observer=manifests.append),
+        states=states,
+    )
+    ctx = RuntimeContext(user_id="u", session_id="s")
+    agent.state(ctx).append(*_history(30))
+    await agent.call("one", ctx)
+    state = agent.state(ctx)
+    # Between calls the middle of the working history changes (an edit, another writer).
+    middle = state.working_history[20]
+    state.commit_working(
+        [
+            *state.working_history[:20],
+            middle.replace(content=f"{middle.text} (edited)"),
+            *state.working_history[21:],
+        ]
+    )
+    await agent.call("two", ctx)
+    # A second agent (its own stack objects) serving the same state from the shared mapping.
+    second = HarnessAgent(
+        model=model,
+        tools=[sh],
+        stack=[m for m in default_stack() if not isinstance(m, Compaction)],
+        policy=ContextPolicy(observer=manifests.append),
+        states=states,  # its own store: the session is recorded there from now on
+    )
+    await second.call("three", ctx)
+    del state.working_history[5:9]  # two whole tool units gone
+    state.touch()
+    await agent.call("four", ctx)
+    sent = [m for m in manifests if m.purpose == "agent"]
+    assert len(sent) == len(model.agent_requests) == 16
+    for manifest, request in zip(sent, model.agent_requests, strict=True):
+        alone = request.replace(run=None)
+        assert manifest.estimated_input_tokens == estimate_request(alone)
+        assert manifest.items == manifest_items(alone)[1]
+
+
+async def test_a_pair_broken_between_calls_is_still_refused() -> None:
+    model = ScriptedModel(model="gpt-4o", default=lambda request: Message.assistant("ok"))
+    agent = HarnessAgent(model=model, stack=[PairValidation(mode="fail")])
+    ctx = RuntimeContext(user_id="u", session_id="s")
+    agent.state(ctx).append(*_history(20))
+    await agent.call("first", ctx)
+    state = agent.state(ctx)
+    del state.working_history[10]  # an old tool result: its call is left without it
+    state.touch()
+    with pytest.raises(InvalidToolPairs):
+        await agent.call("second", ctx)
+
+
+def test_scratch_is_per_owner_bounded_and_no_part_of_the_state() -> None:
+    scratch = SessionScratch()
+    first, second = object(), object()
+    assert scratch.slot(first, list) is scratch.slot(first, list)
+    assert scratch.slot(second, list) is not scratch.slot(first, list)
+    for _ in range(SessionScratch.MAX_SLOTS):
+        scratch.slot(object(), list)
+    assert len(scratch) <= SessionScratch.MAX_SLOTS  # full: dropped, remade on use
+    one, two = AgentState(session_id="s"), AgentState(session_id="s")
+    one.scratch.slot(first, list[int]).append(1)
+    assert one == two  # caches do not make two states differ
+    run = RunScope()  # without a session: per call
+    assert run.session_slot(first, list) is run.slot(first, list)
+
+
+async def test_a_settled_calibration_keeps_its_estimator_and_counts_exactly_as_it_says() -> None:
+    manifests: list[ContextManifest] = []
+    script = [ScriptedModel.tool_call("sh", {"n": i}, id=f"k{i}") for i in range(8)]
+    model = ScriptedModel([*script, "done"], usage_factor=1.2)
+
+    def sh(n: int) -> str:
+        """Run a step.
+
+        Args:
+            n: the step.
+        """
+        return f"step {n} " * 40
+
+    agent = HarnessAgent(
+        model=model,
+        tools=[sh],
+        stack=[PairValidation()],
+        policy=ContextPolicy(calibrate=True, observer=manifests.append),
+        max_rounds=12,
+    )
+    await agent.call("go")
+    factors = [m.calibration for m in manifests]
+    assert factors[0] == 1.0 and abs(factors[-1] - 1.2) / 1.2 <= 0.03
+    learned = agent.state().calibration["scripted"]
+    assert all(f * 256 == round(f * 256) for f in factors)  # a step of 1/256
+    assert factors[-1] >= learned - 1 / 256  # rounded up from what was learned
+    requests = model.agent_requests
+    for i in range(1, len(requests)):  # the same factor: the same estimator (and its totals)
+        same = requests[i].policy.estimator is requests[i - 1].policy.estimator
+        assert same == (factors[i] == factors[i - 1])
+    for manifest, request in zip(manifests, requests, strict=True):
+        assert manifest.estimated_input_tokens == estimate_request(request.replace(run=None))
