@@ -40,6 +40,7 @@ with no fragments); otherwise one read of both sets (`harness.fragments.read_set
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Collection, Sequence
 from typing import ClassVar
@@ -61,9 +62,9 @@ from harness.messages import Message
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.sessions.store import FragmentStore, SessionKey
 from harness.types import Concern, Handler
-from middleware._history import units
 
 OMITTED: str = "omitted_for_budget:fragment:"
+_ID = operator.attrgetter("id")
 
 
 class FragmentEditor:
@@ -239,47 +240,72 @@ class FragmentEditor:
         overlays: dict[str, Fragment],
         originals: dict[str, Message],
     ) -> ModelRequest:
+        """Apply the overlays to the units that hold an overlaid or marked message.
+
+        One scan finds those messages; the history between their units is passed on as
+        slices, so a round costs one metadata look-up per message plus the touched units.
+        """
         history = request.history
+        spans = _touched_units(history, overlays)
+        if not spans:
+            return request
         kept: list[Message] = []  # what is committed: edits applied, nothing left out
         sent: list[Message] = []
         stand_ins: list[tuple[str, str]] = []
         transforms: list[str] = []
-        for start, end in units(history):
+        done = 0
+        for start, end in spans:
+            kept.extend(history[done:start])
+            sent.extend(history[done:start])
+            done = end
             unit = [self._edited(m, overlays, originals, transforms) for m in history[start:end]]
             kept.extend(unit)
-            out = [_left_out(m, overlays) for m in unit]
-            head = unit[0]
-            if out[0] is not None:
-                transforms.append(f"fragment_{out[0]}:{head.id}")
-                transforms.extend(f"fragment_pair_left_out:{m.id}" for m in unit[1:])
-                continue
-            if not (head.role == "assistant" and head.tool_calls) or not any(out[1:]):
-                sent.extend(unit)
-                continue
-            gone = {m.tool_call_id for m, why in zip(unit[1:], out[1:], strict=True) if why}
-            for m, why in zip(unit[1:], out[1:], strict=True):
-                if why:
-                    transforms.append(f"fragment_{why}:{m.id}")
-            calls = tuple(c for c in head.tool_calls if c.id not in gone)
-            if calls or head.text:
-                copy = head.replace(id=f"{head.id}~calls{len(calls)}", tool_calls=calls)
-                sent.append(copy)
-                stand_ins.append((copy.id, head.id))
-                if len(calls) < len(head.tool_calls):
-                    transforms.append(f"fragment_pair_left_out:calls of {head.id}")
-            else:
-                transforms.append(f"fragment_pair_left_out:{head.id}")
-            sent.extend(m for m, why in zip(unit[1:], out[1:], strict=True) if not why)
+            self._send_unit(unit, overlays, sent, stand_ins, transforms)
+        kept.extend(history[done:])
+        sent.extend(history[done:])
         if not transforms:
             return request
         left_out = None
         if len(sent) != len(kept):  # for this request only: the agent keeps them
             left_out = LeftOut(
                 history=tuple(kept),
-                sent=frozenset(m.id for m in sent),
+                sent=frozenset(map(_ID, sent)),
                 stand_ins=tuple(stand_ins),
             )
         return request.replace(history=tuple(sent), left_out=left_out).with_transforms(*transforms)
+
+    @staticmethod
+    def _send_unit(
+        unit: list[Message],
+        overlays: dict[str, Fragment],
+        sent: list[Message],
+        stand_ins: list[tuple[str, str]],
+        transforms: list[str],
+    ) -> None:
+        """Append what of one unit is sent: a disabled call takes its results along."""
+        out = [_left_out(m, overlays) for m in unit]
+        head = unit[0]
+        if out[0] is not None:
+            transforms.append(f"fragment_{out[0]}:{head.id}")
+            transforms.extend(f"fragment_pair_left_out:{m.id}" for m in unit[1:])
+            return
+        if not (head.role == "assistant" and head.tool_calls) or not any(out[1:]):
+            sent.extend(unit)
+            return
+        gone = {m.tool_call_id for m, why in zip(unit[1:], out[1:], strict=True) if why}
+        for m, why in zip(unit[1:], out[1:], strict=True):
+            if why:
+                transforms.append(f"fragment_{why}:{m.id}")
+        calls = tuple(c for c in head.tool_calls if c.id not in gone)
+        if calls or head.text:
+            copy = head.replace(id=f"{head.id}~calls{len(calls)}", tool_calls=calls)
+            sent.append(copy)
+            stand_ins.append((copy.id, head.id))
+            if len(calls) < len(head.tool_calls):
+                transforms.append(f"fragment_pair_left_out:calls of {head.id}")
+        else:
+            transforms.append(f"fragment_pair_left_out:{head.id}")
+        sent.extend(m for m, why in zip(unit[1:], out[1:], strict=True) if not why)
 
     @staticmethod
     def _edited(
@@ -368,3 +394,41 @@ def _left_out(message: Message, overlays: dict[str, Fragment]) -> str | None:
     if overlay.disabled:
         return "disabled"
     return None
+
+
+def _touched_units(
+    history: tuple[Message, ...], overlays: dict[str, Fragment]
+) -> list[tuple[int, int]]:
+    """Return the ``[start, end)`` units (`middleware._history.units`) with work to do.
+
+    A unit has work when one of its messages has an overlay or carries the ``fragment``
+    marker (a copy whose overlay may be reverted). Spans are in order and disjoint.
+    """
+    spans: list[tuple[int, int]] = []
+    n = len(history)
+    for i, message in enumerate(history):
+        metadata = message.metadata
+        if metadata is None:
+            if message.id not in overlays:
+                continue
+        else:
+            origin = metadata.get(ORIGIN_ID)
+            fid = origin if isinstance(origin, str) and origin else message.id
+            if fid not in overlays and FRAGMENT not in metadata:
+                continue
+        if spans and i < spans[-1][1]:
+            continue  # in the unit already found
+        start = i
+        if message.role == "tool":
+            j = i
+            while j > 0 and history[j - 1].role == "tool":
+                j -= 1
+            head = history[j - 1] if j > 0 else None
+            if head is not None and head.role == "assistant" and head.tool_calls:
+                start = j - 1
+        end = start + 1
+        if history[start].role == "assistant" and history[start].tool_calls:
+            while end < n and history[end].role == "tool":
+                end += 1
+        spans.append((start, end))
+    return spans

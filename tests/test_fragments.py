@@ -250,7 +250,7 @@ async def cli(store_url: str, *args: str) -> dict[str, object]:
 async def test_an_edit_from_another_process_reaches_the_next_read(
     fstore: SessionStore, store_url: str
 ) -> None:
-    """The sets an agent reads before each request (cached while nothing changed) see the CLI."""
+    """The sets an agent reads before each request (cached while unchanged) see the CLI's edits."""
     assert isinstance(fstore, FragmentStore)
     scopes = (FragmentScope.of_session(KEY), FragmentScope.of_project(KEY.agent_id))
     assert await read_sets(fstore, scopes) == [(0, []), (0, [])]
@@ -268,13 +268,15 @@ async def test_an_edit_from_another_process_reaches_the_next_read(
 
 
 async def test_a_write_through_the_store_itself_is_read_back(fstore: SessionStore) -> None:
-    """This store's own writes (which ``PRAGMA data_version`` does not count) are seen too."""
+    """This store's own writes, and a purge, reach its next read (nothing stale is cached)."""
     assert isinstance(fstore, FragmentStore)
     scope = FragmentScope.of_session(KEY)
     other = FragmentScope.of_session(SessionKey("u2", KEY.agent_id, KEY.session_id))
     assert await fstore.fragments(scope) == (0, [])
     note = await Fragments(fstore, KEY).add("a note")
     assert await fstore.fragments(scope) == (1, [note])
+    second = await Fragments(fstore, KEY).add("a second note")
+    assert await fstore.fragments(scope) == (2, [note, second])
     assert await fstore.fragments(other) == (0, [])  # another user's session of the same id
     await fstore.purge(KEY)
     assert await fstore.fragments(scope) == (0, [])

@@ -179,7 +179,7 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._sets = _SetCache()
+        self._sets = _SetCache(self.path)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.url!r})"
@@ -450,7 +450,6 @@ class SqliteStore:
             if session is not None:
                 _delete(conn, session)
             conn.commit()
-            self._sets.wrote()
             return session is not None
 
         return await self._run(work)
@@ -468,7 +467,6 @@ class SqliteStore:
             for row in rows:
                 _delete(conn, row[0])
             conn.commit()
-            self._sets.wrote()
             return [SessionKey(r[1], r[2], r[3]) for r in rows]
 
         return await self._run(work)
@@ -482,51 +480,21 @@ class SqliteStore:
     async def fragment_sets(
         self, scopes: Sequence[FragmentScope]
     ) -> list[tuple[int, list[Fragment]]]:
-        """Return `fragments` of each scope: from the cache when nothing changed, else one trip.
+        """Return `fragments` of each scope: from the cache when unchanged, else in one trip.
 
-        FragmentEditor reads the session's and the project's set before every request. While
-        no connection has written to the file since the sets were cached (``PRAGMA
-        data_version``, read on the event loop when the connection is free: microseconds) and
-        this store wrote no fragments, the answer comes from `_SetCache` without a trip to the
-        worker thread — a session without fragments included, so a thousand sessions starting
-        at once do not queue for the thread limiter. An edit by another process changes
-        ``data_version``, so it still reaches the next request.
+        FragmentEditor reads the session's and the project's set before every request. On a
+        file, `_SetCache` first looks the sets' rows up on the event loop through its own
+        read-only connection (a WAL reader never waits for a writer: a few microseconds);
+        when every set is absent (a session with no fragments) or at the stamp it was cached
+        at, the answer takes no worker-thread trip — so a thousand sessions starting at once
+        do not queue for the thread limiter — and an edit by another process, which changes
+        the stamp, still reaches the next request.
         """
         wanted = tuple(scopes)
-        found = self._sets.answer(wanted, self._generation())
+        found = self._sets.answer(wanted, self._conn)
         if found is not None:
             return found
-        agents = {scope.agent_id for scope in wanted}
-        loading = [self._sets.loading[a] for a in agents if a in self._sets.loading]
-        if loading:  # another task is reading this agent's directory: share its trip
-            for event in loading:
-                await event.wait()
-            found = self._sets.answer(wanted, self._generation())
-            if found is not None:
-                return found
-        events = {a: anyio.Event() for a in agents if a not in self._sets.loading}
-        self._sets.loading.update(events)
-        try:
-            return await self._run(lambda conn: self._sets.read(conn, wanted))
-        finally:
-            for agent, event in events.items():
-                del self._sets.loading[agent]
-                event.set()
-
-    def _generation(self) -> int | None:
-        """Return ``PRAGMA data_version`` if the connection is free now (else ``None``).
-
-        Runs on the event loop: it never waits for the lock, so it never blocks the loop.
-        """
-        conn = self._conn
-        if conn is None or not self._lock.acquire(blocking=False):
-            return None
-        try:
-            if self._closed or conn.in_transaction:
-                return None
-            return int(conn.execute("PRAGMA data_version").fetchone()[0])
-        finally:
-            self._lock.release()
+        return await self._run(lambda conn: self._sets.read(conn, wanted))
 
     async def commit_fragments(
         self,
@@ -598,7 +566,6 @@ class SqliteStore:
                     ],
                 )
             conn.commit()
-            self._sets.wrote()
             return new_version
 
         return await self._run(work)
@@ -660,6 +627,7 @@ class SqliteStore:
         def work() -> None:
             with self._lock:
                 self._closed = True
+                self._sets.close()
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
@@ -668,99 +636,107 @@ class SqliteStore:
 
 
 # ---------------------------------------------------------------------- helpers
-class _Directory(msgspec.Struct, kw_only=True):
-    """The fragment sets of one agent as of one generation: scope → (row id, version)."""
-
-    generation: tuple[int, int]
-    sets: dict[tuple[str, str, str], tuple[int, int]]
+Stamp = tuple[int, int, float]
+"""A fragment set's row as the cache checks it: (row id, version, updated_at) — a set
+purged and written again gets a new stamp even where its row id and version repeat."""
 
 
 class _SetCache:
-    """Fragment sets read before, valid while the database's generation has not moved.
+    """Fragment sets read before, kept with the stamp of the set's row they were read at.
 
-    The generation is ``(PRAGMA data_version, writes)``: ``data_version`` changes when another
-    connection (another process, another store on the file) commits; ``writes`` counts this
-    store's own fragment writes and purges, which ``data_version`` does not see. Per agent, a
-    *directory* of its sets' versions answers "no fragments" for any session not in it; the
-    fragments themselves are kept per scope with the version they were read at (at most
-    ``MAX_SETS`` scopes, least recently used dropped). Everything is keyed by the full scope
-    (user, agent, session or project), so one process serving many users never mixes them.
+    Checking is a look-up of each set's row (`Stamp`) through a connection of its own, on
+    the event loop: in WAL mode a reader never waits for a writer, so it costs microseconds
+    and cannot stall the loop behind the store's lock. A scope with no row has no fragments
+    (nothing is cached for it, so a new session costs nothing to remember). At most
+    ``MAX_SETS`` sets are kept, the least recently used dropped. Keys are full scopes (user,
+    agent, session or project), so one process serving many users never mixes them. An
+    in-memory store (``sqlite://``) has no second connection: it reads in the worker.
     """
 
     MAX_SETS: Final = 4096
 
-    def __init__(self) -> None:
-        self.writes = 0
-        self.directories: dict[str, _Directory] = {}
-        self.fragments: OrderedDict[FragmentScope, tuple[int, list[Fragment]]] = OrderedDict()
-        self.loading: dict[str, anyio.Event] = {}
-
-    def wrote(self) -> None:
-        """Record a write through this store's connection (called with the lock held)."""
-        self.writes += 1
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.probe: sqlite3.Connection | None = None
+        self.lock = threading.Lock()
+        """Guards the probe and the cached sets (the event loop never waits for it)."""
+        self.fragments: OrderedDict[FragmentScope, tuple[Stamp, list[Fragment]]] = OrderedDict()
 
     def answer(
-        self, scopes: tuple[FragmentScope, ...], data_version: int | None
+        self, scopes: tuple[FragmentScope, ...], main: sqlite3.Connection | None
     ) -> list[tuple[int, list[Fragment]]] | None:
-        """Return every scope's set from the cache, or ``None`` if one must be read."""
-        if data_version is None:
+        """Return every scope's set from the cache (event loop), or ``None`` to read them.
+
+        ``main`` is the store's connection: the probe opens only after it did (and migrated).
+        """
+        if self.path is None or main is None or not self.lock.acquire(blocking=False):
             return None
-        generation = (data_version, self.writes)
-        out: list[tuple[int, list[Fragment]]] = []
-        for scope in scopes:
-            directory = self.directories.get(scope.agent_id)
-            if directory is None or directory.generation != generation:
-                return None
-            row = directory.sets.get((scope.user_id, scope.scope, scope.name))
-            if row is None:
-                out.append((0, []))
-                continue
-            cached = self.fragments.get(scope)
-            if cached is None or cached[0] != row[1]:
-                return None
-            self.fragments.move_to_end(scope)
-            out.append((cached[0], list(cached[1])))
+        try:
+            if self.probe is None:
+                self.probe = sqlite3.connect(
+                    str(self.path), isolation_level=None, check_same_thread=False
+                )
+                self.probe.execute("PRAGMA query_only = ON")
+            out: list[tuple[int, list[Fragment]]] = []
+            for scope in scopes:
+                stamp = _stamp(self.probe, scope)
+                if stamp is None:
+                    out.append((0, []))
+                    continue
+                cached = self.fragments.get(scope)
+                if cached is None or cached[0] != stamp:
+                    return None
+                self.fragments.move_to_end(scope)
+                out.append((stamp[1], list(cached[1])))
+        except sqlite3.Error:
+            return None  # busy, locked, …: the worker's read reports what is wrong
+        finally:
+            self.lock.release()
         return out
 
     def read(
         self, conn: sqlite3.Connection, scopes: tuple[FragmentScope, ...]
     ) -> list[tuple[int, list[Fragment]]]:
-        """Read what the cache lacks in one read transaction (worker thread, lock held)."""
+        """Read the sets in one read transaction and cache them (worker thread, lock held)."""
         conn.execute("BEGIN")
         try:
-            (data_version,) = conn.execute("PRAGMA data_version").fetchone()
-            generation = (int(data_version), self.writes)
             out: list[tuple[int, list[Fragment]]] = []
             for scope in scopes:
-                directory = self.directories.get(scope.agent_id)
-                if directory is None or directory.generation != generation:
-                    directory = _Directory(generation=generation, sets=_directory(conn, scope))
-                    self.directories[scope.agent_id] = directory
-                row = directory.sets.get((scope.user_id, scope.scope, scope.name))
-                if row is None:
+                stamp = _stamp(conn, scope)
+                if stamp is None:
                     out.append((0, []))
                     continue
-                cached = self.fragments.get(scope)
-                if cached is None or cached[0] != row[1]:
-                    cached = (row[1], _set_fragments(conn, row[0]))
-                    self.fragments[scope] = cached
-                    while len(self.fragments) > self.MAX_SETS:
-                        self.fragments.popitem(last=False)
-                self.fragments.move_to_end(scope)
-                out.append((cached[0], list(cached[1])))
+                with self.lock:
+                    cached = self.fragments.get(scope)
+                if cached is None or cached[0] != stamp:
+                    cached = (stamp, _set_fragments(conn, stamp[0]))
+                if self.path is not None:
+                    with self.lock:
+                        self.fragments[scope] = cached
+                        self.fragments.move_to_end(scope)
+                        while len(self.fragments) > self.MAX_SETS:
+                            self.fragments.popitem(last=False)
+                out.append((stamp[1], list(cached[1])))
         finally:
             conn.commit()
         return out
 
+    def close(self) -> None:
+        """Close the probe connection and forget the sets."""
+        with self.lock:
+            if self.probe is not None:
+                self.probe.close()
+                self.probe = None
+            self.fragments.clear()
 
-def _directory(
-    conn: sqlite3.Connection, scope: FragmentScope
-) -> dict[tuple[str, str, str], tuple[int, int]]:
+
+def _stamp(conn: sqlite3.Connection, scope: FragmentScope) -> Stamp | None:
     rows = conn.execute(
-        "SELECT user_id, scope, name, id, version FROM fragment_sets WHERE agent_id = ?",
-        (scope.agent_id,),
-    ).fetchall()
-    return {(r[0], r[1], r[2]): (int(r[3]), int(r[4])) for r in rows}
+        "SELECT id, version, updated_at FROM fragment_sets "
+        "WHERE user_id = ? AND agent_id = ? AND scope = ? AND name = ?",
+        (scope.user_id, scope.agent_id, scope.scope, scope.name),
+    ).fetchall()  # fetchall: the statement ends, so the probe holds no read snapshot
+    return None if not rows else (int(rows[0][0]), int(rows[0][1]), float(rows[0][2]))
 
 
 def _set_fragments(conn: sqlite3.Connection, fset: int) -> list[Fragment]:
