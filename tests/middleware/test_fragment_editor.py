@@ -10,14 +10,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeContext
 from harness.errors import ConfigurationError
 from harness.events import AgentEvent
+from harness.fragments import Fragment
+from harness.markers import FRAGMENT, ORIGIN_ID
+from harness.messages import ToolCall
 from harness.sessions import SessionKey, SessionStore, open_store
 from harness.types import Middleware
 from middleware import BudgetFit, Compaction, FragmentEditor, PairValidation, ToolResultOffload
-from middleware._history import check_pairs
+from middleware._history import check_pairs, units
+from middleware.fragment_editor import _touched_units
 from providers import ScriptedModel
 
 CTX = RuntimeContext(user_id="u1", session_id="s1")
@@ -206,3 +212,43 @@ def test_bad_settings_are_refused() -> None:
 
 def _files(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.name.startswith("sessions.db")]
+
+
+@st.composite
+def marked_histories(draw: st.DrawFn) -> tuple[tuple[Message, ...], set[int]]:
+    """A history of users, assistants with and without calls, and (stray) results; some marked."""
+    messages: list[Message] = []
+    for i, role in enumerate(draw(st.lists(st.sampled_from("uact"), max_size=14))):
+        mid = f"m{i}"
+        if role == "u":
+            messages.append(Message.user("q", id=mid))
+        elif role == "a":
+            messages.append(Message.assistant("a", id=mid))
+        elif role == "c":
+            messages.append(Message.assistant(tool_calls=[ToolCall(id=f"c{i}", name="t")], id=mid))
+        else:
+            messages.append(Message.tool(f"c{i}", "r", id=mid))
+    marked = draw(st.sets(st.integers(min_value=0, max_value=max(0, len(messages) - 1))))
+    return tuple(messages), {i for i in marked if i < len(messages)}
+
+
+@given(marked_histories())
+@settings(max_examples=200, deadline=None)
+def test_only_the_units_holding_an_overlay_or_a_marker_are_visited(
+    drawn: tuple[tuple[Message, ...], set[int]],
+) -> None:
+    """The units FragmentEditor works on are exactly the history's units with something to do."""
+    history, marked = drawn
+    overlays = {
+        history[i].id: Fragment(id=history[i].id, kind="user", message=True, disabled=True)
+        for i in marked
+        if i % 2 == 0
+    }
+    changed = tuple(  # odd ones carry the marker of an edited copy (its id answers to origin)
+        m.replace(id=f"{m.id}~copy", metadata={FRAGMENT: "fragment:x@1", ORIGIN_ID: m.id})
+        if i in marked and i % 2
+        else m
+        for i, m in enumerate(history)
+    )
+    expected = [(s, e) for s, e in units(changed) if any(i in marked for i in range(s, e))]
+    assert _touched_units(changed, overlays) == expected
