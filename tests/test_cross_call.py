@@ -16,8 +16,17 @@ from harness import ContextManifest, ContextPolicy, HarnessAgent, Message, Runti
 from harness.accounting import estimate_request, manifest_items
 from harness.chain import check_order, compose
 from harness.errors import ConfigurationError, InvalidToolPairs
+from harness.markers import SUMMARY, TRIMMED
 from harness.request import ModelRequest, ModelResponse, RunScope
-from harness.sessions.store import SessionKey
+from harness.sessions.recorder import SessionRecorder
+from harness.sessions.store import (
+    CompactionEvent,
+    Event,
+    MessageEvent,
+    RewriteEvent,
+    SessionKey,
+    open_store,
+)
 from harness.state import AgentState, SessionScratch
 from harness.tokens import ApproximateEstimator
 from harness.types import Handler, Middleware
@@ -222,3 +231,40 @@ async def test_a_settled_calibration_keeps_its_estimator_and_counts_exactly_as_i
         assert same == (factors[i] == factors[i - 1])
     for manifest, request in zip(manifests, requests, strict=True):
         assert manifest.estimated_input_tokens == estimate_request(request.replace(run=None))
+
+
+# ------------------------------------------------------------------------- the recorder
+async def test_the_recorder_logs_what_changed_wherever_it_changed() -> None:
+    """Appends, a rewrite in the middle, a compaction: events and stored ids as they happened."""
+    store = open_store("sqlite://")
+    key = SessionKey("u", "a", "s")
+    recorder = SessionRecorder(store, key)
+    state = AgentState(session_id="s")
+    state.append(*_history(40))
+    await recorder.commit(state)
+
+    async def committed() -> list[Event]:
+        before = {e.seq for e in await store.events(key, limit=10**6)}
+        await recorder.commit(state)
+        found = await store.load(key)
+        assert found is not None
+        assert found[0].working_ids == tuple(m.id for m in state.working_history)
+        return [e.event for e in await store.events(key, limit=10**6) if e.seq not in before]
+
+    state.append(Message.user("one more"))
+    (added,) = await committed()
+    assert isinstance(added, MessageEvent) and added.message.text == "one more"
+    assert await committed() == []  # nothing changed: nothing written
+    middle = state.working_history[30]
+    copy = middle.revise("trim", metadata={TRIMMED: True}, content="[trimmed]")
+    state.commit_working([*state.working_history[:30], copy, *state.working_history[31:]])
+    (rewrite,) = await committed()
+    assert isinstance(rewrite, RewriteEvent)
+    assert (rewrite.original_id, rewrite.how, rewrite.message.id) == (middle.id, "trim", copy.id)
+    summary = Message.user("what happened so far", id="sum1", metadata={SUMMARY: True})
+    replaced = [m.id for m in state.working_history[1:61]]
+    state.commit_working([state.working_history[0], summary, *state.working_history[61:]])
+    (compaction,) = await committed()
+    assert isinstance(compaction, CompactionEvent)
+    assert compaction.summary.id == "sum1" and list(compaction.replaced) == replaced
+    await store.aclose()

@@ -30,6 +30,7 @@ from harness.markers import (
     is_summary,
 )
 from harness.messages import Message
+from harness.prefix import shared_prefix
 from harness.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.codec import decode_extensions, encode_extensions
 from harness.sessions.store import (
@@ -75,7 +76,10 @@ class SessionRecorder:
         self.version = version
         """The stored version this process last read or wrote."""
         self.title = title
-        self._working: tuple[str, ...] = ()
+        self._working: tuple[Message, ...] = ()
+        """The working history last committed (held by reference: pointers only)."""
+        self._working_ids: tuple[str, ...] = ()
+        """… and its ids, as stored."""
         self._full = 0
         self._extensions: dict[str, object] = {}
         self._pending: list[Event] = []
@@ -110,7 +114,8 @@ class SessionRecorder:
             keep_full_history=keep_full_history,
             secrets=secrets,
         )
-        recorder._working = stored.working_ids
+        recorder._working = tuple(working)
+        recorder._working_ids = tuple(m.id for m in working)
         recorder._extensions = dict(state.extensions)
         return recorder, state
 
@@ -146,7 +151,9 @@ class SessionRecorder:
         Raises:
             StateConflict: another writer committed this session since it was read.
         """
-        events = self._message_events(state)
+        working = tuple(state.working_history)  # pointers: a C-speed copy
+        kept = shared_prefix(self._working, working)
+        events = self._message_events(state, working, kept)
         if state.extensions != self._extensions:
             changed = sorted(
                 k
@@ -155,15 +162,15 @@ class SessionRecorder:
             )
             events.append(StateEvent(keys=tuple(changed)))
         events.extend(self._pending)
-        working = tuple(m.id for m in state.working_history)
-        if not events and working == self._working:
+        if not events and kept == len(working) == len(self._working):
             return
+        ids = self._working_ids[:kept] + tuple(m.id for m in working[kept:])
         if not self.title:
             first = next((m for m in state.full_history if m.role == "user"), None)
             title = first.text[:TITLE_CHARS] if first is not None else ""
             self.title = redact(title, self.secrets)
         stored = StoredState(
-            working_ids=working,
+            working_ids=ids,
             extensions=encode_extensions(state.extensions),
             calibration=dict(state.calibration),
             title=self.title,
@@ -173,7 +180,7 @@ class SessionRecorder:
             self.key, expected_version=self.version, events=events, state=stored
         )
         self._pending.clear()
-        self._working = working
+        self._working, self._working_ids = working, ids
         if self.keep_full_history:
             self._full = len(state.full_history)
         else:  # the record is in the store; RAM keeps the working history only
@@ -181,21 +188,26 @@ class SessionRecorder:
             self._full = 0
         self._extensions = dict(state.extensions)
 
-    def _message_events(self, state: AgentState) -> list[Event]:
+    def _message_events(
+        self, state: AgentState, working: tuple[Message, ...], kept: int
+    ) -> list[Event]:
         # What is new since the last commit: the full history's tail, and working messages
         # that were neither in the last working history nor among those new messages (the
-        # rewritten copies and summaries). No set of every logged id is kept: a session's
-        # RAM stays proportional to its working history.
+        # rewritten copies and summaries). Only the working history's changed tail is
+        # looked at (after the ``kept`` messages it shares with the last commit), so a
+        # round that appended costs its new messages, not the history. No set of every
+        # logged id is kept: a session's RAM stays proportional to its working history.
         new = state.full_history[self._full :]
         clean = self._clean
         events: list[Event] = [MessageEvent(message=clean(m)) for m in new]
-        known = {*self._working, *(m.id for m in new)}
-        fresh = [m for m in state.working_history if m.id not in known]
+        before = self._working_ids[kept:]
+        known = {*before, *(m.id for m in new)}
+        fresh = [m for m in working[kept:] if m.id not in known]
         if not fresh:
             return events
-        now = {m.id for m in state.working_history}
+        now = {m.id for m in working[kept:]}
         origins = {m.meta(ORIGIN_ID) for m in fresh}
-        gone = tuple(i for i in self._working if i not in now and i not in origins)
+        gone = tuple(i for i in before if i not in now and i not in origins)
         for message in fresh:
             if is_summary(message):
                 events.append(CompactionEvent(summary=clean(message), replaced=gone))
