@@ -49,9 +49,13 @@ class Proxies:
     store_url: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxies]:
-    """Start the server, the store and two proxies (together) for the whole module."""
+    """Start the server, the store and two proxies (together) once per test process.
+
+    Session scope, not module: under xdist a worker may run other modules between this
+    module's tests, and a module fixture would then start the proxies again.
+    """
     bindir = find_bindir()
     pg = PostgresServer(bindir) if bindir is not None else None
     with OpenAIServer() as server:
