@@ -225,6 +225,15 @@ class ReadsFragmentSets(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadsOneFragment(Protocol):
+    """A store that reads one fragment with its set's version (both built-in backends)."""
+
+    async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
+        """Return the set's version and the fragment's current version (``None``: not stored)."""
+        ...
+
+
 async def read_sets(
     store: FragmentStore, scopes: Sequence[FragmentScope]
 ) -> list[tuple[int, FragmentList]]:
@@ -281,7 +290,10 @@ class Fragments:
 
     async def version(self, scope: Scope = "session") -> int:
         """Return the set version of ``scope`` (0 before the first write)."""
-        version, _ = await self.store.fragments(self.scope_of(scope))
+        if isinstance(self.store, ReadsOneFragment):
+            version, _ = await self.store.fragment(self.scope_of(scope), "")
+        else:
+            version, _ = await self.store.fragments(self.scope_of(scope))
         return version
 
     # -------------------------------------------------------------- reading
@@ -313,8 +325,8 @@ class Fragments:
         Raises:
             InvalidInputError: there is no such fragment in ``scope``.
         """
-        _, stored = await self.store.fragments(self.scope_of(scope))
-        return await self._current(fragment_id, scope, stored)
+        _, current = await self._read_one(fragment_id, scope, None)
+        return current
 
     async def versions(self, fragment_id: str, *, scope: Scope = "session") -> FragmentList:
         """Return every version of a fragment, oldest first (a history message's is 0)."""
@@ -487,8 +499,7 @@ class Fragments:
         expected_version: int | None = None,
     ) -> Fragment:
         """Restore an earlier version (default: the one before the current) as a new version."""
-        version, stored = await self._read(scope, expected_version)
-        current = await self._current(fragment_id, scope, stored)
+        version, current = await self._read_one(fragment_id, scope, expected_version)
         target = current.version - 1 if to_version is None else to_version
         if not 0 <= target < current.version or (target == 0 and not current.message):
             first = 0 if current.message else 1
@@ -517,8 +528,12 @@ class Fragments:
 
     # -------------------------------------------------------------- private
     async def _read(self, scope: Scope, expected: int | None) -> tuple[int, FragmentList]:
-        target = self.scope_of(scope)
-        version, stored = await self.store.fragments(target)
+        version, stored = await self.store.fragments(self.scope_of(scope))
+        self._check(scope, expected, version)
+        return version, stored
+
+    def _check(self, scope: Scope, expected: int | None, version: int) -> None:
+        """Raise `StateConflict` when the caller prepared the change from another version."""
         if expected is not None and expected != version:
             raise StateConflict(
                 f"the {scope} fragments of {self.key.session_id!r} are at version {version}, "
@@ -528,7 +543,6 @@ class Fragments:
                 actual_version=version,
                 session_id=self.key.session_id,
             )
-        return version, stored
 
     async def _change(
         self,
@@ -538,9 +552,19 @@ class Fragments:
         scope: Scope,
         expected: int | None,
     ) -> Fragment:
-        version, stored = await self._read(scope, expected)
-        current = await self._current(fragment_id, scope, stored)
+        version, current = await self._read_one(fragment_id, scope, expected)
         return await self._commit_one(scope, version, current, op, changes)
+
+    async def _read_one(
+        self, fragment_id: str, scope: Scope, expected: int | None
+    ) -> tuple[int, Fragment]:
+        """Return the set version and one fragment's current version, without the whole set."""
+        if not isinstance(self.store, ReadsOneFragment):
+            version, stored = await self._read(scope, expected)
+            return version, await self._current(fragment_id, scope, stored)
+        version, found = await self.store.fragment(self.scope_of(scope), fragment_id)
+        self._check(scope, expected, version)
+        return version, await self._current(fragment_id, scope, [] if found is None else [found])
 
     async def _commit_one(
         self, scope: Scope, version: int, current: Fragment, op: str, changes: dict[str, object]

@@ -13,7 +13,7 @@ import pytest
 from harness import FragmentPolicy, Fragments, SecretPattern, redact
 from harness.builtin_fragments import DEFAULT_BUILTINS, seed_builtins
 from harness.errors import ConfigurationError, InvalidInputError, StateConflict
-from harness.fragments import FragmentScope, read_sets
+from harness.fragments import FragmentScope, ReadsOneFragment, read_sets
 from harness.messages import ContentPart, Message, ToolCall
 from harness.redaction import DEFAULT_SECRETS, redact_message
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
@@ -280,3 +280,20 @@ async def test_a_write_through_the_store_itself_is_read_back(fstore: SessionStor
     assert await fstore.fragments(other) == (0, [])  # another user's session of the same id
     await fstore.purge(KEY)
     assert await fstore.fragments(scope) == (0, [])
+
+
+async def test_one_fragment_is_read_with_its_set_version(fstore: SessionStore) -> None:
+    """Writes check the set version and read the one fragment they change, not the set."""
+    assert isinstance(fstore, ReadsOneFragment)
+    scope = FragmentScope.of_session(KEY)
+    assert await fstore.fragment(scope, "f-none") == (0, None)
+    fragments = Fragments(fstore, KEY)
+    note = await fragments.add("a note")
+    await fragments.add("another note")
+    assert await fstore.fragment(scope, note.id) == (2, note)
+    assert await fstore.fragment(scope, "f-none") == (2, None)
+    edited = await fragments.edit(note.id, content="a revised note", expected_version=2)
+    assert await fstore.fragment(scope, note.id) == (3, edited)
+    with pytest.raises(StateConflict):
+        await fragments.disable(note.id, expected_version=2)
+    assert (await fragments.get(note.id)).content == "a revised note"

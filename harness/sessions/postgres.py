@@ -447,15 +447,50 @@ class PostgresStore:
     # ------------------------------------------------------------ fragments
     async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
         """Return the set's version (0 when never written) and its fragments' current versions."""
+        (found,) = await self.fragment_sets((scope,))
+        return found
+
+    async def fragment_sets(
+        self, scopes: Sequence[FragmentScope]
+    ) -> list[tuple[int, list[Fragment]]]:
+        """Return `fragments` of each scope through one connection, in one transaction.
+
+        FragmentEditor reads the session's and the project's set before every request
+        (`harness.fragments.ReadsFragmentSets`): one pool checkout, one snapshot.
+        """
+        out: list[tuple[int, list[Fragment]]] = []
+        async with self._connection() as conn, conn.transaction():
+            for scope in scopes:
+                row = await _fragment_set(conn, scope)
+                if row is None:
+                    out.append((0, []))
+                    continue
+                cursor = await conn.execute(
+                    "SELECT body::text FROM harness_fragments WHERE fset = %s ORDER BY id",
+                    (row[0],),
+                )
+                rows = await cursor.fetchall()
+                out.append((row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]))
+        return out
+
+    async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
+        """Return the set's version and one fragment's current version, in one query.
+
+        A write checks the set version and changes one fragment: it need not read the set
+        (`harness.fragments.ReadsOneFragment`).
+        """
         async with self._connection() as conn:
-            row = await _fragment_set(conn, scope)
-            if row is None:
-                return 0, []
             cursor = await conn.execute(
-                "SELECT body::text FROM harness_fragments WHERE fset = %s ORDER BY id", (row[0],)
+                "SELECT s.version, f.body::text FROM harness_fragment_sets s "
+                "LEFT JOIN harness_fragments f ON f.fset = s.id AND f.fragment_id = %s "
+                "WHERE s.user_id = %s AND s.agent_id = %s AND s.scope = %s AND s.name = %s",
+                (fragment_id, scope.user_id, scope.agent_id, scope.scope, scope.name),
             )
-            rows = await cursor.fetchall()
-        return row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]
+            row = await cursor.fetchone()
+        if row is None:
+            return 0, None
+        body = row[1]
+        return int(row[0]), None if body is None else _rows.FRAGMENT_DECODER.decode(body)
 
     async def commit_fragments(
         self,

@@ -496,6 +496,29 @@ class SqliteStore:
             return found
         return await self._run(lambda conn: self._sets.read(conn, wanted))
 
+    async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
+        """Return the set's version and one fragment's current version (one read snapshot).
+
+        A write checks the set version and changes one fragment: it need not read the set
+        (`harness.fragments.ReadsOneFragment`).
+        """
+
+        def work(conn: sqlite3.Connection) -> tuple[int, Fragment | None]:
+            conn.execute("BEGIN")
+            try:
+                row = _fragment_set(conn, scope)
+                if row is None:
+                    return 0, None
+                found = conn.execute(
+                    "SELECT body FROM fragments WHERE fset = ? AND fragment_id = ?",
+                    (row[0], fragment_id),
+                ).fetchall()
+            finally:
+                conn.commit()
+            return row[1], _rows.FRAGMENT_DECODER.decode(found[0][0]) if found else None
+
+        return await self._run(work)
+
     async def commit_fragments(
         self,
         scope: FragmentScope,
