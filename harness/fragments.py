@@ -313,10 +313,7 @@ class Fragments:
         if scope in (None, "session"):
             _, session = await self.store.fragments(self.scope_of("session"))
             history = await self._history(session)
-        added = [f for f in project + session if not f.message]
-        added.sort(key=lambda f: (f.scope != "project", f.order))
-        out = [f for f in added if f.kind == "system"] + history
-        out += [f for f in added if f.kind != "system"]
+        out = _in_model_order([f for f in project + session if not f.message], history)
         return out if removed else [f for f in out if not f.removed]
 
     async def get(self, fragment_id: str, *, scope: Scope = "session") -> Fragment:
@@ -352,27 +349,45 @@ class Fragments:
         only fragments carrying every tag given.
         """
         wanted = [t.casefold() for t in tags]
-        listed = await self.list(scope=scope)
         if keyword.strip():
-            hits: set[str] = set()
-            for name in ("project", "session") if scope is None else (scope,):
-                for found in await self.store.search_fragments(
-                    self.scope_of(name), keyword, limit=max(limit, 1) * 4
-                ):
-                    hits.add(found.id)
-            if scope in (None, "session"):
-                for hit in await self.store.search(self.key.user_id, keyword, limit=500):
-                    if hit.session_id == self.key.session_id and hit.agent_id == self.key.agent_id:
-                        hits.add(hit.message_id)
-                by_message = {f.id for f in listed if f.message and not f.edited}
-                terms = [t.casefold() for t in keyword.split()]
-                for f in listed:  # copies (offloads, trims) answer to their original's id
-                    if f.id in by_message and all(t in f.content.casefold() for t in terms):
-                        hits.add(f.id)
-            listed = [f for f in listed if f.id in hits and _matches(f, keyword)]
+            listed = await self._found(keyword, scope, limit)
+        else:  # tags are not indexed: filter the listing
+            listed = await self.list(scope=scope)
         if wanted:
             listed = [f for f in listed if all(t in {g.casefold() for g in f.tags} for t in wanted)]
         return listed[:limit]
+
+    async def _found(self, keyword: str, scope: Scope | None, limit: int) -> FragmentList:
+        """Return the fragments matching ``keyword``, in the listing's order, from the indexes.
+
+        Added fragments come from the store's full-text index only (the set is not listed);
+        history fragments from the message search, the overlays' index and the history's
+        own texts (copies answer to their original's id).
+        """
+        added: FragmentList = []
+        hits: set[str] = set()
+        for name in ("project", "session") if scope is None else (scope,):
+            for found in await self.store.search_fragments(
+                self.scope_of(name), keyword, limit=max(limit, 1) * 4
+            ):
+                if found.message:
+                    hits.add(found.id)
+                else:
+                    added.append(found)
+        history: FragmentList = []
+        if scope in (None, "session"):
+            _, session = await self.store.fragments(self.scope_of("session"))
+            history = await self._history([f for f in session if f.message])
+            for hit in await self.store.search(self.key.user_id, keyword, limit=500):
+                if hit.session_id == self.key.session_id and hit.agent_id == self.key.agent_id:
+                    hits.add(hit.message_id)
+            terms = [t.casefold() for t in keyword.split()]
+            for f in history:
+                if not f.edited and all(t in f.content.casefold() for t in terms):
+                    hits.add(f.id)
+            history = [f for f in history if f.id in hits]
+        out = _in_model_order(added, history)
+        return [f for f in out if not f.removed and _matches(f, keyword)]
 
     # -------------------------------------------------------------- writing
     async def add(
@@ -642,6 +657,19 @@ class Fragments:
                 f"the message {message_id!r} is not in session {self.key.session_id!r}"
             )
         return message
+
+
+def _in_model_order(added: FragmentList, history: FragmentList) -> FragmentList:
+    """Return added system fragments, the history, then the other added fragments.
+
+    Added fragments go project first, each scope in its order.
+    """
+    added = sorted(added, key=lambda f: (f.scope != "project", f.order))
+    return (
+        [f for f in added if f.kind == "system"]
+        + history
+        + [f for f in added if f.kind != "system"]
+    )
 
 
 def _tags(tags: Sequence[str]) -> tuple[str, ...]:

@@ -297,3 +297,24 @@ async def test_one_fragment_is_read_with_its_set_version(fstore: SessionStore) -
     with pytest.raises(StateConflict):
         await fragments.disable(note.id, expected_version=2)
     assert (await fragments.get(note.id)).content == "a revised note"
+
+
+async def test_search_answers_in_the_listing_order_without_removed_ones(
+    fstore: SessionStore,
+) -> None:
+    """Search finds added fragments, edited and plain history messages, listed in model order."""
+    asked = Message.user("how is the invoice total rounded?")
+    answered = Message.assistant("the invoice total uses floats")
+    unrelated = Message.user("thanks")
+    await record(fstore, asked, answered, unrelated)
+    fragments = Fragments(fstore, KEY)
+    note = await fragments.add("invoice totals are Decimal")
+    rule = await fragments.add("round invoice totals half-even", kind="system", scope="project")
+    gone = await fragments.add("an old invoice note")
+    await fragments.remove(gone.id)
+    await fragments.edit(answered.id, content="the invoice total uses Decimal")
+    found = await fragments.search("invoice")
+    assert [f.id for f in found] == [rule.id, asked.id, answered.id, note.id]
+    assert [f.id for f in await fragments.search("invoice decimal")] == [answered.id, note.id]
+    assert [f.id for f in await fragments.search("invoice", scope="project")] == [rule.id]
+    assert [f.id for f in await fragments.search("invoice", limit=2)] == [rule.id, asked.id]
