@@ -37,8 +37,9 @@ REPLY_PRIMING = 3
 """Tokens every request spends priming the assistant's reply."""
 
 
-BLOCKS_FRAMING = MESSAGE_OVERHEAD + 6
-"""Tokens of the message that holds the blocks, beyond the blocks themselves (markers)."""
+BLOCKS_FRAMING = 2 * (MESSAGE_OVERHEAD + 6)
+"""Tokens of the messages that hold the blocks, beyond the blocks themselves (markers): stable
+reference material before the history and the changing blocks after it (`ModelRequest.render`)."""
 
 
 def system_part_tokens(part: SystemPart, estimator: TokenEstimator) -> int:

@@ -279,23 +279,38 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
         return "\n\n".join(part.text for part in self.system if part.text)
 
     def render(self) -> list[Message]:
-        """Return the messages the provider receives, in DESIGN.md's order.
+        """Return the messages the provider receives.
 
-        System first, then the history, then one message holding the state blocks and the
-        reference blocks under their markers.
+        System first; then the stable reference material (memory, knowledge, context-file and fragment
+        blocks under ``HARNESS_CONTEXT``) in one message; then the history; then one message
+        with everything that changes between rounds (task and runtime state, source blocks).
+        Stable material sits before the history so that a provider's prompt cache keeps
+        matching the whole prefix from one round to the next: after the history it was
+        re-sent uncached every round.
         """
         out: list[Message] = []
         system = self.system_text
         if system:
             out.append(Message(role="system", content=system, id="render/system"))
+        stable = tuple(b for b in self.blocks if is_stable(b))
+        if stable:
+            out.append(Message(role="user", content=render_blocks(stable), id="render/reference"))
         out.extend(self.history)
-        blocks = render_blocks(self.blocks)
-        if blocks:
-            out.append(Message(role="user", content=blocks, id="render/blocks"))
+        changing = tuple(b for b in self.blocks if not is_stable(b)) if stable else self.blocks
+        if changing:
+            out.append(Message(role="user", content=render_blocks(changing), id="render/blocks"))
         return out
 
 
 _ORDER = ("TASK_STATE", "RUNTIME_STATE", "HARNESS_CONTEXT")
+
+STABLE_CATEGORIES: frozenset[str] = frozenset({"memory", "knowledge", "context", "fragment"})
+"""Block categories that change rarely (workspace files and developer-authored fragments)."""
+
+
+def is_stable(block: ContextBlock) -> bool:
+    """Return whether ``block`` is rendered before the history (stable reference material)."""
+    return block.category in STABLE_CATEGORIES and block.where == "HARNESS_CONTEXT"
 
 
 def render_blocks(blocks: tuple[ContextBlock, ...]) -> str:

@@ -111,7 +111,14 @@ async def test_memory_knowledge_and_context_files_are_reference_blocks(tmp_path:
     assert all(not b.required and b.priority < 0 for b in request.blocks)
     system = request.render()[0].text
     assert "small commits" not in system and "401" not in system
-    assert "[workspace/MEMORY.md]\nThe user prefers small commits." in request.render()[-1].text
+    rendered = request.render()
+    # Stable workspace material comes right after System, before the history (prompt cache).
+    assert [m.id for m in rendered] == [
+        "render/system",
+        "render/reference",
+        *(m.id for m in request.history),
+    ]
+    assert "[workspace/MEMORY.md]\nThe user prefers small commits." in rendered[1].text
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
