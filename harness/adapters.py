@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -86,7 +87,7 @@ from harness.sessions.store import (
     StoredState,
     open_store,
 )
-from harness.state import AgentState
+from harness.state import AgentState, SessionScratch
 from harness.types import Handler, Middleware
 
 __all__ = [
@@ -248,7 +249,7 @@ async def _through_stack(
     prefix_cache: PrefixCache | None = None,
 ) -> None:
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
-    system, converted = split_messages(messages)
+    system, converted, hashes = _split(messages)
     resolved = (policy or ContextPolicy()).resolve(model)
     limit = resolved.input_limit(
         call.client.context_window(model), max_output=requested_output(settings)
@@ -273,11 +274,14 @@ async def _through_stack(
                 )
             scope = cache_scope(template, composed.fingerprint)
             await _stateless(
-                composed.handler, template, call, converted, user_id, agent_id, prefix_cache, scope
-            )
+                composed.handler, template, call, converted, hashes, user_id, agent_id,
+                prefix_cache, scope,
+            )  # fmt: skip
         else:
             key = SessionKey(user_id, agent_id, session_id)
-            await _stateful(composed.handler, template, call, converted, key, _open_store(store))
+            await _stateful(
+                composed.handler, template, call, converted, hashes, key, _open_store(store)
+            )
     finally:
         _CURRENT_CALL.reset(token)
 
@@ -406,20 +410,24 @@ async def _stateless(
     template: ModelRequest,
     call: _Call,
     converted: list[Message],
+    chained: list[str],
     user_id: str,
     agent_id: str,
     cache: PrefixCache,
     scope: str,
 ) -> None:
-    hashes = chain_hashes(converted, start=scope)
+    # The cache keys: each message's chain hash under the scope, for the last LOOKBACK only.
+    tail = max(0, len(chained) - LOOKBACK)
+    hashes = [_scoped(scope, h) for h in chained[tail:]]
     start = 0
     cached: tuple[Message, ...] = ()
-    found = await cache.find(user_id, agent_id, hashes[max(0, len(hashes) - LOOKBACK) :])
+    found = await cache.find(user_id, agent_id, hashes)
     if found is not None:
-        start, cached = len(hashes) - min(len(hashes), LOOKBACK) + found[0], found[1]
+        start, cached = tail + found[0], found[1]
     history = (*cached, *converted[start:])
     state = AgentState(full_history=list(converted), working_history=list(history))
-    run = RunScope(client=call.client, key=SessionKey(user_id, agent_id, ""))
+    key = SessionKey(user_id, agent_id, "")
+    run = RunScope(client=call.client, key=key, session=_SCRATCHES.get(key))
     ids = RequestIds(agent_id=agent_id, user_id=user_id, run_id=run.run_id)
     request = template.replace(ids=ids, history=history, state=state, run=run)
     await _run(handler, request)
@@ -433,13 +441,13 @@ async def _stateful(
     template: ModelRequest,
     call: _Call,
     converted: list[Message],
+    hashes: list[str],
     key: SessionKey,
     store: SessionStore,
 ) -> None:
     recorder, state = await SessionRecorder.load(store, key)
     record = state.extension(RECORD_KEY)
     count, last = (record["count"], record["hash"]) if isinstance(record, dict) else (0, "")
-    hashes = chain_hashes(converted)
     if count and len(converted) >= count and hashes[count - 1] == last:
         new = converted[count:]  # the whole conversation, extending the record
         new_hashes = hashes[count:]
@@ -449,7 +457,9 @@ async def _stateful(
     if new:
         state.append(*new)
         count, last = count + len(new), new_hashes[-1]
-    run = RunScope(emit=recorder.note, client=call.client, store=store, key=key)
+    run = RunScope(
+        emit=recorder.note, client=call.client, store=store, key=key, session=_SCRATCHES.get(key)
+    )
     ids = RequestIds(
         agent_id=key.agent_id, user_id=key.user_id, session_id=key.session_id, run_id=run.run_id
     )
@@ -490,24 +500,194 @@ def split_messages(messages: Sequence[Any]) -> tuple[tuple[SystemPart, ...], lis
     Raises:
         InvalidInputError: ``messages`` is not a list of message dicts, or one is malformed.
     """
+    system, history, _ = _split(messages)
+    return system, history
+
+
+def _split(
+    messages: Sequence[Any],
+) -> tuple[tuple[SystemPart, ...], list[Message], list[str]]:
+    """`split_messages`, plus the chain hash of each history message.
+
+    A caller resends its whole conversation with every request, so the conversion of the
+    part it sent before is taken from the last conversion of that conversation
+    (`_Conversion`) when the raw dicts are equal, and only the rest is converted and hashed.
+    """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise InvalidInputError(
             f"messages must be a list of OpenAI message dicts, got {type(messages).__name__}"
         )
-    system: list[SystemPart] = []
+    messages = list(messages)  # pointers: one list to slice and compare
+    key, before = _CONVERSIONS.find(messages)
+    kept = before.shared(messages) if before is not None else 0
+    done = before.cut(kept) if before is not None else _Conversion()
+    system = list(done.system)
     history: list[Message] = []
-    for position, item in enumerate(messages):
-        data = _as_dict(item, position)
+    for position in range(kept, len(messages)):
+        data = _as_dict(messages[position], position)
         if data.get("role") in ("system", "developer"):
             text = Message.from_openai({**data, "role": "system"}).text
             system.append(SystemPart(name=f"system/{position}", text=text))
+            done.system_at.append(len(system))
+            done.history_at.append(len(done.history) + len(history))
             continue
         try:
             history.append(history_message(Message.from_openai(data)))
         except InvalidInputError as exc:
             raise InvalidInputError(f"messages[{position}]: {exc}", position=position) from exc
-    hashes = chain_hashes(history)
-    return tuple(system), [m.replace(id=h[:16]) for m, h in zip(history, hashes, strict=True)]
+        done.system_at.append(len(system))
+        done.history_at.append(len(done.history) + len(history))
+    hashes = chain_hashes(history, start=done.hashes[-1] if done.hashes else "")
+    done.system = system
+    done.history.extend(m.replace(id=h[:16]) for m, h in zip(history, hashes, strict=True))
+    done.hashes.extend(hashes)
+    if key is not None and done.keep(messages, kept):
+        _CONVERSIONS.put(key, done)
+    return tuple(system), list(done.history), list(done.hashes)
+
+
+class _Conversion:
+    """One conversation as last converted: copies of its raw dicts and what they became.
+
+    ``system_at[i]`` and ``history_at[i]`` are how many System parts and history messages
+    the first ``i`` raw messages made. The raw dicts are copies (a caller may change its
+    own afterwards); a conversion depends on the dicts alone, so an equal dict converts
+    alike for any caller.
+    """
+
+    __slots__ = ("hashes", "history", "history_at", "raw", "system", "system_at")
+
+    def __init__(self) -> None:
+        self.raw: list[Any] = []
+        self.system: list[SystemPart] = []
+        self.history: list[Message] = []
+        self.hashes: list[str] = []
+        self.system_at: list[int] = [0]
+        self.history_at: list[int] = [0]
+
+    def shared(self, messages: list[Any]) -> int:
+        """Return how many leading raw messages of ``messages`` equal those converted here."""
+        raw, n = self.raw, min(len(self.raw), len(messages))
+        if raw[:n] == messages[:n]:  # the usual case: the conversation grew (a C-speed compare)
+            return n
+        low, high = 0, n  # raw[:low] equal, raw[:high] not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if raw[:middle] == messages[:middle]:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def cut(self, kept: int) -> _Conversion:
+        """Return a new conversion of the first ``kept`` raw messages only."""
+        out = _Conversion()
+        out.raw = self.raw[:kept]
+        out.system = self.system[: self.system_at[kept]]
+        out.history = self.history[: self.history_at[kept]]
+        out.hashes = self.hashes[: self.history_at[kept]]
+        out.system_at = self.system_at[: kept + 1]
+        out.history_at = self.history_at[: kept + 1]
+        return out
+
+    def keep(self, messages: list[Any], kept: int) -> bool:
+        """Take copies of ``messages[kept:]``; return whether they could be copied."""
+        try:
+            copies = msgspec.json.decode(msgspec.json.encode(messages[kept:]))
+        except (TypeError, ValueError, msgspec.MsgspecError):
+            return False
+        self.raw.extend(copies)
+        return True
+
+
+class _Conversions:
+    """The last conversion of recent conversations, by their opening messages (bounded).
+
+    Keyed by a hash of the first two raw messages, so two conversations that open alike
+    share an entry (each then finds the other's conversion and keeps what is equal).
+    Holds at most `MAX_CONVERSATIONS` conversations and `MAX_MESSAGES` messages in all:
+    about twice their text (the raw copies and the messages).
+    """
+
+    MAX_CONVERSATIONS: Final = 256
+    MAX_MESSAGES: Final = 100_000
+
+    def __init__(self) -> None:
+        self._by_opening: OrderedDict[bytes, _Conversion] = OrderedDict()
+        self._messages = 0
+        self._lock = threading.Lock()  # proxies may prepare in worker threads
+
+    def find(self, messages: list[Any]) -> tuple[bytes | None, _Conversion | None]:
+        """Return the key of ``messages``' conversation and its last conversion, if any."""
+        if not messages or not all(type(m) is dict for m in messages):
+            return None, None
+        try:
+            opening = msgspec.json.encode(messages[:2])
+        except (TypeError, ValueError, msgspec.MsgspecError):
+            return None, None
+        key = hashlib.blake2b(opening, digest_size=16).digest()
+        with self._lock:
+            found = self._by_opening.get(key)
+            if found is not None:
+                self._by_opening.move_to_end(key)
+        return key, found
+
+    def put(self, key: bytes, conversion: _Conversion) -> None:
+        """Keep ``conversion`` as the last of its conversation; drop the oldest beyond bounds."""
+        if len(conversion.raw) > self.MAX_MESSAGES:
+            return
+        with self._lock:
+            old = self._by_opening.pop(key, None)
+            if old is not None:
+                self._messages -= len(old.raw)
+            self._by_opening[key] = conversion
+            self._messages += len(conversion.raw)
+            while (
+                len(self._by_opening) > self.MAX_CONVERSATIONS or self._messages > self.MAX_MESSAGES
+            ):
+                _, dropped = self._by_opening.popitem(last=False)
+                self._messages -= len(dropped.raw)
+
+    def clear(self) -> None:
+        """Forget every conversion."""
+        with self._lock:
+            self._by_opening.clear()
+            self._messages = 0
+
+
+_CONVERSIONS: Final = _Conversions()
+
+
+class _Scratches:
+    """Each recent session's scratch space (`SessionScratch`), kept across its requests.
+
+    A request's state is loaded anew each time (from the store, or from the caller's
+    messages), so the running totals, the pair check's and the offload scan's last history
+    live here instead, by `SessionKey` (a stateless caller's key has no session id: one per
+    user and agent). They compare histories by content, so a loaded history shares what is
+    equal. At most `MAX_SESSIONS`, the least recently used dropped first.
+    """
+
+    MAX_SESSIONS: Final = 256
+
+    def __init__(self) -> None:
+        self._by_key: OrderedDict[SessionKey, SessionScratch] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: SessionKey) -> SessionScratch:
+        """Return ``key``'s scratch space, made on first use."""
+        with self._lock:
+            found = self._by_key.get(key)
+            if found is None:
+                found = self._by_key[key] = SessionScratch()
+                while len(self._by_key) > self.MAX_SESSIONS:
+                    self._by_key.popitem(last=False)
+            else:
+                self._by_key.move_to_end(key)
+            return found
+
+
+_SCRATCHES: Final = _Scratches()
 
 
 def tools_from_openai(
@@ -572,6 +752,11 @@ def chain_hashes(messages: Sequence[Message], *, start: str = "") -> list[str]:
         digest = hashlib.sha256(digest + b"\0" + canonical).hexdigest().encode()
         out.append(digest.decode())
     return out
+
+
+def _scoped(scope: str, chained: str) -> str:
+    """Return the prefix-cache key of a conversation (its last chain hash) under ``scope``."""
+    return hashlib.sha256(f"{scope}:{chained}".encode()).hexdigest()
 
 
 def _changed(prepared: Sequence[Message], original: Sequence[Message]) -> bool:

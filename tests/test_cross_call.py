@@ -9,13 +9,15 @@ everything, also when the history changed between calls.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness import ContextManifest, ContextPolicy, HarnessAgent, Message, RuntimeContext, ToolCall
 from harness.accounting import estimate_request, manifest_items
+from harness.adapters import _CONVERSIONS, chain_hashes, split_messages
 from harness.chain import check_order, compose
-from harness.errors import ConfigurationError, InvalidToolPairs
+from harness.errors import ConfigurationError, InvalidInputError, InvalidToolPairs
 from harness.markers import SUMMARY, TRIMMED
 from harness.request import ModelRequest, ModelResponse, RunScope
 from harness.sessions.recorder import SessionRecorder
@@ -268,3 +270,53 @@ async def test_the_recorder_logs_what_changed_wherever_it_changed() -> None:
     assert isinstance(compaction, CompactionEvent)
     assert compaction.summary.id == "sum1" and list(compaction.replaced) == replaced
     await store.aclose()
+
+
+# --------------------------------------------------------- the drop-in's conversion
+def _conversation(n: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    for i in range(n):
+        messages += [
+            {"role": "user", "content": f"question {i}"},
+            {"role": "assistant", "content": f"answer {i}", "function_call": None},
+        ]
+    return messages
+
+
+def _fresh(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(m) for m in messages]
+
+
+@pytest.mark.parametrize("where", [None, 0, 1, 17, 40])
+def test_a_resent_conversation_converts_as_if_never_seen(where: int | None) -> None:
+    """Grown, or changed at any place (the system message, the middle, the end)."""
+    _CONVERSIONS.clear()
+    first = _conversation(20)
+    split_messages(_fresh(first))
+    second = [*_fresh(first), {"role": "user", "content": "and now?"}]
+    if where is not None:
+        second[where] = {**second[where], "content": "changed"}
+    got = split_messages(second)
+    _CONVERSIONS.clear()
+    assert got == split_messages(second)  # the same, converted from scratch
+    _, history = got
+    assert [m.id for m in history] == [h[:16] for h in chain_hashes(history)]
+
+
+def test_a_callers_later_change_to_its_dicts_reaches_no_other_conversion() -> None:
+    _CONVERSIONS.clear()
+    messages = _conversation(5)
+    _, before = split_messages(messages)
+    messages[3]["content"] = "rewritten after the call"  # the caller reuses its dicts
+    _, after = split_messages(_conversation(5))
+    assert after == before
+    _, changed = split_messages(messages)
+    assert changed[2].text == "rewritten after the call"
+
+
+def test_a_malformed_message_after_a_known_prefix_names_its_position() -> None:
+    _CONVERSIONS.clear()
+    messages = _conversation(4)
+    split_messages(messages)
+    with pytest.raises(InvalidInputError, match=r"messages\[9\]"):
+        split_messages([*_fresh(messages), {"role": "tool", "content": 3}])
