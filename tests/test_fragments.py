@@ -318,3 +318,26 @@ async def test_search_answers_in_the_listing_order_without_removed_ones(
     assert [f.id for f in await fragments.search("invoice decimal")] == [answered.id, note.id]
     assert [f.id for f in await fragments.search("invoice", scope="project")] == [rule.id]
     assert [f.id for f in await fragments.search("invoice", limit=2)] == [rule.id, asked.id]
+
+
+async def test_a_set_read_after_writes_equals_a_fresh_stores_read(
+    fstore: SessionStore, store_url: str
+) -> None:
+    """What a store keeps of its own writes is exactly what a newly opened store reads."""
+    assert isinstance(fstore, FragmentStore)
+    scope = FragmentScope.of_session(KEY)
+    fragments = Fragments(fstore, KEY)
+    first = await fragments.add("one")
+    await fstore.fragments(scope)  # cached now: the writes below update it in place
+    second = await fragments.add("two", position=0)
+    await fragments.edit(first.id, content="one, revised")
+    await fragments.disable(second.id)
+    await fragments.add("three")
+    ours = await fstore.fragments(scope)
+    fresh = open_store(store_url)
+    try:
+        assert isinstance(fresh, FragmentStore)
+        assert ours == await fresh.fragments(scope)
+    finally:
+        await fresh.aclose()
+    assert [f.content for f in ours[1]] == ["one, revised", "two", "three"]

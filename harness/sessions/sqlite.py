@@ -539,7 +539,7 @@ class SqliteStore:
         def work(conn: sqlite3.Connection) -> int:
             now = time.time()
             conn.execute("BEGIN IMMEDIATE")
-            row = _fragment_set(conn, scope)
+            row = _stamp(conn, scope)
             actual = 0 if row is None else row[1]
             if actual != expected_version:
                 raise _rows.fragment_conflict(scope, expected_version, actual)
@@ -589,6 +589,7 @@ class SqliteStore:
                     ],
                 )
             conn.commit()
+            self._sets.wrote(scope, row, (fset, new_version, now), [c.fragment for c in batch])
             return new_version
 
         return await self._run(work)
@@ -743,6 +744,30 @@ class _SetCache:
         finally:
             conn.commit()
         return out
+
+    def wrote(
+        self, scope: FragmentScope, old: Stamp | None, new: Stamp, written: list[Fragment]
+    ) -> None:
+        """Bring a cached set up to this store's own write (worker thread, after the commit).
+
+        A write changes a few fragments of a set that may hold thousands: the next read then
+        finds the new stamp cached instead of reading and decoding the whole set again. A
+        fragment new to the set has the highest row id, so it goes last, as a read orders it.
+        """
+        with self.lock:
+            cached = self.fragments.get(scope)
+            if cached is None or cached[0] != old:
+                return
+            fragments = list(cached[1])
+            where = {f.id: i for i, f in enumerate(fragments)}
+            for fragment in written:
+                at = where.get(fragment.id)
+                if at is None:
+                    where[fragment.id] = len(fragments)
+                    fragments.append(fragment)
+                else:
+                    fragments[at] = fragment
+            self.fragments[scope] = (new, fragments)
 
     def close(self) -> None:
         """Close the probe connection and forget the sets."""
