@@ -1,6 +1,6 @@
 """Rounds that cost only what is new: warm rounds as the history grows, stateless callers, import.
 
-Three measurements, each a ratio against a baseline measured in the same run:
+Four measurements, each a ratio against a baseline measured in the same run:
 
 - **Warm rounds without compaction.** A real `HarnessAgent` with ``middleware.default_stack()``
   minus ``Compaction`` on the ``ScriptedModel``, a window large enough that nothing is ever
@@ -11,6 +11,10 @@ Three measurements, each a ratio against a baseline measured in the same run:
   call, the tools or the session commit). Every warm round prepares the *whole* history, so
   whatever is O(history) per round shows here. The figure is the median warm round at N over
   the median at the smallest N, per repeat (paired), median and range over the repeats.
+- **The next call's first round.** After those rounds, the same agent serves the session's
+  next call (one new user message, answered at once); its one round is timed the same way.
+  The session's running state (`harness.state.SessionScratch`) is kept across calls, so it
+  should cost what a warm round costs, not a pass over the whole history.
 - **Stateless callers.** A fresh agent per request over the same 2,000-message history, as a
   server that builds an agent (or calls ``harness.acompletion``) per request does: the
   messages are decoded from JSON anew for every request (fresh objects, fresh strings), and
@@ -122,15 +126,18 @@ def _agent(
 
 async def warm_rounds(
     session: Session, warm: int, workdir: Path, *, without: str = ""
-) -> list[float]:
-    """Return the preparation seconds of ``warm`` warm rounds over ``session``."""
+) -> tuple[list[float], float]:
+    """Return the preparation seconds of ``warm`` warm rounds over ``session``, and of the
+    first round of the session's next call (one new user message)."""
     clock = PrepClock()
     workspace = tempfile.mkdtemp(dir=workdir)
     agent = _agent(session, tool_results(session), warm, clock, workspace, without=without)
     ctx = RuntimeContext(user_id="bench", session_id="incremental")
     agent.state(ctx).append(*session.messages)
     await agent.call("Continue with the task.", ctx)
-    return clock.samples[1:]  # the first round is the call's first: it counts every message
+    warm_samples = clock.samples[1:]  # the first round is the call's first: it counts all
+    await agent.call("Thanks. Anything else?", ctx)  # answered in one round
+    return warm_samples, clock.samples[-1]
 
 
 # -------------------------------------------------------------------------- stateless
@@ -216,17 +223,22 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         variants[f"without {UNTUNED}"] = UNTUNED
     # the median warm round of each repeat, per variant and size
     warm: dict[str, dict[int, list[float]]] = {v: {n: [] for n in sizes} for v in variants}
+    # the first round of the session's next call, per variant and size
+    first: dict[str, dict[int, list[float]]] = {v: {n: [] for n in sizes} for v in variants}
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as tmp:
         for rep in range(repeats):
             for variant, without in variants.items():
                 for n in sizes:
-                    samples = await warm_rounds(
+                    samples, next_call = await warm_rounds(
                         sessions[n], WARM_ROUNDS[mode], Path(tmp), without=without
                     )
                     warm[variant][n].append(statistics.median(samples))
+                    first[variant][n].append(next_call)
                 progress(
                     f"warm rounds ({variant}), repeat {rep + 1}/{repeats}: "
                     + ", ".join(f"{n:,} msgs {fmt_time(warm[variant][n][-1])}" for n in sizes)
+                    + "; next call's first round: "
+                    + ", ".join(f"{fmt_time(first[variant][n][-1])}" for n in sizes)
                 )
     small, large = sizes[0], sizes[-1]
     ratios = {
@@ -234,6 +246,10 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         for v, w in warm.items()
     }
     ratio = ratios["default stack"]
+    new_call = {
+        v: stats([big / little for big, little in zip(f[large], f[small], strict=True)])
+        for v, f in first.items()
+    }
 
     stateless = history(STATELESS_SIZE[mode])
     pairs: dict[str, list[tuple[float, float]]] = {}
@@ -256,6 +272,8 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         "headline": [
             f"warm round {large:,} vs {small:,} messages, compaction off: "
             + "; ".join(f"{v} {_ratio(r)}" for v, r in ratios.items()),
+            f"first round of a session's next call, {large:,} vs {small:,} messages: "
+            + "; ".join(f"{v} {_ratio(r)}" for v, r in new_call.items()),
             f"stateless request 2 vs 1 over {len(stateless.messages):,} messages: "
             + "; ".join(f"{case} {_ratio(r)}" for case, r in second.items()),
             f"import harness, middleware, providers: {imports['packages']:.0f} ms above bare "
@@ -282,13 +300,22 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         "tables": [
             {
                 "title": "Warm round, compaction off",
-                "columns": ["messages", *(f"{v}" for v in variants)],
+                "columns": [
+                    "messages",
+                    *(f"{v}" for v in variants),
+                    *(f"next call's first round, {v}" for v in variants),
+                ],
                 "rows": [
-                    [f"{n:,}", *(_cell(warm[v][n], warm[v][small]) for v in variants)]
+                    [
+                        f"{n:,}",
+                        *(_cell(warm[v][n], warm[v][small]) for v in variants),
+                        *(_cell(first[v][n], first[v][small]) for v in variants),
+                    ]
                     for n in sizes
                 ],
                 "note": f"median over {repeats} repeat(s) of the median of {WARM_ROUNDS[mode]} "
-                f"warm rounds, and its ratio to {small:,} messages",
+                f"warm rounds, and its ratio to {small:,} messages; the next call's first round "
+                "(one new user message) keeps the running state of the session's last call",
             },
             {
                 "title": "Stateless requests (a fresh agent per request, same history)",
@@ -333,6 +360,8 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         "data": {
             "warm_s": {v: {str(n): w[n] for n in sizes} for v, w in warm.items()},
             "warm_ratio": ratios,
+            "next_call_s": {v: {str(n): f[n] for n in sizes} for v, f in first.items()},
+            "next_call_ratio": new_call,
             "stateless_s": {case: [list(x) for x in p] for case, p in pairs.items()},
             "stateless_ratio": second,
             "import_ms": imports,
