@@ -8,8 +8,9 @@ costs almost nothing and a program pays only for the parts it touches.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from harness._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from harness.task import (
@@ -80,18 +81,7 @@ _HOMES: dict[str, str] = {
 """Where each exported name lives; imported on first use (`__getattr__`)."""
 
 
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
-
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES)
 
 __all__ = [
     "BudgetFit",

@@ -34,7 +34,7 @@ def test_importing_the_packages_loads_no_heavy_module() -> None:
 def test_importing_the_packages_runs_none_of_their_modules() -> None:
     code = "import harness, middleware, providers, sys\nprint(sorted(m for m in sys.modules if m.startswith(('harness.', 'middleware.', 'providers.'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip() == "['harness._lazy']"  # the 40-line helper the packages share
 
 
 @pytest.mark.parametrize(
