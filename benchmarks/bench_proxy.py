@@ -238,14 +238,14 @@ def _result(
              _signed(added[kind, 50]), _signed(added[kind, 99]), ""],
         ]  # fmt: skip
     per_s = f"{throughput['plain']:.1f} → {throughput['hook']:.1f} requests/s"
-    headline = [
-        f"At {clients} concurrent clients the hook adds {_signed(added['', 50])} at p50 "
-        f"and {_signed(added['', 99])} at p99 to a request's round trip "
-        f"({ratio('')} the proxy's own p50)",
-        f"The proxy's reported overhead (x-litellm-overhead-duration-ms) grows by "
-        f"{_signed(added['_in', 50])} at p50, {_signed(added['_in', 99])} at p99",
+    headline = [  # busy time first: at 100 clients one worker queues, so round trips mostly wait
         f"Throughput of one proxy worker {per_s}: the hook adds "
         f"{_signed(service)} of busy time per request",
+        f"At {clients} concurrent clients (one worker, requests queue) the hook adds "
+        f"{_signed(added['', 50])} at p50 and {_signed(added['', 99])} at p99 to a request's "
+        f"round trip ({ratio('')} the proxy's own p50)",
+        f"The proxy's reported overhead (x-litellm-overhead-duration-ms) grows by "
+        f"{_signed(added['_in', 50])} at p50, {_signed(added['_in', 99])} at p99",
     ]
     return {
         "title": "litellm proxy hook: added latency per request",
