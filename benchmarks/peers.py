@@ -29,12 +29,15 @@ from harness.types import Handler, Middleware
 
 
 # ------------------------------------------------------------------------------- ours
-def our_stack(*, compaction: bool = True, **kwargs: Any) -> list[Middleware]:
-    """Return ``middleware.default_stack(**kwargs)``, without ``Compaction`` when asked."""
+def our_stack(*, compaction: bool | Middleware = True, **kwargs: Any) -> list[Middleware]:
+    """Return ``middleware.default_stack(**kwargs)``: ``compaction`` is a `Compaction` to use,
+    ``True`` for the default one, or ``False`` for none."""
     from middleware import default_stack
 
+    if not isinstance(compaction, bool):
+        kwargs["compaction"] = compaction
     stack = list(default_stack(**kwargs))
-    if not compaction:
+    if compaction is False:
         stack = [m for m in stack if type(m).__name__ != "Compaction"]
     return stack
 

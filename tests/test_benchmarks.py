@@ -703,3 +703,13 @@ def test_burst_smoke_reports_the_burst_and_both_compactions(tmp_path: Path) -> N
     assert 0 < ours["second_tokens"] < ours["summary_tokens"]
     assert result.goals[0].met is None  # the 50 ms goal is judged in full mode only
     assert result.goals[1].met is True
+
+
+def test_our_stack_uses_the_compaction_it_is_given() -> None:
+    from benchmarks.peers import our_stack
+    from middleware import Compaction
+
+    mine = Compaction(trigger_messages=50, keep_tokens=0, keep_messages=20)
+    assert mine in our_stack(compaction=mine)
+    assert not any(isinstance(m, Compaction) for m in our_stack(compaction=False))
+    assert sum(isinstance(m, Compaction) for m in our_stack()) == 1
