@@ -347,3 +347,43 @@ def test_bad_options(url: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         SqliteStore(url)
     assert "sqlite:///path/to/sessions.db" in str(caught.value)
+
+
+async def test_a_version_3_database_gets_the_set_index_and_keeps_its_fragment_index(
+    tmp_path: Path,
+) -> None:
+    """Only the steps past a database's version run: a version-3 file keeps its FTS rows."""
+    path = tmp_path / "v3.db"
+    scope = FragmentScope.of_session(_key("f"))
+    store = SqliteStore(f"sqlite://{path}")
+    try:
+        notes = [
+            Fragment(id=f"n{i}", kind="user", content=f"rollout step {i}", version=1)
+            for i in range(3)
+        ]
+        await store.commit_fragments(
+            scope,
+            expected_version=0,
+            changes=[FragmentChange(fragment=n, op="add", old_version=0) for n in notes],
+        )
+        assert len(await store.search_fragments(scope, "rollout")) == 3  # indexed up to the mark
+    finally:
+        await store.aclose()
+    with _db(path) as conn:
+        conn.execute("DROP INDEX fragments_by_set")
+        conn.execute("PRAGMA user_version = 3")
+    store = SqliteStore(f"sqlite://{path}")
+    try:
+        assert [f.id for f in await store.search_fragments(scope, "rollout")] == ["n0", "n1", "n2"]
+        assert [f.id for f in (await store.fragments(scope))[1]] == ["n0", "n1", "n2"]
+    finally:
+        await store.aclose()
+    _check_indexes(path)
+    with _db(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT body FROM fragments WHERE fset = 1 ORDER BY id"
+        ).fetchall()
+        assert [row[3] for row in plan] == [
+            "SEARCH fragments USING INDEX fragments_by_set (fset=?)"
+        ]
