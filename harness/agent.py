@@ -448,7 +448,7 @@ class HarnessAgent:
     def _prepare(self, state: AgentState, run: RunScope, ctx: RuntimeContext) -> ModelRequest:
         policy = self.policy
         if policy.calibrate and policy.estimator is not None:
-            held = state.scratch.slot(self, _Calibrated)
+            held = state.scratch.slot(_Calibrated, _Calibrated)  # checks its base itself
             estimator = held.estimator(policy.estimator, state.calibration.get(self.model, 1.0))
             policy = policy.replace(estimator=estimator)
         ids = RequestIds(
