@@ -20,6 +20,7 @@ fast; without it the store raises `ConfigurationError` naming the ``postgres`` e
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -51,9 +52,14 @@ CONNECT_TIMEOUT_S: Final = 10
 POOL_SIZE: Final = 10
 """Connections per store at most."""
 
-SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 1
+MAX_SETS: Final = 4096
+"""Fragment sets a store keeps decoded (`PostgresStore.fragment_sets`)."""
+
+SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 2
 """The PostgreSQL layout: the shared tables (`_rows.SCHEMA_VERSION`) plus the events' recency
-index that newest-first search walks (every statement is ``IF NOT EXISTS``: upgraded in place)."""
+index that newest-first search walks (+1) and ``harness_fragments_by_set`` (+2: a set is read,
+and searched up to a limit, in row order without a sort). Every statement is ``IF NOT
+EXISTS``: upgraded in place."""
 
 SEARCH_WALK_MS: Final = 50
 """How long a newest-first walk may take before search falls back to the trigram index."""
@@ -127,6 +133,7 @@ _SCHEMA: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS harness_fragments_text "
     "ON harness_fragments USING gin (text gin_trgm_ops)",
+    "CREATE INDEX IF NOT EXISTS harness_fragments_by_set ON harness_fragments (fset, id)",
 )
 
 
@@ -164,6 +171,8 @@ class PostgresStore:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._opening: anyio.Lock | None = None
         self._closed = False
+        self._sets: OrderedDict[FragmentScope, tuple[Stamp, list[Fragment]]] = OrderedDict()
+        """Fragment sets read before, with the stamp they were read at."""
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
@@ -453,24 +462,35 @@ class PostgresStore:
     async def fragment_sets(
         self, scopes: Sequence[FragmentScope]
     ) -> list[tuple[int, list[Fragment]]]:
-        """Return `fragments` of each scope through one connection, in one transaction.
+        """Return `fragments` of each scope: one query when no set changed since it was read.
 
         FragmentEditor reads the session's and the project's set before every request
-        (`harness.fragments.ReadsFragmentSets`): one pool checkout, one snapshot.
+        (`harness.fragments.ReadsFragmentSets`). The sets' rows (`Stamp`: id, version,
+        updated_at) are looked up first; a set cached at its current stamp is not read again,
+        so an unchanged set of 10,000 fragments costs one small query, and a change by any
+        process — a new stamp — reaches the next read. At most ``MAX_SETS`` sets are kept
+        (least recently used dropped), keyed by the full scope.
         """
         out: list[tuple[int, list[Fragment]]] = []
         async with self._connection() as conn, conn.transaction():
             for scope in scopes:
-                row = await _fragment_set(conn, scope)
-                if row is None:
+                stamp = await _stamp(conn, scope)
+                if stamp is None:
                     out.append((0, []))
                     continue
-                cursor = await conn.execute(
-                    "SELECT body::text FROM harness_fragments WHERE fset = %s ORDER BY id",
-                    (row[0],),
-                )
-                rows = await cursor.fetchall()
-                out.append((row[1], [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows]))
+                cached = self._sets.get(scope)
+                if cached is None or cached[0] != stamp:
+                    cursor = await conn.execute(
+                        "SELECT body::text FROM harness_fragments WHERE fset = %s ORDER BY id",
+                        (stamp[0],),
+                    )
+                    rows = await cursor.fetchall()
+                    cached = (stamp, [_rows.FRAGMENT_DECODER.decode(body) for (body,) in rows])
+                self._sets[scope] = cached
+                self._sets.move_to_end(scope)
+                while len(self._sets) > MAX_SETS:
+                    self._sets.popitem(last=False)
+                out.append((stamp[1], list(cached[1])))
         return out
 
     async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
@@ -649,6 +669,21 @@ async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int:
     cursor = await conn.execute("SELECT max(version) FROM harness_schema")
     row = await cursor.fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+Stamp = tuple[int, int, float]
+"""A fragment set's row as the cache checks it: (row id, version, updated_at) — a set
+purged and written again gets a new stamp even where its row id and version repeat."""
+
+
+async def _stamp(conn: psycopg.AsyncConnection[Any], scope: FragmentScope) -> Stamp | None:
+    cursor = await conn.execute(
+        "SELECT id, version, updated_at FROM harness_fragment_sets "
+        "WHERE user_id = %s AND agent_id = %s AND scope = %s AND name = %s",
+        (scope.user_id, scope.agent_id, scope.scope, scope.name),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else (int(row[0]), int(row[1]), float(row[2]))
 
 
 async def _fragment_set(
