@@ -686,6 +686,11 @@ class _Scratches:
                 self._by_key.move_to_end(key)
             return found
 
+    def clear(self) -> None:
+        """Forget every session's scratch space."""
+        with self._lock:
+            self._by_key.clear()
+
 
 _SCRATCHES: Final = _Scratches()
 

@@ -15,7 +15,13 @@ import pytest
 
 from harness import ContextManifest, ContextPolicy, HarnessAgent, Message, RuntimeContext, ToolCall
 from harness.accounting import estimate_request, manifest_items
-from harness.adapters import _CONVERSIONS, chain_hashes, split_messages
+from harness.adapters import (
+    _CONVERSIONS,
+    _SCRATCHES,
+    chain_hashes,
+    prepare_messages,
+    split_messages,
+)
 from harness.chain import check_order, compose
 from harness.errors import ConfigurationError, InvalidInputError, InvalidToolPairs
 from harness.markers import SUMMARY, TRIMMED
@@ -320,3 +326,49 @@ def test_a_malformed_message_after_a_known_prefix_names_its_position() -> None:
     split_messages(messages)
     with pytest.raises(InvalidInputError, match=r"messages\[9\]"):
         split_messages([*_fresh(messages), {"role": "tool", "content": 3}])
+
+
+async def test_prepared_requests_reusing_the_conversion_and_scratch_equal_fresh_ones() -> None:
+    """Through `prepare_messages` (the proxy hook's way in): a session and a stateless caller
+    resend a growing conversation, once edited in the middle; what is prepared (messages and
+    manifest figures) equals preparing every request in a fresh process."""
+
+    async def serve(fresh: bool) -> list[tuple[Any, ...]]:
+        store = open_store("sqlite://")
+        stack = default_stack(offload=ToolResultOffload(max_result_chars=500, preview_chars=100))
+        stack = [m for m in stack if not isinstance(m, Compaction)]
+        conversation = _conversation(12)
+        call = {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        conversation[4] = {"role": "assistant", "content": None, "tool_calls": [call]}
+        conversation[5] = {"role": "tool", "tool_call_id": "c1", "content": "long line\n" * 80}
+        out: list[tuple[Any, ...]] = []
+        for step in range(5):
+            if step == 3:
+                conversation[7] = {**conversation[7], "content": "edited later"}
+            for session in ("s", None):
+                if fresh:
+                    _CONVERSIONS.clear()
+                    _SCRATCHES.clear()
+                sent, manifest = await prepare_messages(
+                    "gpt-4o",
+                    _fresh(conversation),
+                    client=ScriptedModel(model="gpt-4o"),
+                    stack=stack,
+                    session_id=session,
+                    user_id="u",
+                    store=store,
+                )
+                assert manifest is not None
+                items = [(i.source_id, i.tokens) for i in manifest.items]
+                out.append((sent, manifest.estimated_input_tokens, items, manifest.transforms))
+            conversation += [
+                {"role": "assistant", "content": f"reply {step}"},
+                {"role": "user", "content": f"more {step}"},
+            ]
+        await store.aclose()
+        return out
+
+    reused = await serve(fresh=False)
+    # No workspace here: the long result is shortened to an inline preview.
+    assert any(t.startswith("offload_failed:c1") for *_, transforms in reused for t in transforms)
+    assert reused == await serve(fresh=True)
