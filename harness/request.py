@@ -145,9 +145,19 @@ class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
     stand_ins: tuple[tuple[str, str], ...] = ()
     """Copies passed on in place of a ``history`` message, as (copy id, original id): an
     assistant message sent without the calls whose results were left out."""
+    passed: tuple[Message, ...] = ()
+    """The history passed on (``()``: not known). When the later layers kept exactly these
+    messages, `restore` returns ``history`` without placing anything: no O(history) work."""
+    left: tuple[int, ...] = ()
+    """With ``passed``: the positions in ``history`` of the messages left out."""
 
     def restore(self, kept: tuple[Message, ...]) -> tuple[Message, ...]:
         """Return ``kept`` (what the later layers kept) with the left-out messages back."""
+        if self.passed and self.left and len(kept) == len(self.passed):
+            from harness.prefix import shared_prefix  # prefix imports this module to type
+
+            if shared_prefix(self.passed, kept) == len(kept) and self._calls_kept():
+                return self.history
         history = self.history
         where = {m.id: i for i, m in enumerate(history)}
         stand_ins = dict(self.stand_ins)
@@ -180,6 +190,21 @@ class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
             calls.update(c.id for c in message.tool_calls)
             restored.append(message)
         return tuple(restored)
+
+    def _calls_kept(self) -> bool:
+        """Return whether every left-out tool result has its call earlier in ``history``."""
+        history = self.history
+        for i in self.left:
+            message = history[i]
+            if message.role != "tool":
+                continue
+            j = i
+            while j > 0 and history[j - 1].role == "tool":
+                j -= 1
+            head = history[j - 1] if j > 0 else None
+            if head is None or all(c.id != message.tool_call_id for c in head.tool_calls):
+                return False
+        return True
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):

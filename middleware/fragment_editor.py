@@ -253,26 +253,32 @@ class FragmentEditor:
         sent: list[Message] = []
         stand_ins: list[tuple[str, str]] = []
         transforms: list[str] = []
+        left: list[int] = []  # positions in ``kept`` of what is left out
         done = 0
         for start, end in spans:
             kept.extend(history[done:start])
             sent.extend(history[done:start])
             done = end
             unit = [self._edited(m, overlays, originals, transforms) for m in history[start:end]]
+            at = len(kept)
             kept.extend(unit)
-            self._send_unit(unit, overlays, sent, stand_ins, transforms)
+            gone = self._send_unit(unit, overlays, sent, stand_ins, transforms)
+            left.extend(at + i for i in gone)
         kept.extend(history[done:])
         sent.extend(history[done:])
         if not transforms:
             return request
+        passed = tuple(sent)
         left_out = None
-        if len(sent) != len(kept):  # for this request only: the agent keeps them
+        if left:  # for this request only: the agent keeps them
             left_out = LeftOut(
                 history=tuple(kept),
                 sent=frozenset(map(_ID, sent)),
                 stand_ins=tuple(stand_ins),
+                passed=passed,
+                left=tuple(left),
             )
-        return request.replace(history=tuple(sent), left_out=left_out).with_transforms(*transforms)
+        return request.replace(history=passed, left_out=left_out).with_transforms(*transforms)
 
     @staticmethod
     def _send_unit(
@@ -281,22 +287,27 @@ class FragmentEditor:
         sent: list[Message],
         stand_ins: list[tuple[str, str]],
         transforms: list[str],
-    ) -> None:
-        """Append what of one unit is sent: a disabled call takes its results along."""
+    ) -> list[int]:
+        """Append what of one unit is sent (a disabled call takes its results along).
+
+        Returns:
+            The positions in ``unit`` of the messages left out.
+        """
         out = [_left_out(m, overlays) for m in unit]
         head = unit[0]
         if out[0] is not None:
             transforms.append(f"fragment_{out[0]}:{head.id}")
             transforms.extend(f"fragment_pair_left_out:{m.id}" for m in unit[1:])
-            return
+            return list(range(len(unit)))
         if not (head.role == "assistant" and head.tool_calls) or not any(out[1:]):
             sent.extend(unit)
-            return
+            return []
         gone = {m.tool_call_id for m, why in zip(unit[1:], out[1:], strict=True) if why}
         for m, why in zip(unit[1:], out[1:], strict=True):
             if why:
                 transforms.append(f"fragment_{why}:{m.id}")
         calls = tuple(c for c in head.tool_calls if c.id not in gone)
+        left = [i for i, why in enumerate(out) if why]
         if calls or head.text:
             copy = head.replace(id=f"{head.id}~calls{len(calls)}", tool_calls=calls)
             sent.append(copy)
@@ -305,7 +316,9 @@ class FragmentEditor:
                 transforms.append(f"fragment_pair_left_out:calls of {head.id}")
         else:
             transforms.append(f"fragment_pair_left_out:{head.id}")
+            left.insert(0, 0)
         sent.extend(m for m, why in zip(unit[1:], out[1:], strict=True) if not why)
+        return left
 
     @staticmethod
     def _edited(
@@ -337,14 +350,14 @@ class FragmentEditor:
         self, request: ModelRequest, session: list[Fragment]
     ) -> dict[str, Message]:
         """Return the originals of copies whose overlay no longer edits them (rare)."""
-        if not any(f.message for f in session):
-            return {}  # no overlay, no copy: nothing to scan the history for
-        edited = {f.id for f in session if f.message and f.edited}
-        wanted = {
-            ref_id(m)
-            for m in request.history
-            if m.meta(FRAGMENT) is not None and ref_id(m) not in edited
-        }
+        reverted = {f.id for f in session if f.message and not f.edited}
+        if not reverted:
+            return {}  # every overlay edits its message: no copy goes back
+        wanted: set[str] = set()
+        for message in request.history:
+            metadata = message.metadata
+            if metadata is not None and FRAGMENT in metadata and ref_id(message) in reverted:
+                wanted.add(ref_id(message))
         if not wanted:
             return {}
         found: dict[str, Message] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from harness.events import AgentEvent
 from harness.fragments import Fragment
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import ToolCall
+from harness.request import ModelRequest
 from harness.sessions import SessionKey, SessionStore, open_store
 from harness.types import Middleware
 from middleware import BudgetFit, Compaction, FragmentEditor, PairValidation, ToolResultOffload
@@ -252,3 +254,28 @@ def test_only_the_units_holding_an_overlay_or_a_marker_are_visited(
     )
     expected = [(s, e) for s, e in units(changed) if any(i in marked for i in range(s, e))]
     assert _touched_units(changed, overlays) == expected
+
+
+@pytest.mark.parametrize("stray", [False, True])
+def test_putting_left_out_messages_back_takes_the_short_way_to_the_same_history(
+    stray: bool,
+) -> None:
+    """When the later layers keep what was sent, restore gives what the full placing gives."""
+    call = Message.assistant(tool_calls=[ToolCall(id="c1", name="t"), ToolCall(id="c2", name="t")])
+    history = (
+        Message.user("q"),
+        call,
+        Message.tool("c1", "one"),
+        Message.tool("c2", "two"),
+        *([Message.tool("c9", "a result without its call")] if stray else []),
+        Message.user("next"),
+    )
+    disabled = [history[2].id, *([history[4].id] if stray else [])]
+    overlays = [Fragment(id=i, kind="tool", message=True, disabled=True) for i in disabled]
+    request = ModelRequest(model="m", history=history)
+    prepared = FragmentEditor().apply(request, overlays, [])
+    left_out = prepared.left_out
+    assert left_out is not None and left_out.passed == prepared.history
+    placed = msgspec.structs.replace(left_out, passed=(), left=()).restore(prepared.history)
+    assert prepared.kept_history() == placed
+    assert placed == (history if not stray else history[:4] + history[5:])
