@@ -12,7 +12,8 @@
      merged in, the model's order; and the store's raw read of the session set;
    - ``Fragments.search(...)`` — what ``harness fragments search`` does — for a frequent and a
      rare English word, two terms, a CJK phrase, a tag alone, and a word found nowhere;
-   - ``Fragments.edit(...)`` of one fragment (every write reads the set to check its version).
+   - ``Fragments.edit(...)`` of one fragment (a write reads the set's version and that one
+     fragment, `harness.fragments.ReadsOneFragment`).
 
 2. **The time FragmentEditor adds to an agent round**: two sessions with the same
    2,000-message history (200 in smoke mode) in one SQLite file, each with 100 of its messages

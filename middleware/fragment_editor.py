@@ -33,9 +33,14 @@ built-in are filled in for each request. A built-in that governs a part another 
 (``mode/plan`` from TaskState) applies only while that part is in the request: disabled, the
 part is left out; edited, its shipped text in the part is replaced by the developer's.
 
-Cost when nothing changed: the SQLite store answers both sets from its cache after a
-``PRAGMA data_version`` check on the event loop (no worker-thread trip, also for a session
-with no fragments); otherwise one read of both sets (`harness.fragments.read_sets`).
+Cost per request: the store answers both sets (`harness.fragments.read_sets`) from its
+cache when their rows' stamps have not moved — SQLite looks them up on the event loop through
+a connection of its own (no worker-thread trip, a session with no fragments included),
+PostgreSQL in one small query — so an edit by the CLI in another process still reaches the
+next request. The history is scanned once (one metadata look-up per message); only the units
+holding an overlaid or marked message are rebuilt, and when the later layers keep what was
+passed on, the agent puts the left-out messages back without placing them
+(`harness.request.LeftOut.passed`).
 """
 
 from __future__ import annotations
