@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness._lazy import lazy_exports
+from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from harness.accounting import estimate_request
@@ -130,7 +130,7 @@ _HOMES: dict[str, str] = {
 """Where each exported name lives; imported on first use (`__getattr__`)."""
 
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES)
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _HOMES)
 
 __all__ = [
     "DEFAULT_BUILTINS",
