@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from harness.messages import Message
 
 if TYPE_CHECKING:
     from harness.request import RunScope
+
+T = TypeVar("T")
 
 
 def shared_prefix(
@@ -43,7 +45,12 @@ def shared_prefix(
     return shared
 
 
-def _compare(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
+def shared_items(old: tuple[T, ...], new: tuple[T, ...]) -> int:
+    """Return how many leading items ``new`` shares with ``old`` (the same or equal ones)."""
+    return _compare(old, new)
+
+
+def _compare(old: tuple[T, ...], new: tuple[T, ...]) -> int:
     n = min(len(old), len(new))
     if n == 0:
         return 0
@@ -59,7 +66,7 @@ def _compare(old: tuple[Message, ...], new: tuple[Message, ...]) -> int:
     return low
 
 
-def _same_objects(old: tuple[Message, ...], new: tuple[Message, ...], n: int) -> bool:
+def _same_objects(old: tuple[T, ...], new: tuple[T, ...], n: int) -> bool:
     """Return whether the first ``n`` items of both tuples are the very same objects.
 
     On CPython a tuple stores its items as an array of pointers after a fixed header

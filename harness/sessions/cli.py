@@ -30,6 +30,7 @@ import msgspec
 
 from harness.errors import HarnessError
 from harness.sessions.cli_format import Output, flat, when
+from harness.sessions.manifest_log import resolve
 from harness.sessions.store import (
     CompactionEvent,
     FragmentEvent,
@@ -439,11 +440,11 @@ def _remove_offloads(workspace: Workspace, key: SessionKey, folder: str) -> bool
 
 async def _manifests(store: SessionStore, args: argparse.Namespace, out: Output) -> None:
     key = await existing_session(store, args)
-    manifests = [
-        e.event.manifest
+    manifests = resolve(
+        e.event
         for e in await all_events(store, key, ("manifest",), 0, None)
         if isinstance(e.event, ManifestEvent)
-    ]
+    )
     if args.call is not None:
         manifests = [m for m in manifests if m.call_id == args.call]
         if not manifests:

@@ -22,6 +22,7 @@ from harness.manifest import ContextManifest
 from harness.messages import Message
 from harness.sessions.cli import CommandError, all_events
 from harness.sessions.cli_format import flat
+from harness.sessions.manifest_log import resolve
 from harness.sessions.store import FragmentStore, ManifestEvent, SessionKey, SessionStore
 
 OMISSIONS: Final = (
@@ -104,11 +105,11 @@ async def build_view(
     Raises:
         CommandError: the session has no manifests, or none (or several) match ``call``.
     """
-    manifests = [
-        e.event.manifest
+    manifests = resolve(
+        e.event
         for e in await all_events(store, key, ("manifest",), 0, None)
         if isinstance(e.event, ManifestEvent)
-    ]
+    )
     if not manifests:
         raise CommandError(
             f"session {key.session_id!r} has recorded no model request yet; run the agent on "

@@ -33,6 +33,7 @@ from harness.messages import Message
 from harness.prefix import shared_prefix
 from harness.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.codec import decode_extensions, encode_extensions
+from harness.sessions.manifest_log import ManifestDeltas
 from harness.sessions.store import (
     CompactionEvent,
     ErrorEvent,
@@ -83,6 +84,8 @@ class SessionRecorder:
         self._full = 0
         self._extensions: dict[str, object] = {}
         self._pending: list[Event] = []
+        self._manifests = ManifestDeltas()
+        """Stores each round's manifest as a delta of the last one (its new items only)."""
 
     @classmethod
     async def load(
@@ -161,7 +164,9 @@ class SessionRecorder:
                 if state.extensions.get(k) != self._extensions.get(k)
             )
             events.append(StateEvent(keys=tuple(changed)))
-        events.extend(self._pending)
+        manifests = [e.manifest for e in self._pending if isinstance(e, ManifestEvent)]
+        stored_as = iter(self._manifests.encode(manifests))
+        events.extend(next(stored_as) if isinstance(e, ManifestEvent) else e for e in self._pending)
         if not events and kept == len(working) == len(self._working):
             return
         ids = self._working_ids[:kept] + tuple(m.id for m in working[kept:])
@@ -180,6 +185,7 @@ class SessionRecorder:
             self.key, expected_version=self.version, events=events, state=stored
         )
         self._pending.clear()
+        self._manifests.committed()
         self._working, self._working_ids = working, ids
         if self.keep_full_history:
             self._full = len(state.full_history)

@@ -57,6 +57,12 @@ class ManifestEvent(msgspec.Struct, frozen=True, kw_only=True, tag="manifest"):
 
     manifest: ContextManifest
     at: float = msgspec.field(default_factory=_now)
+    base: str | None = None
+    """Stored as a delta: ``manifest.items`` follow the first `shared` items of the manifest
+    of call ``base``, stored earlier in the session (`harness.sessions.manifest_log.resolve`
+    gives the whole manifest back)."""
+    shared: int = 0
+    """How many leading items come from the ``base`` manifest."""
 
 
 class CompactionEvent(msgspec.Struct, frozen=True, kw_only=True, tag="compaction"):
