@@ -48,7 +48,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Collection, Sequence
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import msgspec
 
@@ -64,6 +64,7 @@ from harness.events import AgentEvent
 from harness.fragments import DEFAULT_PROJECT, Fragment, FragmentScope, read_sets, ref_id
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
+from harness.prefix import shared_prefix
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.sessions.store import FragmentStore, SessionKey
 from harness.types import Concern, Handler
@@ -248,11 +249,26 @@ class FragmentEditor:
         """Apply the overlays to the units that hold an overlaid or marked message.
 
         One scan finds those messages; the history between their units is passed on as
-        slices, so a round costs one metadata look-up per message plus the touched units.
+        slices. What the units came to is kept for the session (`_Memo`): the next round,
+        with the same overlays, reuses it for the history prefix the two rounds share and
+        scans and rebuilds only from there — its cost is its new messages, plus slicing.
         """
         history = request.history
-        spans = _touched_units(history, overlays)
-        if not spans:
+        run = request.run
+        memo = run.session_slot(self, _Memo) if run is not None and not originals else None
+        key = tuple((f.id, f.version) for f in overlays.values())
+        done_units: list[_Unit] = []
+        resume = 0
+        if memo is not None and memo.key == key and memo.history:
+            resume = _unit_start(history, shared_prefix(memo.history, history, run))
+            done_units = [u for u in memo.units if u.end <= resume]
+        units = done_units + [
+            self._unit(history[start:end], start, overlays, originals)
+            for start, end in _touched_units(history, overlays, resume)
+        ]
+        if memo is not None:
+            memo.history, memo.key, memo.units = history, key, units
+        if not units:
             return request
         kept: list[Message] = []  # what is committed: edits applied, nothing left out
         sent: list[Message] = []
@@ -260,15 +276,15 @@ class FragmentEditor:
         transforms: list[str] = []
         left: list[int] = []  # positions in ``kept`` of what is left out
         done = 0
-        for start, end in spans:
-            kept.extend(history[done:start])
-            sent.extend(history[done:start])
-            done = end
-            unit = [self._edited(m, overlays, originals, transforms) for m in history[start:end]]
-            at = len(kept)
-            kept.extend(unit)
-            gone = self._send_unit(unit, overlays, sent, stand_ins, transforms)
-            left.extend(at + i for i in gone)
+        for unit in units:
+            kept.extend(history[done : unit.start])
+            sent.extend(history[done : unit.start])
+            done = unit.end
+            left.extend(len(kept) + i for i in unit.gone)
+            kept.extend(unit.kept)
+            sent.extend(unit.sent)
+            stand_ins.extend(unit.stand_ins)
+            transforms.extend(unit.transforms)
         kept.extend(history[done:])
         sent.extend(history[done:])
         if not transforms:
@@ -284,6 +300,21 @@ class FragmentEditor:
                 left=tuple(left),
             )
         return request.replace(history=passed, left_out=left_out).with_transforms(*transforms)
+
+    def _unit(
+        self,
+        messages: tuple[Message, ...],
+        start: int,
+        overlays: dict[str, Fragment],
+        originals: dict[str, Message],
+    ) -> _Unit:
+        """Return what one unit comes to: edits applied, what is sent, what is left out."""
+        transforms: list[str] = []
+        kept = [self._edited(m, overlays, originals, transforms) for m in messages]
+        sent: list[Message] = []
+        stand_ins: list[tuple[str, str]] = []
+        gone = self._send_unit(kept, overlays, sent, stand_ins, transforms)
+        return _Unit(start, start + len(messages), kept, sent, stand_ins, transforms, gone)
 
     @staticmethod
     def _send_unit(
@@ -414,17 +445,54 @@ def _left_out(message: Message, overlays: dict[str, Fragment]) -> str | None:
     return None
 
 
+class _Unit(NamedTuple):
+    """What one unit of the history came to (`FragmentEditor._unit`)."""
+
+    start: int
+    end: int
+    kept: list[Message]
+    sent: list[Message]
+    stand_ins: list[tuple[str, str]]
+    transforms: list[str]
+    gone: list[int]
+
+
+class _Memo:
+    """The units a session's last history came to, for the overlays ``key`` (id, version)."""
+
+    __slots__ = ("history", "key", "units")
+
+    def __init__(self) -> None:
+        self.history: tuple[Message, ...] = ()
+        self.key: tuple[tuple[str, int], ...] = ()
+        self.units: list[_Unit] = []
+
+
+def _unit_start(history: tuple[Message, ...], shared: int) -> int:
+    """Return where the unit holding message ``shared - 1`` starts (0 when nothing is shared).
+
+    Every unit before it lies in the shared prefix and is followed by a shared message, so
+    it is the very unit worked out before.
+    """
+    index = shared - 1
+    while index > 0 and history[index].role == "tool":
+        index -= 1
+    return max(index, 0)
+
+
 def _touched_units(
-    history: tuple[Message, ...], overlays: dict[str, Fragment]
+    history: tuple[Message, ...], overlays: dict[str, Fragment], start: int = 0
 ) -> list[tuple[int, int]]:
     """Return the ``[start, end)`` units (`middleware._history.units`) with work to do.
 
     A unit has work when one of its messages has an overlay or carries the ``fragment``
-    marker (a copy whose overlay may be reverted). Spans are in order and disjoint.
+    marker (a copy whose overlay may be reverted). Spans are in order and disjoint; the
+    scan begins at ``start``, which must be where a unit starts.
     """
     spans: list[tuple[int, int]] = []
     n = len(history)
-    for i, message in enumerate(history):
+    for i in range(start, n):
+        message = history[i]
         metadata = message.metadata
         if metadata is None:
             if message.id not in overlays:
@@ -436,17 +504,17 @@ def _touched_units(
                 continue
         if spans and i < spans[-1][1]:
             continue  # in the unit already found
-        start = i
+        first = i
         if message.role == "tool":
             j = i
-            while j > 0 and history[j - 1].role == "tool":
+            while j > start and history[j - 1].role == "tool":
                 j -= 1
-            head = history[j - 1] if j > 0 else None
+            head = history[j - 1] if j > start else None
             if head is not None and head.role == "assistant" and head.tool_calls:
-                start = j - 1
-        end = start + 1
-        if history[start].role == "assistant" and history[start].tool_calls:
+                first = j - 1
+        end = first + 1
+        if history[first].role == "assistant" and history[first].tool_calls:
             while end < n and history[end].role == "tool":
                 end += 1
-        spans.append((start, end))
+        spans.append((first, end))
     return spans

@@ -20,8 +20,9 @@ from harness.events import AgentEvent
 from harness.fragments import Fragment
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import ToolCall
-from harness.request import ModelRequest
+from harness.request import ModelRequest, RunScope
 from harness.sessions import SessionKey, SessionStore, open_store
+from harness.state import SessionScratch
 from harness.types import Middleware
 from middleware import BudgetFit, Compaction, FragmentEditor, PairValidation, ToolResultOffload
 from middleware._history import check_pairs, units
@@ -279,3 +280,32 @@ def test_putting_left_out_messages_back_takes_the_short_way_to_the_same_history(
     placed = msgspec.structs.replace(left_out, passed=(), left=()).restore(prepared.history)
     assert prepared.kept_history() == placed
     assert placed == (history if not stray else history[:4] + history[5:])
+
+
+@given(marked_histories(), st.integers(min_value=0, max_value=14), st.integers(0, 3))
+@settings(max_examples=150, deadline=None)
+def test_a_rounds_work_kept_for_the_shared_prefix_gives_what_working_anew_gives(
+    drawn: tuple[tuple[Message, ...], set[int]], cut: int, extra: int
+) -> None:
+    """Round two reuses round one's units for the shared prefix: the same request results."""
+    history, marked = drawn
+    overlays = [
+        Fragment(id=history[i].id, kind="user", message=True, disabled=i % 3 == 0, edited=True)
+        for i in marked
+    ]
+    first = history[: min(cut, len(history))]
+    grown = (
+        first
+        + history[len(first) :]
+        + tuple(Message.tool(f"c{len(first)}", "r") for _ in range(extra))
+    )
+    editor = FragmentEditor()
+    run = RunScope(session=SessionScratch())
+    editor.apply(ModelRequest(model="m", history=first, run=run), overlays, [])
+    again = editor.apply(ModelRequest(model="m", history=grown, run=run), overlays, [])
+    anew = FragmentEditor().apply(ModelRequest(model="m", history=grown), overlays, [])
+    assert (again.history, again.transforms, again.left_out) == (
+        anew.history,
+        anew.transforms,
+        anew.left_out,
+    )
