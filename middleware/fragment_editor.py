@@ -37,10 +37,11 @@ Cost per request: the store answers both sets (`harness.fragments.read_sets`) fr
 cache when their rows' stamps have not moved — SQLite looks them up on the event loop through
 a connection of its own (no worker-thread trip, a session with no fragments included),
 PostgreSQL in one small query — so an edit by the CLI in another process still reaches the
-next request. The history is scanned once (one metadata look-up per message); only the units
-holding an overlaid or marked message are rebuilt, and when the later layers keep what was
-passed on, the agent puts the left-out messages back without placing them
-(`harness.request.LeftOut.passed`).
+next request. Only the units holding an overlaid or marked message are rebuilt, and what they
+came to is kept in the session's scratch (`harness.request.RunScope.session_slot`) for the
+overlays' versions: the next round scans and rebuilds only from the last unit the two
+histories share. When the later layers keep what was passed on, the agent puts the left-out
+messages back without placing them (`harness.request.LeftOut.passed`).
 """
 
 from __future__ import annotations
