@@ -61,7 +61,7 @@ TRIGGER_MESSAGES = 50
 KEEP_MESSAGES = 20
 GOAL_P99_S = 0.050
 STORE_READERS = ("FragmentEditor",)
-"""Default-stack layers that read the session store on every request (in worker threads)."""
+"""Default-stack layers that read the session store on every request (cached per fragment set)."""
 SYSTEM = "You are a careful software engineer working in the user's repository."
 WORKSPACE_FILES = {
     "AGENTS.md": "Run the test suite before you answer. Keep changes small.\n" * 8,
@@ -404,8 +404,8 @@ def _result(
     ]
     if lean is not None:
         headline.append(
-            f"without {', '.join(burst['without'])} (reads the session store in worker threads "
-            f"per request): stack p50 {ms(lean['stack_p50'])}, p99 {ms(lean['stack_p99'])}"
+            f"without {', '.join(burst['without'])} (the layer that reads the session store, "
+            f"cached per fragment set): stack p50 {ms(lean['stack_p50'])}, p99 {ms(lean['stack_p99'])}"
         )
     big = largest["ours"][-1]
     headline.append(

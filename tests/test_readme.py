@@ -37,3 +37,11 @@ def test_the_readme_names_every_default_middleware() -> None:
         assert f"| `{type(middleware).__name__}` |" in readme
     for command in ("make run", "make test"):
         assert command in readme
+
+
+def test_the_readme_benchmark_table_is_generated_from_the_committed_results() -> None:
+    from benchmarks.readme_table import latest, replace_block, table
+
+    readme = (ROOT / "README.md").read_text("utf-8")
+    block = table(latest(ROOT / "benchmarks" / "results"))
+    assert replace_block(readme, block) == readme, "run `python -m benchmarks --readme`"
