@@ -48,11 +48,10 @@ import msgspec
 
 from benchmarks._report import Mode, Progress, fmt_time, stats
 from benchmarks.peers import PrepClock, our_stack
-from benchmarks.workloads import FIXED_SUMMARY, Session, history, tool_results
+from benchmarks.workloads import FIXED_SUMMARY, Session, history, replay_turns, tool_results
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.policy import ContextPolicy
-from harness.request import ModelRequest
 from harness.tokens import clear_count_caches, exact_for_family, family_for
 from providers.scripted import ScriptedModel
 
@@ -95,21 +94,7 @@ def _agent(
     ``limit`` caps the input (``None``: the huge window); ``without`` names a layer of the
     default stack to leave out besides Compaction.
     """
-    served = {"rounds": 0}
-
-    def reply(request: ModelRequest) -> Message:
-        served["rounds"] += 1
-        if served["rounds"] <= warm:
-            return ScriptedModel.tool_call("bash", {"command": f"step {served['rounds']}"})
-        return Message.assistant("Done.")
-
-    async def bash(command: str) -> str:
-        """Run a shell command (replayed output).
-
-        Args:
-            command: the command line.
-        """
-        return outputs[(served["rounds"] - 1) % len(outputs)].text
+    reply, bash = replay_turns(outputs, warm)
 
     model = ScriptedModel(model="gpt-4o", window=HUGE_WINDOW, default=reply, summary=FIXED_SUMMARY)
     stack = [m for m in our_stack(compaction=False) if type(m).__name__ != without]

@@ -57,11 +57,10 @@ from benchmarks.peers import (
 from benchmarks.peers import (
     our_stack as our_stack,  # bench_sessions imports it from here; its home is peers
 )
-from benchmarks.workloads import FIXED_SUMMARY, Session, history, tool_results
+from benchmarks.workloads import FIXED_SUMMARY, Session, history, replay_turns, tool_results
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.policy import ContextPolicy
-from harness.request import ModelRequest
 from harness.tokens import approximate
 from providers.scripted import ScriptedModel
 
@@ -130,21 +129,7 @@ async def measure_ours(
 ) -> dict[str, Any]:
     """Run one fresh agent on ``session``: the cold round then ``warm`` warm rounds."""
     clock = PrepClock()
-    served = {"rounds": 0}
-
-    def reply(request: ModelRequest) -> Message:
-        served["rounds"] += 1
-        if served["rounds"] <= warm:
-            return ScriptedModel.tool_call("bash", {"command": f"step {served['rounds']}"})
-        return Message.assistant("Done.")
-
-    async def bash(command: str) -> str:
-        """Run a shell command (replayed output).
-
-        Args:
-            command: the command line.
-        """
-        return outputs[(served["rounds"] - 1) % len(outputs)].text
+    reply, bash = replay_turns(outputs, warm)
 
     model = ScriptedModel(
         model="gpt-4o",

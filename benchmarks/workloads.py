@@ -29,7 +29,7 @@ import hashlib
 import inspect
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,8 +44,10 @@ from benchmarks.trajectories import (
     load_trajectories,
 )
 from harness.messages import Message
+from harness.request import ModelRequest
 from harness.tools import Tool, ToolContext
 from harness.types import ProvidesTools
+from providers.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from harness.agent import HarnessAgent, RuntimeContext
@@ -420,3 +422,30 @@ FIXED_SUMMARY = (
     "then submit."
 )
 """The fixed-size summary every system's summariser returns in the benchmarks (~300 tokens)."""
+
+
+def replay_turns(
+    outputs: Sequence[Message], warm: int
+) -> tuple[Callable[[ModelRequest], Message], Callable[[str], Awaitable[str]]]:
+    """Return a scripted reply and its ``bash`` tool for ``warm`` replayed tool rounds.
+
+    The reply asks for ``bash`` ``warm`` times, then answers ``Done.``; each ``bash`` call
+    returns the next recorded output (cycling through ``outputs``).
+    """
+    served = {"rounds": 0}
+
+    def reply(request: ModelRequest) -> Message:
+        served["rounds"] += 1
+        if served["rounds"] <= warm:
+            return ScriptedModel.tool_call("bash", {"command": f"step {served['rounds']}"})
+        return Message.assistant("Done.")
+
+    async def bash(command: str) -> str:
+        """Run a shell command (replayed output).
+
+        Args:
+            command: the command line.
+        """
+        return outputs[(served["rounds"] - 1) % len(outputs)].text
+
+    return reply, bash
