@@ -249,7 +249,7 @@ async def _through_stack(
     prefix_cache: PrefixCache | None = None,
 ) -> None:
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
-    system, converted, hashes = _split(messages)
+    system, converted, hashes = _split(messages, scope=f"{user_id}\0{agent_id}")
     resolved = (policy or ContextPolicy()).resolve(model)
     limit = resolved.input_limit(
         call.client.context_window(model), max_output=requested_output(settings)
@@ -489,23 +489,26 @@ async def _stateful(
 
 
 # ---------------------------------------------------------------- converting input
-def split_messages(messages: Sequence[Any]) -> tuple[tuple[SystemPart, ...], list[Message]]:
+def split_messages(
+    messages: Sequence[Any], *, scope: str = ""
+) -> tuple[tuple[SystemPart, ...], list[Message]]:
     """Return the System parts and the history messages of an OpenAI message list.
 
     System and ``developer`` messages become System parts (``system/<position>``) in
     order; the rest become checked history messages with ids derived from the
     conversation up to them (`chain_hashes`), so the same conversation gets the same ids.
-    ``messages`` is not changed.
+    ``messages`` is not changed. ``scope`` (e.g. the user and agent) keeps the kept
+    conversions of one caller apart from another's.
 
     Raises:
         InvalidInputError: ``messages`` is not a list of message dicts, or one is malformed.
     """
-    system, history, _ = _split(messages)
+    system, history, _ = _split(messages, scope=scope)
     return system, history
 
 
 def _split(
-    messages: Sequence[Any],
+    messages: Sequence[Any], *, scope: str
 ) -> tuple[tuple[SystemPart, ...], list[Message], list[str]]:
     """`split_messages`, plus the chain hash of each history message.
 
@@ -518,7 +521,7 @@ def _split(
             f"messages must be a list of OpenAI message dicts, got {type(messages).__name__}"
         )
     messages = list(messages)  # pointers: one list to slice and compare
-    key, before = _CONVERSIONS.find(messages)
+    key, before = _CONVERSIONS.find(messages, scope)
     kept = before.shared(messages) if before is not None else 0
     done = before.cut(kept) if before is not None else _Conversion()
     system = list(done.system)
@@ -601,10 +604,11 @@ class _Conversion:
 
 
 class _Conversions:
-    """The last conversion of recent conversations, by their opening messages (bounded).
+    """The last conversion of recent conversations, by caller and opening messages (bounded).
 
-    Keyed by a hash of the first two raw messages, so two conversations that open alike
-    share an entry (each then finds the other's conversion and keeps what is equal).
+    Keyed by a hash of the caller's scope (user and agent) and the first two raw messages:
+    one caller's conversations that open alike share an entry (each then finds the other's
+    conversion and keeps what is equal); another caller's never meet them.
     Holds at most `MAX_CONVERSATIONS` conversations and `MAX_MESSAGES` messages in all:
     about twice their text (the raw copies and the messages).
     """
@@ -617,15 +621,15 @@ class _Conversions:
         self._messages = 0
         self._lock = threading.Lock()  # proxies may prepare in worker threads
 
-    def find(self, messages: list[Any]) -> tuple[bytes | None, _Conversion | None]:
-        """Return the key of ``messages``' conversation and its last conversion, if any."""
+    def find(self, messages: list[Any], scope: str) -> tuple[bytes | None, _Conversion | None]:
+        """Return the key of ``messages``' conversation in ``scope`` and its last conversion."""
         if not messages or not all(type(m) is dict for m in messages):
             return None, None
         try:
             opening = msgspec.json.encode(messages[:2])
         except (TypeError, ValueError, msgspec.MsgspecError):
             return None, None
-        key = hashlib.blake2b(opening, digest_size=16).digest()
+        key = hashlib.blake2b(scope.encode() + b"\0" + opening, digest_size=16).digest()
         with self._lock:
             found = self._by_opening.get(key)
             if found is not None:

@@ -372,3 +372,13 @@ async def test_prepared_requests_reusing_the_conversion_and_scratch_equal_fresh_
     # No workspace here: the long result is shortened to an inline preview.
     assert any(t.startswith("offload_failed:c1") for *_, transforms in reused for t in transforms)
     assert reused == await serve(fresh=True)
+
+
+def test_kept_conversions_are_scoped_by_caller() -> None:
+    _CONVERSIONS.clear()
+    messages = _conversation(5)
+    split_messages(messages, scope="alice\0agent")
+    key, found = _CONVERSIONS.find(list(messages), "alice\0agent")
+    assert found is not None
+    other, nothing = _CONVERSIONS.find(list(messages), "bob\0agent")
+    assert nothing is None and other != key
