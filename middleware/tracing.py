@@ -107,13 +107,7 @@ class Tracing:
         """Run the rest of the chain inside a request span."""
         tracer = self._tracer()
         client = request.run.client if request.run is not None else None
-        with tracer.start_as_current_span(
-            f"chat {request.model}",
-            kind=SpanKind.CLIENT,
-            attributes=_request_attributes(request),
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        with _chat_span(tracer, request) as span:
             if not span.is_recording():
                 return await call_next(request)
             _set_provider(span, request.model, client)
@@ -237,13 +231,7 @@ async def _traced_request(
     tracer: Tracer, request: ModelRequest, client: ModelClientLike
 ) -> ModelResponse:
     """Send a request from outside the stack (a summary) inside a ``chat`` span of its own."""
-    with tracer.start_as_current_span(
-        f"chat {request.model}",
-        kind=SpanKind.CLIENT,
-        attributes=_request_attributes(request),
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    with _chat_span(tracer, request) as span:
         _set_provider(span, request.model, client)
         try:
             response = await client.complete(request)
@@ -252,6 +240,17 @@ async def _traced_request(
             raise
         _record_response(span, response)
         return response
+
+
+def _chat_span(tracer: Tracer, request: ModelRequest) -> contextlib.AbstractContextManager[Span]:
+    """Open the ``chat <model>`` span of a model request (the agent's or a summary's)."""
+    return tracer.start_as_current_span(
+        f"chat {request.model}",
+        kind=SpanKind.CLIENT,
+        attributes=_request_attributes(request),
+        record_exception=False,
+        set_status_on_exception=False,
+    )
 
 
 def _set_provider(span: Span, model: str, client: object) -> None:
