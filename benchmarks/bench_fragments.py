@@ -29,7 +29,6 @@
 from __future__ import annotations
 
 import random
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +37,7 @@ from typing import Any
 
 from benchmarks import _report
 from benchmarks._report import Mode, Progress
-from benchmarks.bench_sessions import WORD, chinese, start_postgres, warm
+from benchmarks.bench_sessions import WORD, chinese, warm, with_postgres
 from benchmarks.workloads import Session, history
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.fragments import (
@@ -362,17 +361,7 @@ async def _editor_parts(
 # ---------------------------------------------------------------------------- run
 async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     """Run the fragments benchmark and return its result (see `benchmarks.result.Result`)."""
-    say = progress
-    with tempfile.TemporaryDirectory(prefix="bench-fragments-") as folder:
-        workdir = Path(folder)
-        server, pg_note = start_postgres(say)
-        if server is None:
-            say(f"PostgreSQL {pg_note}")
-        try:
-            return await _measure(mode, workdir, server, pg_note, say)
-        finally:
-            if server is not None:
-                server.stop()
+    return await with_postgres("bench-fragments-", mode, progress, _measure)
 
 
 async def _measure(

@@ -48,7 +48,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -786,14 +786,20 @@ def memory_limit(working_text: int, logged: int) -> int:
 # ---------------------------------------------------------------------------- run
 async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     """Run the sessions benchmark and return its result (see `benchmarks.result.Result`)."""
-    say = progress
-    with tempfile.TemporaryDirectory(prefix="bench-sessions-") as folder:
-        workdir = Path(folder)
+    return await with_postgres("bench-sessions-", mode, progress, _measure)
+
+
+Body = Callable[[str, Path, PostgresServer | None, str, Progress], Awaitable[dict[str, Any]]]
+
+
+async def with_postgres(prefix: str, mode: str, say: Progress, body: Body) -> dict[str, Any]:
+    """Run ``body`` in a temporary folder with a PostgreSQL server (or without, said why)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
         server, pg_note = start_postgres(say)
         if server is None:
             say(f"PostgreSQL {pg_note}")
         try:
-            return await _measure(mode, workdir, server, pg_note, say)
+            return await body(mode, Path(folder), server, pg_note, say)
         finally:
             if server is not None:
                 server.stop()
