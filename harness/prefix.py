@@ -6,7 +6,7 @@ with the very same message objects. Work done per message (a token count, a pair
 offload decision) can therefore be kept for that prefix and done only for what is new; a
 middleware that rewrites a message (offload, trimming, compaction) makes the prefix end
 there. `shared_prefix` finds where: on CPython by comparing the two tuples' arrays of item
-pointers as bytes (identity, about 1 ns a message), else with tuple equality. That is the
+pointers with ``memcmp`` (identity, well under 1 ns a message), else with tuple equality. That is the
 one O(history) step left per round, and the last answer is kept in the run: the middleware
 that ask about the same pair of histories in one round pay for it once.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from harness.messages import Message
@@ -70,21 +71,44 @@ def _same_objects(old: tuple[T, ...], new: tuple[T, ...], n: int) -> bool:
     """Return whether the first ``n`` items of both tuples are the very same objects.
 
     On CPython a tuple stores its items as an array of pointers after a fixed header
-    (``tuple.__basicsize__``), so comparing the two arrays' bytes compares identities: about
-    20 times faster than ``old[:n] == new[:n]``, which copies the slice and touches every
-    message. Both tuples are alive during the call, so no address can be reused. Elsewhere,
-    or when the bytes differ, the caller falls back to ``==``.
+    (``tuple.__basicsize__``), so comparing the two arrays' bytes with the C library's
+    ``memcmp`` compares identities in place: about 3 µs for 10,000 messages, against ~30 µs
+    for ``old[:n] == new[:n]`` (which copies the slice and touches every message) and as
+    much for copying both arrays into bytes first. Both tuples are alive during the call,
+    so no address can be reused. Elsewhere, or when the bytes differ, the caller falls
+    back to ``==``.
     """
-    if sys.implementation.name != "cpython" or tuple.__itemsize__ != _POINTER:
+    compare = _memcmp()
+    if compare is None:
         return False
-    import ctypes  # only here: a few milliseconds, paid by the first comparison
-
-    size = _POINTER * n
     start = tuple.__basicsize__
-    return bool(ctypes.string_at(id(old) + start, size) == ctypes.string_at(id(new) + start, size))
+    return compare(id(old) + start, id(new) + start, _POINTER * n) == 0
 
 
 _POINTER = struct.calcsize("P")
+_MEMCMP: list[Callable[[int, int, int], int] | None] = []
+"""The C library's ``memcmp`` once looked up (``[None]``: not on this interpreter)."""
+
+
+def _memcmp() -> Callable[[int, int, int], int] | None:
+    """Return the C library's ``memcmp`` on CPython (looked up once), else ``None``."""
+    if _MEMCMP:
+        return _MEMCMP[0]
+    found: Callable[[int, int, int], int] | None = None
+    if sys.implementation.name == "cpython" and tuple.__itemsize__ == _POINTER:
+        import ctypes  # only here: a few milliseconds, paid by the first comparison
+
+        try:
+            libc = ctypes.cdll.msvcrt if sys.platform == "win32" else ctypes.CDLL(None)
+            function = libc.memcmp
+        except (AttributeError, OSError):
+            function = None
+        if function is not None:
+            function.restype = ctypes.c_int
+            function.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+            found = function
+    _MEMCMP.append(found)
+    return found
 
 
 class _LastAnswer:
