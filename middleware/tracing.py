@@ -26,7 +26,8 @@ its kind and target. No prompt text is recorded.
 Per-middleware spans are opened by the chain itself (`harness.chain.LAYER_WATCHER`), and
 summary requests by `harness.chain.send_watched` (`REQUEST_WATCHER`): this middleware sets
 both only while its request span is recording, so with no SDK configured (OpenTelemetry's
-default no-op provider) a layer pays one context-variable lookup. Errors are recorded on
+default no-op provider) a request costs one look at the provider — no span, attributes or
+events are built — and a layer one context-variable lookup. Errors are recorded on
 the spans and set their status to ERROR; a tool's error result sets its span's status.
 """
 
@@ -34,10 +35,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+)
 
 from harness.chain import LAYER_WATCHER, REQUEST_WATCHER
 from harness.errors import ConfigurationError, ContextBuildError, validation_of
@@ -68,6 +77,9 @@ PROVIDER_NAMES = {
     "watsonx": "ibm.watsonx.ai",
 }
 """litellm's provider names mapped to ``gen_ai.provider.name`` values; others pass as they are."""
+
+_NO_OP_PROVIDERS = frozenset({ProxyTracerProvider, NoOpTracerProvider})
+"""Providers whose spans never record (exact types: an SDK provider subclasses neither)."""
 
 _SETTING_ATTRIBUTES = {
     "max_tokens": "gen_ai.request.max_tokens",
@@ -103,8 +115,21 @@ class Tracing:
         # Looked up per use so that a global provider set later is honoured.
         return trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=self.tracer_provider)
 
+    def _silent(self) -> bool:
+        """Whether no span of ours can record: the provider is OpenTelemetry's no-op one.
+
+        That is the global default (a `ProxyTracerProvider` while no SDK provider is set) or
+        a `NoOpTracerProvider`; asked per request, so a provider set later is honoured.
+        """
+        provider = self.tracer_provider
+        if provider is None or type(provider) is ProxyTracerProvider:
+            provider = _global_provider()
+        return type(provider) in _NO_OP_PROVIDERS
+
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
-        """Run the rest of the chain inside a request span."""
+        """Run the rest of the chain inside a request span (straight on when none records)."""
+        if self._silent():
+            return await call_next(request)
         tracer = self._tracer()
         client = request.run.client if request.run is not None else None
         with _chat_span(tracer, request) as span:
@@ -251,6 +276,32 @@ def _chat_span(tracer: Tracer, request: ModelRequest) -> contextlib.AbstractCont
         record_exception=False,
         set_status_on_exception=False,
     )
+
+
+def _global_provider() -> trace.TracerProvider:
+    """Return the global tracer provider (`trace.get_tracer_provider`), cheaply.
+
+    While none is set, the public call looks up ``OTEL_PYTHON_TRACER_PROVIDER`` in
+    ``os.environ`` every time (~2 µs, most of a silent request's cost). The API keeps the
+    provider once set in ``trace._TRACER_PROVIDER``; the public call is made once per
+    process first, so a provider named by that variable is loaded as the API would.
+    """
+    global _ASKED
+    if not _ASKED:
+        _ASKED = True
+        return trace.get_tracer_provider()
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None:
+        return _PROXY
+    if provider is _UNKNOWN:  # an API that keeps it elsewhere: ask the public way
+        return trace.get_tracer_provider()
+    return cast(trace.TracerProvider, provider)
+
+
+_ASKED = False
+"""Whether `_global_provider` asked the public API once (it loads an environment provider)."""
+_UNKNOWN = object()
+_PROXY = ProxyTracerProvider()
 
 
 def _set_provider(span: Span, model: str, client: object) -> None:

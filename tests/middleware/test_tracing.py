@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from contextlib import aclosing
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import ProxyTracerProvider, StatusCode
+from opentelemetry.util._once import Once
 
 from harness import (
     ContextBlock,
@@ -174,6 +176,41 @@ async def test_without_an_sdk_tracing_is_a_no_op_and_layers_open_no_spans() -> N
     agent = HarnessAgent(model=model, stack=[Tracing(), probe, BudgetFit()])
     assert (await agent.call("x")).text == "ok"
     assert probe.seen == [False]
+
+
+@pytest.mark.parametrize("given", [None, "proxy"])
+async def test_a_global_provider_set_after_silent_requests_is_honoured(
+    given: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The global provider can be set once per process: let this test set it, then undo that.
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    tracing = Tracing(tracer_provider=ProxyTracerProvider() if given else None)
+    probe = SeesLayerSpans()
+    agent = HarnessAgent(model=ScriptedModel(["ok", "ok"]), stack=[tracing, probe])
+    await agent.call("x")  # no SDK yet: nothing records, the layers run bare
+    provider, exporter = tracer()
+    trace.set_tracer_provider(provider)
+    await agent.call("y")
+    assert probe.seen == [False, True]
+    assert [s.name for s in exporter.get_finished_spans()] == [
+        "SeesLayerSpans",
+        "chat scripted",
+        "invoke_agent agent",
+    ]
+
+
+async def test_a_no_op_provider_traces_nothing_even_under_a_recording_global() -> None:
+    provider, exporter = tracer()
+    probe = SeesLayerSpans()
+    agent = HarnessAgent(
+        model=ScriptedModel(["ok"]),
+        stack=[Tracing(tracer_provider=trace.NoOpTracerProvider()), probe],
+    )
+    with provider.get_tracer("outer").start_as_current_span("outer"):
+        await agent.call("x")
+    assert probe.seen == [False]
+    assert [s.name for s in exporter.get_finished_spans()] == ["outer"]
 
 
 async def test_an_unsampled_request_opens_no_layer_spans() -> None:
