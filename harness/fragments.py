@@ -27,7 +27,16 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Literal, Protocol, get_args, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Final,
+    Literal,
+    Protocol,
+    TypeGuard,
+    cast,
+    get_args,
+    runtime_checkable,
+)
 
 import msgspec
 
@@ -238,9 +247,35 @@ async def read_sets(
     store: FragmentStore, scopes: Sequence[FragmentScope]
 ) -> list[tuple[int, FragmentList]]:
     """Return ``store.fragments(scope)`` of each scope, in one read where the store can."""
-    if isinstance(store, ReadsFragmentSets):
-        return await store.fragment_sets(scopes)
+    if _kinds(store)[1]:
+        return await cast("ReadsFragmentSets", store).fragment_sets(scopes)
     return [await store.fragments(scope) for scope in scopes]
+
+
+def keeps_fragments(store: object) -> TypeGuard[FragmentStore]:
+    """Return whether ``store`` keeps fragments (`FragmentStore`), answered once per type.
+
+    FragmentEditor asks before every request: a runtime-Protocol ``isinstance`` re-reads
+    the protocol's members every time (tens of microseconds on Python 3.11). A store's
+    methods are its class's, so the answer for its type is the answer for it.
+    """
+    return _kinds(store)[0]
+
+
+_KINDS: dict[type, tuple[bool, bool]] = {}
+"""Store type → (keeps fragments, reads several sets at once)."""
+
+
+def _kinds(store: object) -> tuple[bool, bool]:
+    kinds = _KINDS.get(type(store))
+    if kinds is None:
+        from harness.sessions.store import FragmentStore
+
+        kinds = (isinstance(store, FragmentStore), isinstance(store, ReadsFragmentSets))
+        if len(_KINDS) >= 256:
+            _KINDS.clear()  # types made on the fly (tests): asked again, never wrong
+        _KINDS[type(store)] = kinds
+    return kinds
 
 
 # ---------------------------------------------------------------- operations

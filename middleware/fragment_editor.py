@@ -62,7 +62,14 @@ from harness.builtin_fragments import (
 )
 from harness.errors import ConfigurationError
 from harness.events import AgentEvent
-from harness.fragments import DEFAULT_PROJECT, Fragment, FragmentScope, read_sets, ref_id
+from harness.fragments import (
+    DEFAULT_PROJECT,
+    Fragment,
+    FragmentScope,
+    keeps_fragments,
+    read_sets,
+    ref_id,
+)
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
 from harness.prefix import shared_prefix
@@ -133,16 +140,18 @@ class FragmentEditor:
         if (
             run is None
             or run.key is None
-            or not isinstance(run.store, FragmentStore)
+            or not keeps_fragments(run.store)
             or request.ids.purpose not in self.purposes
         ):
             return await call_next(request)
         session, project = await self._read(run.store, run.key)
-        originals = await self._originals(request, session)
-        workspace = run.workspace
-        local = workspace is not None and workspace.local and not workspace.is_private
-        cwd = workspace.root if local and workspace is not None else os.getcwd()
-        prepared = self.apply(request, session, project, originals, cwd=cwd)
+        prepared = request  # no fragment at all (the usual case): nothing to apply
+        if session or project:
+            originals = await self._originals(request, session)
+            workspace = run.workspace
+            local = workspace is not None and workspace.local and not workspace.is_private
+            cwd = workspace.root if local and workspace is not None else os.getcwd()
+            prepared = self.apply(request, session, project, originals, cwd=cwd)
         response = await call_next(prepared)
         self._warn(request, response)
         return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -280,6 +281,56 @@ async def test_a_write_through_the_store_itself_is_read_back(fstore: SessionStor
     assert await fstore.fragments(other) == (0, [])  # another user's session of the same id
     await fstore.purge(KEY)
     assert await fstore.fragments(scope) == (0, [])
+
+
+async def test_sqlite_sets_follow_another_connections_writes_between_own_commits(
+    tmp_path: Path,
+) -> None:
+    """The cached answer survives this store's session commits, never another writer's edit.
+
+    Between reads the store's own connection commits rounds (SQLite's data version of that
+    connection does not move for them) while a second connection to the file — as another
+    process would — adds, disables and purges; this store's own fragment writes count too.
+    """
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    mine, other = open_store(url), open_store(url)
+    assert isinstance(mine, FragmentStore) and isinstance(other, FragmentStore)
+    scopes = (FragmentScope.of_session(KEY), FragmentScope.of_project(KEY.agent_id))
+    try:
+        for _ in range(3):  # opens the connection, then answers from what it saw
+            assert await read_sets(mine, scopes) == [(0, []), (0, [])]
+        version = 0
+        rounds = iter(range(100))
+
+        async def a_round() -> None:
+            nonlocal version
+            message = Message.user(f"round {next(rounds)}")
+            version = await mine.commit(
+                KEY,
+                expected_version=version,
+                events=[MessageEvent(message=message)],
+                state=StoredState(working_ids=(message.id,)),
+            )
+
+        await a_round()
+        assert await read_sets(mine, scopes) == [(0, []), (0, [])]
+        added = await Fragments(other, KEY).add("use the staging database")
+        await a_round()
+        assert await read_sets(mine, scopes) == [(1, [added]), (0, [])]
+        assert await read_sets(mine, scopes) == [(1, [added]), (0, [])]
+        disabled = await Fragments(other, KEY).disable(added.id)
+        assert await read_sets(mine, scopes) == [(2, [disabled]), (0, [])]
+        rule = await Fragments(mine, KEY).add("shared rule", scope="project")
+        await a_round()
+        assert await read_sets(mine, scopes) == [(2, [disabled]), (1, [rule])]
+        await other.purge(KEY)
+        assert await read_sets(mine, scopes) == [(0, []), (1, [rule])]
+        again = await Fragments(mine, KEY).add("a new note")
+        assert await read_sets(mine, scopes) == [(1, [again]), (1, [rule])]
+        assert await read_sets(other, scopes) == await read_sets(mine, scopes)
+    finally:
+        await mine.aclose()
+        await other.aclose()
 
 
 async def test_one_fragment_is_read_with_its_set_version(fstore: SessionStore) -> None:

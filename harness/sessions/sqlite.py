@@ -246,6 +246,8 @@ class SqliteStore:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             _migrate(conn, target)
+            if self.path is not None:
+                self._sets.watch(conn)
         except sqlite3.DatabaseError as error:
             conn.close()
             raise WorkspaceError(
@@ -492,15 +494,18 @@ class SqliteStore:
         """Return `fragments` of each scope: from the cache when unchanged, else in one trip.
 
         FragmentEditor reads the session's and the project's set before every request. On a
-        file, `_SetCache` first looks the sets' rows up on the event loop through its own
-        read-only connection (a WAL reader never waits for a writer: a few microseconds);
-        when every set is absent (a session with no fragments) or at the stamp it was cached
-        at, the answer takes no worker-thread trip — so a thousand sessions starting at once
-        do not queue for the thread limiter — and an edit by another process, which changes
-        the stamp, still reaches the next request.
+        file, `_SetCache` answers on the event loop: while no fragment set was written since
+        it last looked (one ``PRAGMA data_version`` on the store's connection, which moves
+        only for other connections' commits, and a count of this connection's own fragment
+        writes) it repeats that answer; else it looks the sets' rows up through its own
+        read-only connection (a WAL reader never waits for a writer). When every set is
+        absent (a session with no fragments) or at the stamp it was cached at, the answer
+        takes no worker-thread trip — so a thousand sessions starting at once do not queue
+        for the thread limiter — and an edit by another process still reaches the next
+        request.
         """
         wanted = tuple(scopes)
-        found = self._sets.answer(wanted, self._conn)
+        found = self._sets.answer(wanted, self._conn, self._lock)
         if found is not None:
             return found
         return await self._run(lambda conn: self._sets.read(conn, wanted))
@@ -680,13 +685,26 @@ purged and written again gets a new stamp even where its row id and version repe
 class _SetCache:
     """Fragment sets read before, kept with the stamp of the set's row they were read at.
 
-    Checking is a look-up of each set's row (`Stamp`) through a connection of its own, on
-    the event loop: in WAL mode a reader never waits for a writer, so it costs microseconds
-    and cannot stall the loop behind the store's lock. A scope with no row has no fragments
-    (nothing is cached for it, so a new session costs nothing to remember). At most
-    ``MAX_SETS`` sets are kept, the least recently used dropped. Keys are full scopes (user,
-    agent, session or project), so one process serving many users never mixes them. An
-    in-memory store (``sqlite://``) has no second connection: it reads in the worker.
+    Two checks, both on the event loop, neither waiting for a lock:
+
+    - **Nothing written since the last look** — the *generation*: ``PRAGMA data_version``
+      on the store's own connection (SQLite moves it for every commit by *another*
+      connection, any process, and never for this connection's own commits, so the
+      session's per-round commits leave it alone) and `writes`, which temporary triggers on
+      that connection bump for every row it writes to ``fragment_sets`` (a set's every
+      change rewrites its row). At the generation of the last look, the answers then given
+      (`known`, absent sets included) still hold: one statement and no probe (~2× cheaper
+      than one row look-up, whose pages every commit evicts from the probe's cache). The
+      generation is read under the store's lock (never mid-transaction of its own) and
+      before the rows, so an answer is only ever recorded at a generation no newer than it.
+    - **Else each set's row** (`Stamp`) through a read-only connection of its own: in WAL
+      mode a reader never waits for a writer, so it cannot stall the loop behind the
+      store's lock. A set at the stamp it was cached at is answered from the cache.
+
+    A scope with no row has no fragments. At most ``MAX_SETS`` sets are kept, the least
+    recently used dropped. Keys are full scopes (user, agent, session or project), so one
+    process serving many users never mixes them. An in-memory store (``sqlite://``) has no
+    second connection: it reads in the worker.
     """
 
     MAX_SETS: Final = 4096
@@ -697,37 +715,92 @@ class _SetCache:
         self.lock = threading.Lock()
         """Guards the probe and the cached sets (the event loop never waits for it)."""
         self.fragments: OrderedDict[FragmentScope, tuple[Stamp, list[Fragment]]] = OrderedDict()
+        self.writes = 0
+        """Rows of ``fragment_sets`` the store's connection wrote (its temporary triggers)."""
+        self.generation: tuple[int, int] | None = None
+        """(data version, writes) when `known` was answered."""
+        self.known: dict[FragmentScope, tuple[int, list[Fragment]]] = {}
+        """What each scope was answered at `generation`."""
+
+    def watch(self, conn: sqlite3.Connection) -> None:
+        """Count ``conn``'s own writes to ``fragment_sets``.
+
+        Temporary triggers: they live in this connection only, nothing is added to the
+        file, so other programs that write it need nothing.
+        """
+        conn.create_function("harness_fragment_sets_written", 0, self._written)
+        for op in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(
+                f"CREATE TEMP TRIGGER IF NOT EXISTS harness_fragment_sets_{op.lower()} "
+                f"AFTER {op} ON main.fragment_sets "
+                "BEGIN SELECT harness_fragment_sets_written(); END"
+            )
+
+    def _written(self) -> None:
+        self.writes += 1  # the store's connection, under its lock
 
     def answer(
-        self, scopes: tuple[FragmentScope, ...], main: sqlite3.Connection | None
+        self,
+        scopes: tuple[FragmentScope, ...],
+        main: sqlite3.Connection | None,
+        main_lock: threading.Lock,
     ) -> list[tuple[int, list[Fragment]]] | None:
         """Return every scope's set from the cache (event loop), or ``None`` to read them.
 
-        ``main`` is the store's connection: the probe opens only after it did (and migrated).
+        ``main`` is the store's connection (``main_lock`` its lock): the probe opens only
+        after it did (and migrated).
         """
-        if self.path is None or main is None or not self.lock.acquire(blocking=False):
+        if self.path is None or main is None:
+            return None
+        generation = _generation(main, main_lock, self)
+        if not self.lock.acquire(blocking=False):
             return None
         try:
-            if self.probe is None:
-                self.probe = sqlite3.connect(
-                    str(self.path), isolation_level=None, check_same_thread=False
-                )
-                self.probe.execute("PRAGMA query_only = ON")
-            out: list[tuple[int, list[Fragment]]] = []
-            for scope in scopes:
-                stamp = _stamp(self.probe, scope)
-                if stamp is None:
-                    out.append((0, []))
-                    continue
-                cached = self.fragments.get(scope)
-                if cached is None or cached[0] != stamp:
-                    return None
-                self.fragments.move_to_end(scope)
-                out.append((stamp[1], list(cached[1])))
+            if generation is not None and generation == self.generation:
+                out = self._known(scopes)
+                if out is not None:
+                    return out
+            out = self._probe(self.path, scopes)
+            if out is not None and generation is not None:
+                if generation != self.generation:
+                    self.generation, self.known = generation, {}
+                if len(self.known) + len(scopes) > self.MAX_SETS:
+                    self.known.clear()
+                for scope, found in zip(scopes, out, strict=True):
+                    self.known[scope] = (found[0], list(found[1]))
+            return out
         except sqlite3.Error:
             return None  # busy, locked, …: the worker's read reports what is wrong
         finally:
             self.lock.release()
+
+    def _known(self, scopes: tuple[FragmentScope, ...]) -> list[tuple[int, list[Fragment]]] | None:
+        out: list[tuple[int, list[Fragment]]] = []
+        for scope in scopes:
+            found = self.known.get(scope)
+            if found is None:
+                return None
+            out.append((found[0], list(found[1])))
+        return out
+
+    def _probe(
+        self, path: Path, scopes: tuple[FragmentScope, ...]
+    ) -> list[tuple[int, list[Fragment]]] | None:
+        """Look each set's row up through the probe (lock held); ``None``: one must be read."""
+        if self.probe is None:
+            self.probe = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self.probe.execute("PRAGMA query_only = ON")
+        out: list[tuple[int, list[Fragment]]] = []
+        for scope in scopes:
+            stamp = _stamp(self.probe, scope)
+            if stamp is None:
+                out.append((0, []))
+                continue
+            cached = self.fragments.get(scope)
+            if cached is None or cached[0] != stamp:
+                return None
+            self.fragments.move_to_end(scope)
+            out.append((stamp[1], list(cached[1])))
         return out
 
     def read(
@@ -788,6 +861,24 @@ class _SetCache:
                 self.probe.close()
                 self.probe = None
             self.fragments.clear()
+            self.generation, self.known = None, {}
+
+
+def _generation(
+    main: sqlite3.Connection, main_lock: threading.Lock, sets: _SetCache
+) -> tuple[int, int] | None:
+    """Return (data version, own fragment-set writes) of the store's connection.
+
+    ``None`` while a worker holds the connection: the answer then comes from the rows.
+    """
+    if not main_lock.acquire(blocking=False):
+        return None
+    try:
+        return int(main.execute("PRAGMA data_version").fetchone()[0]), sets.writes
+    except sqlite3.Error:
+        return None
+    finally:
+        main_lock.release()
 
 
 def _stamp(conn: sqlite3.Connection, scope: FragmentScope) -> Stamp | None:
