@@ -190,8 +190,17 @@ class TaskState:
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Add this request's task-state blocks (and plan-mode System part) and pass it on."""
         state = request.state
-        if state is None or request.ids.purpose not in self.purposes:
-            return await call_next(request)
+        if (
+            state is None
+            or request.ids.purpose not in self.purposes
+            or not (
+                self.task_list
+                or self.plan_mode is not None
+                or self.include_requirements
+                or self.include_verification_results
+            )
+        ):
+            return await call_next(request)  # nothing it could show (the default stack's)
         return await call_next(self.render(request, state))
 
     def render(self, request: ModelRequest, state: AgentState) -> ModelRequest:

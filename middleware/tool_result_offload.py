@@ -161,12 +161,13 @@ class ToolResultOffload:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Offload the oversized tool results of ``request`` and pass it on."""
-        ws = self._workspace(request)
-        if ws is not None:
-            await self._sweep_once(request, ws)
+        run = request.run
+        ws = self.workspace if self.workspace is not None else run.workspace if run else None
+        if ws is not None and self._sweep_due(request):
+            await self._sweep(ws)
         history = request.history
         # What was decided is kept across the session's calls; the sweep is per call.
-        notes = request.run.session_slot(self, _CallNotes) if request.run is not None else None
+        notes = run.session_slot(self, _CallNotes) if run is not None else None
         start = notes.decided(request) if notes is not None else 0
         replaced: dict[int, Message] = {}
         transforms: list[str] = []
@@ -217,25 +218,25 @@ class ToolResultOffload:
         return await call_next(request)
 
     # --------------------------------------------------------------- private
-    def _workspace(self, request: ModelRequest) -> Workspace | None:
-        if self.workspace is not None:
-            return self.workspace
-        if request.run is not None:
-            return request.run.workspace
-        return None
+    def _sweep_due(self, request: ModelRequest) -> bool:
+        """Whether this request's call should sweep: its first, unless the folder is fresh.
 
-    async def _sweep_once(self, request: ModelRequest, ws: Workspace) -> None:
-        max_age_s = self.max_age_s
-        if max_age_s is None or request.run is None:
-            return
+        Synchronous (a slot look-up) so a round that does not sweep awaits nothing here.
+        """
+        if self.max_age_s is None or request.run is None:
+            return False
         notes = request.run.slot(self, _CallNotes)
         if notes.swept:
-            return
+            return False
         notes.swept = True  # before awaiting: one sweep per call, even if it fails
+        return True
+
+    async def _sweep(self, ws: Workspace) -> None:
         # One sweep per folder per SWEEP_INTERVAL_S serves every call meanwhile: a burst of
         # calls must not each list the folder in a worker thread.
+        max_age_s = self.max_age_s
         key, now = (str(ws.fs.protocol), ws.root, self.folder), time.monotonic()
-        if now - _LAST_SWEEP.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
+        if max_age_s is None or now - _LAST_SWEEP.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
             return
         if len(_LAST_SWEEP) >= 4096:
             _LAST_SWEEP.clear()  # at worst one extra sweep per folder

@@ -191,7 +191,10 @@ class WorkspaceMaterials:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Add this call's workspace snapshot to ``request`` and pass it on."""
-        snapshot = await self.snapshot(request)
+        held = request.run.slot(self, _Held) if request.run is not None else None
+        snapshot = held.snapshot if held is not None else None  # after the call's first round
+        if snapshot is None:
+            snapshot = await self.snapshot(request)
         if snapshot.system or snapshot.blocks or snapshot.transforms:
             request = request.replace(
                 system=request.system + snapshot.system,
