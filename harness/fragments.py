@@ -243,6 +243,17 @@ class ReadsOneFragment(Protocol):
         ...
 
 
+@runtime_checkable
+class AnswersSetsAtOnce(Protocol):
+    """A store that answers unchanged fragment sets from its cache without awaiting (SQLite)."""
+
+    def fragment_sets_now(
+        self, scopes: Sequence[FragmentScope]
+    ) -> list[tuple[int, FragmentList]] | None:
+        """Return ``(version, fragments)`` of each scope when known current, else ``None``."""
+        ...
+
+
 async def read_sets(
     store: FragmentStore, scopes: Sequence[FragmentScope]
 ) -> list[tuple[int, FragmentList]]:
@@ -250,6 +261,18 @@ async def read_sets(
     if _kinds(store)[1]:
         return await cast("ReadsFragmentSets", store).fragment_sets(scopes)
     return [await store.fragments(scope) for scope in scopes]
+
+
+def sets_now(
+    store: FragmentStore, scopes: Sequence[FragmentScope]
+) -> list[tuple[int, FragmentList]] | None:
+    """Return what `read_sets` would, when the store can tell at once; else ``None``.
+
+    For the request path: no coroutine, no worker thread while nothing changed.
+    """
+    if _kinds(store)[2]:
+        return cast("AnswersSetsAtOnce", store).fragment_sets_now(scopes)
+    return None
 
 
 def keeps_fragments(store: object) -> TypeGuard[FragmentStore]:
@@ -262,16 +285,20 @@ def keeps_fragments(store: object) -> TypeGuard[FragmentStore]:
     return _kinds(store)[0]
 
 
-_KINDS: dict[type, tuple[bool, bool]] = {}
-"""Store type → (keeps fragments, reads several sets at once)."""
+_KINDS: dict[type, tuple[bool, bool, bool]] = {}
+"""Store type → (keeps fragments, reads several sets at once, answers them at once)."""
 
 
-def _kinds(store: object) -> tuple[bool, bool]:
+def _kinds(store: object) -> tuple[bool, bool, bool]:
     kinds = _KINDS.get(type(store))
     if kinds is None:
         from harness.sessions.store import FragmentStore
 
-        kinds = (isinstance(store, FragmentStore), isinstance(store, ReadsFragmentSets))
+        kinds = (
+            isinstance(store, FragmentStore),
+            isinstance(store, ReadsFragmentSets),
+            isinstance(store, AnswersSetsAtOnce),
+        )
         if len(_KINDS) >= 256:
             _KINDS.clear()  # types made on the fly (tests): asked again, never wrong
         _KINDS[type(store)] = kinds

@@ -69,12 +69,12 @@ from harness.fragments import (
     keeps_fragments,
     read_sets,
     ref_id,
+    sets_now,
 )
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
 from harness.prefix import shared_prefix
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
-from harness.sessions.store import FragmentStore, SessionKey
 from harness.types import Concern, Handler
 
 OMITTED: str = "omitted_for_budget:fragment:"
@@ -144,7 +144,17 @@ class FragmentEditor:
             or request.ids.purpose not in self.purposes
         ):
             return await call_next(request)
-        session, project = await self._read(run.store, run.key)
+        key = run.key
+        scopes = (
+            FragmentScope.of_session(key),
+            FragmentScope.of_project(key.agent_id, self.project),
+        )
+        found = sets_now(run.store, scopes)  # unchanged sets: no coroutine, no worker trip
+        if found is None:
+            found = await read_sets(run.store, scopes)
+        session, project = found[0][1], found[1][1]
+        if self.builtins and builtin_changes(self.builtins, project):
+            _, project = await seed_builtins(run.store, scopes[1], self.builtins, log=key)
         prepared = request  # no fragment at all (the usual case): nothing to apply
         if session or project:
             originals = await self._originals(request, session)
@@ -155,16 +165,6 @@ class FragmentEditor:
         response = await call_next(prepared)
         self._warn(request, response)
         return response
-
-    async def _read(
-        self, store: FragmentStore, key: SessionKey
-    ) -> tuple[list[Fragment], list[Fragment]]:
-        """Read the session's and the project's fragments (seeding the built-ins once)."""
-        scope = FragmentScope.of_project(key.agent_id, self.project)
-        (_, session), (_, project) = await read_sets(store, (FragmentScope.of_session(key), scope))
-        if self.builtins and builtin_changes(self.builtins, project):
-            _, project = await seed_builtins(store, scope, self.builtins, log=key)
-        return session, project
 
     # ------------------------------------------------------------------ applying
     def apply(

@@ -510,6 +510,16 @@ class SqliteStore:
             return found
         return await self._run(lambda conn: self._sets.read(conn, wanted))
 
+    def fragment_sets_now(
+        self, scopes: Sequence[FragmentScope]
+    ) -> list[tuple[int, list[Fragment]]] | None:
+        """Return `fragment_sets` from the cache when it can tell at once, else ``None``.
+
+        What `fragment_sets` does first, without a coroutine
+        (`harness.fragments.AnswersSetsAtOnce`).
+        """
+        return self._sets.answer(tuple(scopes), self._conn, self._lock)
+
     async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
         """Return the set's version and one fragment's current version (one read snapshot).
 
