@@ -33,11 +33,13 @@ built-in are filled in for each request. A built-in that governs a part another 
 (``mode/plan`` from TaskState) applies only while that part is in the request: disabled, the
 part is left out; edited, its shipped text in the part is replaced by the developer's.
 
-Cost per request: the store answers both sets (`harness.fragments.read_sets`) from its
-cache when their rows' stamps have not moved — SQLite looks them up on the event loop through
-a connection of its own (no worker-thread trip, a session with no fragments included),
-PostgreSQL in one small query — so an edit by the CLI in another process still reaches the
-next request. Only the units holding an overlaid or marked message are rebuilt, and what they
+Cost per request: the store answers both sets from its cache while nothing was written —
+SQLite at once on the event loop (`harness.fragments.sets_now`: one ``PRAGMA data_version``,
+about 5–15 µs, the store's own commits excluded; the sets' rows only after a write; no
+coroutine, no worker-thread trip, a session with no fragments included), PostgreSQL in one
+small query (`harness.fragments.read_sets`) — so an edit by the CLI in another process still
+reaches the next request. With no fragment in either set nothing else is done. Only the
+units holding an overlaid or marked message are rebuilt, and what they
 came to is kept in the session's scratch (`harness.request.RunScope.session_slot`) for the
 overlays' versions: the next round scans and rebuilds only from the last unit the two
 histories share. When the later layers keep what was passed on, the agent puts the left-out
