@@ -27,10 +27,13 @@ any `OSError`) or there is no workspace at all, the result is replaced by an inl
 head-and-tail preview that says the middle is not available, with the transform
 ``offload_failed:<call id>:<reason>``; the session goes on and no temporary file is left.
 
-Incremental: within one agent call, a round scans only the messages after the prefix it
-shares with the history this middleware passed on last time (`harness.prefix.shared_prefix`;
-the same limit and estimator): those were decided already and the decision depends on the
-message alone.
+Incremental: a round scans only the messages after the prefix its history shares with the
+one this middleware passed on last time in the session (`harness.prefix.shared_prefix`; the
+same limit and estimator): those were decided already and the decision depends on the
+message alone. So a round costs the prefix comparison, two slot look-ups and, per new tool
+result, its first token count — which the estimator's cache keeps, so the layers after it
+do not count that result again. Whether the call still has to sweep is a slot look-up; only
+a sweep awaits.
 
 Workspace: the one given to the constructor, else the agent's (an agent given none has a
 private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).
