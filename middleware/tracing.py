@@ -163,6 +163,8 @@ class Tracing:
     def watch_call(self, ids: RequestIds, client: ModelClientLike) -> _CallSpan:
         """Open the ``invoke_agent`` span of one agent call (`harness.types.WatchesCalls`)."""
         tracer = self._tracer()
+        if self._silent():  # no span can record: no attributes, a span that does nothing
+            return _CallSpan(tracer, trace.INVALID_SPAN)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.id": ids.agent_id,
