@@ -24,11 +24,12 @@ scope every measurement counts the whole history (cached counts).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
-from harness.blocks import content_hash
+from harness.blocks import ContextBlock, content_hash
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
-from harness.messages import Message
+from harness.messages import Message, ToolSchema
 from harness.prefix import shared_prefix
 from harness.request import ModelRequest, RunScope, SystemPart
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
@@ -57,6 +58,9 @@ def system_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
 
 def fixed_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     """Return what every request pays regardless of history: System, tools, priming."""
+    tally = _tally(request, estimator)
+    if tally is not None:
+        return tally.costs.fixed(request)
     return system_tokens(request, estimator) + estimator.count_tools(request.tools) + REPLY_PRIMING
 
 
@@ -64,6 +68,9 @@ def blocks_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     """Return the token cost of the rendered blocks message."""
     if not request.blocks:
         return 0
+    tally = _tally(request, estimator)
+    if tally is not None:
+        return tally.costs.blocks(request.blocks)
     return BLOCKS_FRAMING + sum(estimator.count_block(b) for b in request.blocks)
 
 
@@ -81,7 +88,7 @@ def exact_counter_of(estimator: TokenEstimator) -> TokenEstimator | None:
 def floor_of(estimator: TokenEstimator) -> float:
     """Return the estimator's bound: its count is at least this share of the exact count."""
     floor = getattr(estimator, "floor", 1.0)
-    return float(floor) if isinstance(floor, int | float) and 0 < floor <= 1 else 1.0
+    return float(floor) if isinstance(floor, (int, float)) and 0 < floor <= 1 else 1.0
 
 
 def near_limit(tokens: int, limit: int, estimator: TokenEstimator) -> bool:
@@ -131,7 +138,18 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
     """Return the estimated input tokens of ``request`` as it would be sent."""
     est = estimator or request.estimator
-    return fixed_tokens(request, est) + history_tokens(request, est) + blocks_tokens(request, est)
+    tally = _tally(request, est)
+    if tally is None:
+        return (
+            system_tokens(request, est)
+            + est.count_tools(request.tools)
+            + REPLY_PRIMING
+            + est.count_messages(request.history)
+            + blocks_tokens(request, est)
+        )
+    costs = tally.costs
+    total = costs.fixed(request) + tally.measure(request.history, request.run)
+    return total + costs.blocks(request.blocks) if request.blocks else total
 
 
 def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
@@ -143,23 +161,148 @@ def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = Non
     return tally.measure(request.history, request.run)
 
 
+class _Costs:
+    """What a request's System parts, tool schemas and blocks cost with one estimator.
+
+    Each part is kept with the tuple it was computed for (held, so its ``id`` stays its own)
+    and reused while a request carries the same tuple or an equal one: a warm round pays an
+    identity check per part instead of a count (and a JSON encoding per tool schema). Their
+    manifest items are made on the first manifest that asks.
+    """
+
+    __slots__ = (
+        "_block_items",
+        "_block_tokens",
+        "_blocks",
+        "_system",
+        "_system_items",
+        "_system_tokens",
+        "_tool_items",
+        "_tool_tokens",
+        "_tools",
+        "estimator",
+    )
+
+    def __init__(self, estimator: TokenEstimator) -> None:
+        self.estimator = estimator
+        self._system: tuple[SystemPart, ...] | None = None
+        self._system_tokens = 0
+        self._system_items: tuple[ManifestItem, ...] | None = None
+        self._tools: tuple[ToolSchema, ...] | None = None
+        self._tool_tokens = 0
+        self._tool_items: tuple[ManifestItem, ...] | None = None
+        self._blocks: tuple[ContextBlock, ...] | None = None
+        self._block_tokens = 0
+        self._block_items: tuple[ManifestItem, ...] | None = None
+
+    def fixed(self, request: ModelRequest) -> int:
+        """Return System + tool schemas + reply priming for ``request``."""
+        system, tools = request.system, request.tools
+        if system is not self._system and system != self._system:
+            self._system = system
+            self._system_tokens = system_tokens(request, self.estimator)
+            self._system_items = None
+        if tools is not self._tools and tools != self._tools:
+            self._tools = tools
+            self._tool_tokens = self.estimator.count_tools(tools)
+            self._tool_items = None
+        return self._system_tokens + self._tool_tokens + REPLY_PRIMING
+
+    def blocks(self, blocks: tuple[ContextBlock, ...]) -> int:
+        """Return the cost of the blocks message for ``blocks`` (0 when there are none)."""
+        if blocks is not self._blocks and blocks != self._blocks:
+            count_block = self.estimator.count_block
+            self._blocks = blocks
+            self._block_tokens = (
+                BLOCKS_FRAMING + sum(count_block(b) for b in blocks) if blocks else 0
+            )
+            self._block_items = None
+        return self._block_tokens
+
+    def head_items(self, request: ModelRequest) -> tuple[ManifestItem, ...]:
+        """Return the System parts' manifest items (`fixed` must have seen ``request``)."""
+        if self._system_items is None:
+            self._system_items = _system_items(request.system, self.estimator)
+        return self._system_items
+
+    def tail_items(self, request: ModelRequest) -> tuple[ManifestItem, ...]:
+        """Return the blocks' then the tool schemas' items (`fixed`, `blocks` saw ``request``)."""
+        if self._block_items is None:
+            self._block_items = _block_items(request.blocks, self.estimator)
+        if self._tool_items is None:
+            self._tool_items = _tool_items(request.tools, self.estimator)
+        return self._block_items + self._tool_items
+
+
+def _system_items(
+    system: tuple[SystemPart, ...], estimator: TokenEstimator
+) -> tuple[ManifestItem, ...]:
+    return tuple(
+        ManifestItem(
+            kind="system",
+            source_id=f"system/{part.name}",
+            tokens=system_part_tokens(part, estimator),
+            placement="system",
+        )
+        for part in system
+    )
+
+
+def _block_items(
+    blocks: tuple[ContextBlock, ...], estimator: TokenEstimator
+) -> tuple[ManifestItem, ...]:
+    return tuple(
+        ManifestItem(
+            kind="block",
+            source_id=block.source_id,
+            tokens=estimator.count_block(block),
+            placement=block.where,
+            revision=block.revision,
+            content_hash=content_hash(block.text),
+        )
+        for block in blocks
+    )
+
+
+def _tool_items(
+    tools: tuple[ToolSchema, ...], estimator: TokenEstimator
+) -> tuple[ManifestItem, ...]:
+    return tuple(
+        ManifestItem(
+            kind="tool_schema",
+            source_id=f"tool/{tool.name}",
+            tokens=estimator.count_tools((tool,)),
+            placement="tools",
+        )
+        for tool in tools
+    )
+
+
 class HistoryTally:
     """The token counts and manifest items of the history one run measured last.
 
-    ``sums[i]`` is the tokens of the first ``i`` messages; ``items`` the manifest items of
-    the first ``len(items)`` messages (made when a manifest asks). Measuring a history that
-    shares a prefix with the last one keeps the prefix and counts the rest. Holds 8 bytes
-    per message beside the items; lives as long as the run.
+    ``sums[i]`` is the tokens of the first ``i`` messages. The manifest's items are kept as
+    the last manifest's list: the System parts' items, one item per message of the first
+    ``made`` messages, then the blocks' and tool schemas' items. Measuring a history that
+    shares a prefix with the last one keeps the prefix and counts the rest; the next
+    manifest cuts the list back to the shared prefix and appends items for the new
+    messages only, then copies the list into its tuple once. Holds 8 bytes per message
+    beside the items; lives as long as the session's scratch.
     """
 
-    __slots__ = ("estimator", "history", "items", "sums")
+    __slots__ = ("_draft", "_head", "costs", "estimator", "history", "made", "sums")
 
     def __init__(self, estimator: TokenEstimator) -> None:
         self.estimator = estimator
         """What counts (held, so no other estimator can take its ``id`` meanwhile)."""
         self.history: tuple[Message, ...] = ()
         self.sums = array("q", (0,))
-        self.items: list[ManifestItem] = []
+        self.costs = _Costs(estimator)
+        """The System parts', tool schemas' and blocks' costs with this estimator."""
+        self.made = 0
+        """How many leading messages of ``history`` have their item in the draft."""
+        self._draft: list[ManifestItem] = []
+        self._head: tuple[ManifestItem, ...] = ()
 
     def measure(self, history: tuple[Message, ...], run: RunScope | None = None) -> int:
         """Return the tokens of ``history``, counting only what the last one did not share.
@@ -171,7 +314,8 @@ class HistoryTally:
         kept = shared_prefix(self.history, history, run)
         sums = self.sums
         del sums[kept + 1 :]
-        del self.items[kept:]
+        if self.made > kept:
+            self.made = kept
         total = sums[-1]
         count_message = self.estimator.count_message  # bound once: runs per new message
         for index in range(kept, len(history)):
@@ -180,15 +324,42 @@ class HistoryTally:
         self.history = history
         return total
 
-    def message_items(
-        self, history: tuple[Message, ...], run: RunScope | None = None
-    ) -> list[ManifestItem]:
-        """Return one manifest item per message of ``history``, made only for new ones."""
-        self.measure(history, run)
-        items, sums = self.items, self.sums
-        for index in range(len(items), len(history)):
+    def picked(
+        self,
+        history: tuple[Message, ...],
+        picks: Sequence[int],
+        tail: int,
+        run: RunScope | None = None,
+    ) -> int:
+        """Return the tokens of ``history``'s messages at ``picks`` and of all from ``tail`` on."""
+        if history is not self.history:
+            self.measure(history, run)
+        sums = self.sums
+        total = sums[-1] - sums[tail]
+        for index in picks:
+            total += sums[index + 1] - sums[index]
+        return total
+
+    def manifest_items(self, request: ModelRequest) -> tuple[int, tuple[ManifestItem, ...]]:
+        """Return the total and the manifest items of ``request``, made only for what is new."""
+        costs = self.costs
+        history = request.history
+        total = costs.fixed(request) + self.measure(history, request.run)
+        total += costs.blocks(request.blocks)  # also when there are none: the items follow
+        head = costs.head_items(request)
+        draft = self._draft
+        if head is not self._head:  # other System parts: their items lead, start over
+            draft.clear()
+            draft.extend(head)
+            self._head = head
+            self.made = 0
+        else:  # cut back to the shared prefix; drops the last tail too
+            del draft[len(head) + self.made :]
+        sums = self.sums
+        append = draft.append
+        for index in range(self.made, len(history)):
             message = history[index]
-            items.append(
+            append(
                 ManifestItem(
                     kind="message",
                     source_id=f"history/{message.id}",
@@ -197,7 +368,9 @@ class HistoryTally:
                     role=message.role,
                 )
             )
-        return items
+        self.made = len(history)
+        draft.extend(costs.tail_items(request))
+        return total, tuple(draft)
 
 
 _MAX_TALLIES = 8
@@ -212,7 +385,9 @@ def _tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
     run = request.run
     if run is None:
         return None
-    tallies = run.session_slot(_Tallies, _Tallies)  # the class is the owner: one per session
+    tallies = run.slots.get(_RUN_KEY)  # this call's shortcut to the session's tallies
+    if tallies is None:
+        tallies = run.slots[_RUN_KEY] = run.session_slot(_Tallies, _Tallies)  # one per session
     key = (id(est), request.ids.purpose)
     tally = tallies.get(key)
     if tally is None or tally.estimator is not est:
@@ -222,58 +397,32 @@ def _tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
     return tally
 
 
+_RUN_KEY = id(_Tallies)
+"""Where a run keeps its session's `_Tallies` (`RunScope.slots` is keyed by owner ids; the
+class is the owner, alive as long as the module)."""
+
+
+def tally_of(request: ModelRequest, estimator: TokenEstimator | None = None) -> HistoryTally:
+    """Return the running `HistoryTally` of ``request``'s session, estimator and purpose.
+
+    Without a run scope, a fresh one (it counts the whole history once).
+    """
+    est = estimator or request.estimator
+    return _tally(request, est) or HistoryTally(est)
+
+
 def manifest_items(
     request: ModelRequest, estimator: TokenEstimator | None = None
 ) -> tuple[int, tuple[ManifestItem, ...]]:
-    """Return the estimated total and one manifest item per system part, message, tool and block.
+    """Return the estimated total and one manifest item per system part, message, block and tool.
 
     The total is the sum of the items plus framing, and equals `estimate_request`. Within a
-    run, the message items of a history prefix measured before are reused (`HistoryTally`).
+    run, the items of the history prefix the last manifest shared are reused and the
+    System, block and tool items are kept while those parts stay the same (`HistoryTally`).
     """
     est = estimator or request.estimator
-    items: list[ManifestItem] = []
-    append = items.append
-    total = REPLY_PRIMING
-    if request.system:
-        total += MESSAGE_OVERHEAD
-        for part in request.system:
-            tokens = system_part_tokens(part, est)
-            total += tokens
-            append(
-                ManifestItem(
-                    kind="system",
-                    source_id=f"system/{part.name}",
-                    tokens=tokens,
-                    placement="system",
-                )
-            )
     tally = _tally(request, est) or HistoryTally(est)
-    items.extend(tally.message_items(request.history, request.run))
-    total += tally.measure(request.history, request.run)
-    if request.blocks:
-        total += BLOCKS_FRAMING
-        for block in request.blocks:
-            tokens = est.count_block(block)
-            total += tokens
-            append(
-                ManifestItem(
-                    kind="block",
-                    source_id=block.source_id,
-                    tokens=tokens,
-                    placement=block.where,
-                    revision=block.revision,
-                    content_hash=content_hash(block.text),
-                )
-            )
-    for tool in request.tools:
-        tokens = est.count_tools((tool,))
-        total += tokens
-        append(
-            ManifestItem(
-                kind="tool_schema", source_id=f"tool/{tool.name}", tokens=tokens, placement="tools"
-            )
-        )
-    return total, tuple(items)
+    return tally.manifest_items(request)
 
 
 def build_manifest(

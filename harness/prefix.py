@@ -6,9 +6,9 @@ with the very same message objects. Work done per message (a token count, a pair
 offload decision) can therefore be kept for that prefix and done only for what is new; a
 middleware that rewrites a message (offload, trimming, compaction) makes the prefix end
 there. `shared_prefix` finds where: on CPython by comparing the two tuples' arrays of item
-pointers with ``memcmp`` (identity, well under 1 ns a message), else with tuple equality. That is the
-one O(history) step left per round, and the last answer is kept in the run: the middleware
-that ask about the same pair of histories in one round pay for it once.
+pointers with ``memcmp`` (identity, well under 1 ns a message), else with tuple equality.
+That is the one O(history) step left per round, and the last few answers are kept in the
+run: the middleware that ask about the same pair of histories in one round pay for it once.
 """
 
 from __future__ import annotations
@@ -34,15 +34,19 @@ def shared_prefix(
     Equal but distinct messages count as shared: everything derived from a message depends
     on its content only. Costs one pointer comparison per shared message when ``old`` is a
     prefix of ``new`` (the usual case); otherwise a binary search over prefix equality, whose
-    comparisons stop at the first difference. With ``run``, the answer for the last pair
-    asked in that run is reused.
+    comparisons stop at the first difference. With ``run``, the answers for the last few
+    pairs asked in that run are reused.
     """
-    last = run.slot(_LastAnswer, _LastAnswer) if run is not None else None
-    if last is not None and last.old is old and last.new is new:
-        return last.shared
+    answers = run.slot(_Answers, _Answers) if run is not None else None
+    if answers is not None:
+        for answer in answers:
+            if answer[1] is new and answer[0] is old:
+                return answer[2]
     shared = _compare(old, new)
-    if last is not None:
-        last.old, last.new, last.shared = old, new, shared
+    if answers is not None:
+        if len(answers) >= _KEPT_ANSWERS:
+            del answers[0]
+        answers.append((old, new, shared))
     return shared
 
 
@@ -55,7 +59,7 @@ def _compare(old: tuple[T, ...], new: tuple[T, ...]) -> int:
     n = min(len(old), len(new))
     if n == 0:
         return 0
-    if _same_objects(old, new, n) or old[:n] == new[:n]:
+    if (n >= _MEMCMP_FROM and _same_objects(old, new, n)) or old[:n] == new[:n]:
         return n
     low, high = 0, n  # old[:low] == new[:low] and old[:high] != new[:high]
     while high - low > 1:
@@ -86,6 +90,8 @@ def _same_objects(old: tuple[T, ...], new: tuple[T, ...], n: int) -> bool:
 
 
 _POINTER = struct.calcsize("P")
+_MEMCMP_FROM = 256
+"""Below this many items ``==`` (an identity check per item) beats a ``memcmp`` call (~1 µs)."""
 _MEMCMP: list[Callable[[int, int, int], int] | None] = []
 """The C library's ``memcmp`` once looked up (``[None]``: not on this interpreter)."""
 
@@ -111,12 +117,13 @@ def _memcmp() -> Callable[[int, int, int], int] | None:
     return found
 
 
-class _LastAnswer:
-    """A run's last `shared_prefix` answer (holding both histories, so their ids stay theirs)."""
+_KEPT_ANSWERS = 4
+"""Answers a run keeps: the layers compare their own last history with the new one, so a
+round asks about a few different pairs (each kept answer holds both histories alive)."""
 
-    __slots__ = ("new", "old", "shared")
 
-    def __init__(self) -> None:
-        self.old: tuple[Message, ...] = ()
-        self.new: tuple[Message, ...] = ()
-        self.shared = 0
+class _Answers(list[tuple[tuple[Message, ...], tuple[Message, ...], int]]):
+    """A run's last `shared_prefix` answers as (old, new, shared), oldest first.
+
+    Holding both histories keeps their ids theirs while the answer is kept.
+    """

@@ -11,7 +11,8 @@ The public surface is small:
 - `units` — the atomic spans of a history: an assistant message with tool calls together
   with the results that directly follow it, or a single other message.
 - `safe_cut` — the nearest index where a history may be cut without splitting a unit.
-- `check_pairs` — which calls dangle, which results are orphans, which are misplaced.
+- `check_pairs` — which calls dangle, which results are orphans, which are misplaced;
+  `pairs_valid` — only whether all is well, from a start index without copying.
 - `repair_pairs` — a history that satisfies the rule, and what was done to get it.
 - `label` — a short, stable form of a (possibly 1.5 KB) tool-call id for transforms.
 
@@ -84,9 +85,16 @@ def safe_cut(history: Sequence[Message], index: int, *, forward: bool = False) -
     if forward:
         while index < n and not _starts_unit(history, index):
             index += 1
-    else:
-        while index > 0 and not _starts_unit(history, index):
-            index -= 1
+        return index
+    if index == n or history[index].role != "tool":
+        return index
+    # A tool message: its unit starts at the assistant message with calls before the
+    # results it is among, if there is one; else it is a unit of its own.
+    owner = index - 1
+    while owner >= 0 and history[owner].role == "tool":
+        owner -= 1
+    if owner >= 0 and history[owner].role == "assistant" and history[owner].tool_calls:
+        return owner
     return index
 
 
@@ -178,9 +186,13 @@ def _plan(history: Sequence[Message]) -> _Plan:
     return _Plan(answers=answers, in_place=in_place, moved=claimed - in_place, check=check)
 
 
-def _valid(history: Sequence[Message]) -> bool:
-    """Return whether the pairing is valid: one quick pass, no allocation per message."""
-    i, n = 0, len(history)
+def pairs_valid(history: Sequence[Message], start: int = 0) -> bool:
+    """Return whether ``history[start:]`` is validly paired: `check_pairs` ``.ok``, no copy.
+
+    One quick pass from ``start`` (no slice, no allocation per message): the incremental
+    check of a grown history costs its new units only.
+    """
+    i, n = start, len(history)
     while i < n:
         message = history[i]
         i += 1
@@ -206,7 +218,7 @@ def _result_id(message: Message) -> str:
 
 def check_pairs(history: Sequence[Message]) -> PairCheck:
     """Return what is wrong with the tool-call pairing of ``history``."""
-    if _valid(history):
+    if pairs_valid(history):
         return PairCheck()
     return _plan(history).check
 
@@ -226,7 +238,7 @@ def repair_pairs(
     messages and no transforms. A synthetic result's id is derived from its assistant
     message's id, so repairing the same history twice gives the same ids.
     """
-    if _valid(history):
+    if pairs_valid(history):
         return tuple(history), ()
     plan = _plan(history)
     out: list[Message] = []

@@ -34,16 +34,26 @@ exactly, see `harness.accounting.counted_near_limit`), one sort of the optional 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
-from harness.accounting import BLOCKS_FRAMING, counted_near_limit, fixed_tokens, history_tokens
+import msgspec
+
+from harness.accounting import (
+    BLOCKS_FRAMING,
+    HistoryTally,
+    counted_near_limit,
+    history_tokens,
+    tally_of,
+)
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
+from harness.messages import Message
+from harness.prefix import shared_prefix
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
-from middleware._layout import SUMMARY_ROOM
-from middleware._layout import minimum as history_minimum
+from middleware._layout import SUMMARY_ROOM, current_user, last_unit_start, layout
 from middleware._selection import DefaultSelection, SelectionPolicy
 
 
@@ -109,20 +119,13 @@ class BudgetFit:
         request, _ = counted_near_limit(request)  # exact counts near the limit
         est = request.estimator
         limit = request.input_limit
-        count_block = est.count_block
-        fixed_blocks = 0
-        total = 0
-        optional: list[ContextBlock] = []
-        for block in request.blocks:
-            # is_fixed(block), inlined: this loop runs once per block and request.
-            if block.required or block.category == "task" or block.placement == "TASK_STATE":
-                fixed_blocks += count_block(block)
-            else:
-                optional.append(block)
-                total += count_block(block)
-        fixed = fixed_tokens(request, est)
-        if fixed_blocks:
-            fixed += BLOCKS_FRAMING + fixed_blocks
+        run = request.run
+        memo = run.session_slot(self, _Memo) if run is not None else _Memo()
+        parts = memo.blocks_of(request.blocks, est)
+        tally = tally_of(request, est)  # the running totals: counted above
+        fixed = tally.costs.fixed(request)
+        if parts.fixed:
+            fixed += BLOCKS_FRAMING + parts.fixed
         if fixed > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks need ~{fixed} tokens "
@@ -132,10 +135,7 @@ class BudgetFit:
                 limit=limit,
                 transforms=request.transforms,
             )
-        kept = history_minimum(request.history)
-        minimum = est.count_messages(kept)
-        if len(kept) < len(request.history):
-            minimum += SUMMARY_ROOM  # the rest will be summarised: room for the summary
+        minimum = memo.minimum_tokens(request, tally)
         if fixed + minimum > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks (~{fixed} tokens) "
@@ -148,49 +148,18 @@ class BudgetFit:
             )
         reserve = self._history_reserve(request, minimum)
         room = max(0, limit - fixed - reserve)
-        overhead = 0 if fixed_blocks else BLOCKS_FRAMING
-        if not optional or total + overhead <= room:
-            used = total + overhead if optional else 0
+        overhead = 0 if parts.fixed else BLOCKS_FRAMING
+        total = parts.optional_tokens
+        if not parts.optional or total + overhead <= room:
+            used = total + overhead if parts.optional else 0
             return request.replace(history_budget=limit - fixed - used)
-
-        dropped, kept_tokens = self._drop(optional, est, total, overhead, room)
-        gone = {id(b) for b in dropped}
-        used = kept_tokens + overhead if len(dropped) < len(optional) else 0
+        cut = parts.cut(self.selection, room, overhead, est)
+        used = cut.kept_tokens + overhead if cut.kept_any else 0
         return request.replace(
-            blocks=tuple(b for b in request.blocks if id(b) not in gone),
+            blocks=cut.blocks,
             history_budget=limit - fixed - used,
-            transforms=request.transforms
-            + tuple(f"omitted_for_budget:{b.source_id}" for b in dropped),
+            transforms=request.transforms + cut.transforms,
         )
-
-    def _drop(
-        self,
-        optional: list[ContextBlock],
-        est: TokenEstimator,
-        total: int,
-        overhead: int,
-        room: int,
-    ) -> tuple[list[ContextBlock], int]:
-        """Return the prefix of the policy's order that must go, and the tokens of the rest."""
-        order = self.selection.drop_order(optional)
-        if type(self.selection) is not DefaultSelection and (
-            len(order) != len(optional) or {id(b) for b in order} != {id(b) for b in optional}
-        ):
-            raise ConfigurationError(
-                f"the selection policy {self.selection!r} must return each optional block "
-                f"exactly once; it returned {len(order)} for {len(optional)} blocks"
-            )
-        count_block = est.count_block  # cached: a dictionary lookup per dropped block
-        dropped: list[ContextBlock] = []
-        remaining = total
-        for block in order:
-            if remaining + overhead <= room:
-                break
-            dropped.append(block)
-            remaining -= count_block(block)
-        if len(dropped) == len(order):
-            remaining = 0  # nothing is left: no blocks message either
-        return dropped, remaining
 
     def _history_reserve(self, request: ModelRequest, minimum: int) -> int:
         reserve = minimum
@@ -198,3 +167,149 @@ class BudgetFit:
             whole = history_tokens(request)
             reserve = max(reserve, min(self.min_history_tokens, whole))
         return reserve
+
+
+class _Cut(msgspec.Struct, frozen=True):
+    """What one budget's room left of the optional blocks."""
+
+    room: int
+    """The room it was made for (with the same blocks message overhead)."""
+    blocks: tuple[ContextBlock, ...]
+    """The request's blocks without the dropped ones, in their order."""
+    transforms: tuple[str, ...]
+    """``omitted_for_budget:<source_id>`` per dropped block, in drop order."""
+    kept_tokens: int
+    """The tokens of the optional blocks kept (0 when all went)."""
+    kept_any: bool
+    """Whether any optional block is kept (a kept block may count 0 tokens)."""
+
+
+class _Blocks:
+    """A request's blocks split for fitting: counted once, ordered for dropping once.
+
+    Kept per BudgetFit and session (`_Memo`) with the tuple they came from, while requests
+    carry the same blocks (or equal ones) and the same estimator: the warm round's blocks
+    cost an identity check. The selection policy's order is asked for on the first request
+    that must drop something, and the last cut is kept for its room (a policy's order is a
+    function of the blocks it is given).
+    """
+
+    __slots__ = ("_cut", "_order", "blocks", "estimator", "fixed", "optional", "optional_tokens")
+
+    def __init__(self, blocks: tuple[ContextBlock, ...], estimator: TokenEstimator) -> None:
+        self.blocks = blocks
+        self.estimator = estimator
+        count_block = estimator.count_block
+        self.fixed = 0
+        """The tokens of the required and task-state blocks."""
+        self.optional: list[ContextBlock] = []
+        self.optional_tokens = 0
+        for block in blocks:
+            # is_fixed(block), inlined: this loop runs once per block and change of blocks.
+            if block.required or block.category == "task" or block.placement == "TASK_STATE":
+                self.fixed += count_block(block)
+            else:
+                self.optional.append(block)
+                self.optional_tokens += count_block(block)
+        self._order: Sequence[ContextBlock] | None = None
+        self._cut: _Cut | None = None
+
+    def cut(
+        self, selection: SelectionPolicy, room: int, overhead: int, est: TokenEstimator
+    ) -> _Cut:
+        """Return the blocks left when the policy's first blocks go until the rest fits ``room``."""
+        if self._cut is not None and self._cut.room == room:
+            return self._cut
+        order = self._order
+        if order is None:
+            order = self._order = _checked_order(selection, self.optional)
+        count_block = est.count_block  # cached: a dictionary lookup per dropped block
+        dropped: list[ContextBlock] = []
+        remaining = self.optional_tokens
+        for block in order:
+            if remaining + overhead <= room:
+                break
+            dropped.append(block)
+            remaining -= count_block(block)
+        gone = {id(b) for b in dropped}
+        kept_any = len(dropped) < len(order)
+        self._cut = _Cut(
+            room,
+            tuple(b for b in self.blocks if id(b) not in gone),
+            tuple(f"omitted_for_budget:{b.source_id}" for b in dropped),
+            remaining if kept_any else 0,  # nothing is left: no blocks message either
+            kept_any,
+        )
+        return self._cut
+
+
+def _checked_order(
+    selection: SelectionPolicy, optional: list[ContextBlock]
+) -> Sequence[ContextBlock]:
+    order = selection.drop_order(optional)
+    if type(selection) is not DefaultSelection and (
+        len(order) != len(optional) or {id(b) for b in order} != {id(b) for b in optional}
+    ):
+        raise ConfigurationError(
+            f"the selection policy {selection!r} must return each optional block "
+            f"exactly once; it returned {len(order)} for {len(optional)} blocks"
+        )
+    return order
+
+
+class _Memo:
+    """One BudgetFit's memory of the session's last request: its blocks and history minimum.
+
+    The history minimum's positions are found again only for what is new: the layout
+    (pinned task, summary) is kept while the first messages are shared, and the newest user
+    message is looked for in the new messages before falling back on the one found last. Its
+    tokens come from the run's running totals (`harness.accounting.HistoryTally.picked`).
+    """
+
+    __slots__ = ("_blocks", "current", "history", "start")
+
+    def __init__(self) -> None:
+        self._blocks: _Blocks | None = None
+        self.history: tuple[Message, ...] = ()
+        """The last history measured."""
+        self.start = -1
+        """Its layout's body start (-1: none yet)."""
+        self.current: int | None = None
+        """Its newest user message at or after ``start`` (``None``: none)."""
+
+    def blocks_of(self, blocks: tuple[ContextBlock, ...], est: TokenEstimator) -> _Blocks:
+        """Return ``blocks`` split and counted, reused while they and ``est`` are unchanged."""
+        known = self._blocks
+        if (
+            known is None
+            or known.estimator is not est
+            or (known.blocks is not blocks and known.blocks != blocks)
+        ):
+            known = self._blocks = _Blocks(blocks, est)
+        return known
+
+    def minimum_tokens(self, request: ModelRequest, tally: HistoryTally) -> int:
+        """Return the tokens of what Compaction never removes (`middleware._layout.minimum`).
+
+        Plus `SUMMARY_ROOM` when the history holds more than that minimum.
+        """
+        history = request.history
+        n = len(history)
+        shared = shared_prefix(self.history, history, request.run) if self.start >= 0 else 0
+        # The layout reads the first two messages only.
+        start = self.start if shared >= 2 else layout(history).start
+        if shared > start == self.start and (self.current is None or self.current < shared):
+            current = current_user(history, shared)  # only the new messages ...
+            if current is None:
+                current = self.current  # ... else the newest one of the shared prefix
+        else:
+            current = current_user(history, start)
+        self.history, self.start, self.current = history, start, current
+        tail = max(start, last_unit_start(history))
+        picks = list(range(start))  # the pinned task and the summary
+        if current is not None and current < tail:
+            picks.append(current)
+        tokens = tally.picked(history, picks, tail, request.run)
+        if len(picks) + n - tail < n:
+            tokens += SUMMARY_ROOM  # the rest will be summarised: room for the summary
+        return tokens

@@ -44,7 +44,7 @@ from harness.messages import Message
 from harness.prefix import shared_prefix
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
-from middleware._history import check_pairs, label, repair_pairs
+from middleware._history import check_pairs, label, pairs_valid, repair_pairs
 
 Mode = Literal["fail", "repair"]
 _SHOWN = 5
@@ -105,10 +105,10 @@ class PairValidation:
         """Return whether the pairs are valid, checking only what this call has not seen."""
         history = request.history
         if request.run is None:
-            return check_pairs(history).ok
+            return pairs_valid(history)
         seen = request.run.session_slot(self, _Valid)  # kept across the session's calls
         start = _unit_start(history, shared_prefix(seen.history, history, request.run))
-        ok = check_pairs(history[start:]).ok
+        ok = pairs_valid(history, start)
         if ok:
             seen.history = history
         return ok

@@ -8,25 +8,31 @@ whole-history computation, including histories whose middle changed between roun
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import (
+    ContextBlock,
     ContextManifest,
     ContextPolicy,
     HarnessAgent,
     Message,
     ModelRequest,
     RuntimeContext,
+    SystemPart,
     ToolCall,
+    ToolSchema,
 )
-from harness.accounting import estimate_request, history_tokens, manifest_items
+from harness.accounting import estimate_request, fixed_tokens, history_tokens, manifest_items
 from harness.errors import InvalidToolPairs
 from harness.markers import SUMMARY
 from harness.prefix import shared_prefix
 from harness.request import ModelResponse, RunScope
+from harness.state import SessionScratch
 from harness.tokens import (
     FAMILY_COEFFICIENTS,
     ApproximateEstimator,
@@ -324,3 +330,59 @@ async def test_every_manifest_of_an_agent_call_equals_counting_everything(
         alone = request.replace(run=None)
         assert manifest.estimated_input_tokens == estimate_request(alone)
         assert manifest.items == manifest_items(alone)[1]
+
+
+# ------------------------------------------- kept System, tool and block costs and items
+_PARTS = st.sampled_from(
+    [
+        (),
+        (SystemPart(name="prompt", text="be careful"),),
+        (SystemPart(name="prompt", text="be brief"),),
+    ]
+)
+_TOOLS = st.sampled_from(
+    [
+        (),
+        (ToolSchema(name="ls", description="list"),),
+        (ToolSchema(name="cat", description="read"),),
+    ]
+)
+_BLOCKS = st.lists(
+    st.sampled_from(
+        [
+            ContextBlock.reference("guide", "read the guide"),
+            ContextBlock.reference("guide", "read the new guide"),  # same id, other text
+            ContextBlock.runtime("now", "it is late", revision="r1"),
+            ContextBlock.runtime("now", "it is late", revision="r2"),  # same text, new revision
+        ]
+    ),
+    max_size=3,
+).map(tuple)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rounds=st.lists(st.tuples(messages, _PARTS, _TOOLS, _BLOCKS), min_size=1, max_size=6))
+def test_kept_parts_follow_every_change_of_system_tools_and_blocks(
+    rounds: list[tuple[tuple[Message, ...], Any, Any, tuple[ContextBlock, ...]]],
+) -> None:
+    """Equal copies are reused, anything else is counted again: as counting everything gives."""
+    run = RunScope(session=SessionScratch())
+    history: tuple[Message, ...] = ()
+    for drawn, system, tools, blocks in rounds:
+        history += drawn
+        alone = _request(history, None).replace(system=system, tools=tools, blocks=blocks)
+        copy = msgspec.json.decode(msgspec.json.encode(alone.blocks), type=tuple[ContextBlock, ...])
+        with_run = alone.replace(run=run, blocks=copy)  # equal blocks, other objects
+        assert estimate_request(with_run) == estimate_request(alone)
+        assert fixed_tokens(with_run, with_run.estimator) == fixed_tokens(alone, alone.estimator)
+        assert manifest_items(with_run) == manifest_items(alone)
+
+
+def test_shared_prefix_of_long_histories_compares_identities_then_content() -> None:
+    history = tuple(Message.user(f"message {i}", id=f"m{i}") for i in range(600))
+    assert shared_prefix(history, history + history[:3]) == 600  # the very same objects
+    copies = tuple(Message.user(m.text, id=m.id) for m in history)  # equal, not identical
+    assert shared_prefix(history, copies) == 600
+    rewritten = (*history[:400], history[400].replace(content="changed"), *history[401:])
+    assert shared_prefix(history, rewritten) == 400
+    assert shared_prefix(rewritten, history[:450]) == 400

@@ -19,13 +19,18 @@ from harness import (
     RuntimeContext,
     SystemPart,
 )
-from harness.accounting import estimate_request, fixed_tokens
+from harness.accounting import estimate_request, fixed_tokens, tally_of
 from harness.errors import ConfigurationError
+from harness.markers import SUMMARY
+from harness.messages import ToolCall
+from harness.request import RunScope
+from harness.state import SessionScratch
 from harness.task import TodoItem, set_todos
 from harness.tokens import shared_exact
+from middleware._layout import SUMMARY_ROOM
 from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection
-from middleware.budget_fit import BudgetFit
+from middleware.budget_fit import BudgetFit, _Memo
 from middleware.context_sources import ContextRequest, ContextSources, context_source
 from middleware.task_state import TaskState
 from providers import ScriptedModel
@@ -420,3 +425,112 @@ async def test_invariants_hold_for_random_blocks_and_budgets(
         # Keeping one more block (the last one dropped) would not have fitted.
         last = next(b for b in optional if b.id == dropped[-1])
         assert cost(request.replace(blocks=(*request.blocks, last))) > limit
+
+
+# ------------------------------------------------------------- the warm round's memory
+_POOL = [
+    Message.user("fix the failing test", id="u0"),
+    Message.user("also update the docs", id="u1"),
+    Message.assistant("looking", id="a0"),
+    Message.assistant(id="a1", tool_calls=[ToolCall(id="c1", name="ls", arguments="{}")]),
+    Message.tool("c1", "README.md\nsetup.py", id="t1"),
+    Message.tool("c9", "an orphan", id="t9"),
+    Message.user("summary of earlier turns", id="s0", metadata={SUMMARY: True}),
+]
+_BLOCKS = [
+    ContextBlock.reference("guide", words(30)),
+    ContextBlock.reference("mem", words(50), category="memory"),
+    ContextBlock.reference("kb", words(20), category="knowledge", priority=5),
+    ContextBlock.runtime("now", words(10)),
+]
+ROUND = st.tuples(
+    st.lists(st.sampled_from(_POOL), max_size=10).map(tuple),  # appended, or a new history
+    st.booleans(),  # grow the last history (else start from the drawn one)
+    st.lists(st.sampled_from(_BLOCKS), max_size=4, unique=True).map(tuple),
+    st.sampled_from(["You are careful.", "You are terse."]),
+    st.integers(min_value=150, max_value=400),  # the input limit
+)
+
+
+def _fitted(request: ModelRequest, budget: BudgetFit) -> ModelRequest | type[ContextBudgetExceeded]:
+    try:
+        return budget.fit(request)
+    except ContextBudgetExceeded:
+        return ContextBudgetExceeded
+
+
+@settings(max_examples=150, deadline=None)
+@given(rounds=st.lists(ROUND, min_size=1, max_size=8))
+def test_a_run_s_kept_blocks_and_minimum_give_what_fitting_from_scratch_gives(
+    rounds: list[tuple[tuple[Message, ...], bool, tuple[ContextBlock, ...], str, int]],
+) -> None:
+    """Rounds of one session in any order: grown, rewritten, other blocks, prompt or limit."""
+    budget, run = BudgetFit(), RunScope(session=SessionScratch())
+    policy = ContextPolicy().resolve("gpt-4o")
+    history: tuple[Message, ...] = ()
+    for drawn, grow, blocks, prompt, limit in rounds:
+        history = history + drawn if grow else drawn
+        request = ModelRequest(
+            model="gpt-4o",
+            system=(SystemPart(name="prompt", text=prompt),),
+            history=history,
+            blocks=blocks,
+            policy=policy,
+            input_limit=limit,
+        )
+        warm = _fitted(request.replace(run=run), budget)
+        cold = _fitted(request, BudgetFit())
+        if isinstance(warm, ModelRequest) and isinstance(cold, ModelRequest):
+            assert warm.replace(run=None) == cold
+        else:
+            assert warm == cold
+
+
+def test_the_minimum_follows_a_new_user_message_and_a_new_summary() -> None:
+    """The kept positions are found again only for what is new, and follow every change."""
+    memo, run = _Memo(), RunScope(session=SessionScratch())
+    policy = ContextPolicy().resolve("gpt-4o")
+    call = Message.assistant(id="a", tool_calls=[ToolCall(id="c", name="ls", arguments="{}")])
+    task = Message.user("the task " + words(30), id="task")
+    summary = Message.user(words(40), id="sum", metadata={SUMMARY: True})
+    history: tuple[Message, ...] = (task, Message.user(words(60), id="u1"), call)
+    history += (Message.tool("c", "x", id="t"),)
+    for step in (
+        (Message.assistant("ok", id="a2"),),
+        (Message.user(words(90), id="u2"), Message.assistant("ok", id="a3")),
+        (Message.assistant("more", id="a4"),),
+        (call, Message.tool("c", "y", id="t2")),
+    ):
+        history += step
+        for shown in (history, (task, summary, *history[2:]), (summary, *history[3:])):
+            request = ModelRequest(model="gpt-4o", history=shown, policy=policy, run=run)
+            kept = history_minimum(shown)
+            expected = request.estimator.count_messages(kept)
+            if len(kept) < len(shown):
+                expected += SUMMARY_ROOM
+            assert memo.minimum_tokens(request, tally_of(request)) == expected
+
+
+def test_a_selection_policy_is_asked_again_only_when_the_blocks_change() -> None:
+    class Counting(DefaultSelection):
+        asked = 0
+
+        def drop_order(self, blocks: Sequence[ContextBlock]) -> list[ContextBlock]:
+            Counting.asked += 1
+            return super().drop_order(blocks)
+
+    budget, run = BudgetFit(selection=Counting()), RunScope(session=SessionScratch())
+    policy = ContextPolicy().resolve("gpt-4o")
+    blocks = tuple(ContextBlock.reference(f"b{i}", words(40)) for i in range(3))
+    history: tuple[Message, ...] = (Message.user("hi", id="u"),)
+    for i in range(4):
+        history += (Message.assistant(f"step {i}", id=f"a{i}"),)
+        request = ModelRequest(
+            model="gpt-4o", history=history, blocks=blocks, policy=policy, input_limit=120, run=run
+        )
+        assert budget.fit(request).transforms  # something is dropped each round
+    assert Counting.asked == 1
+    changed = request.replace(blocks=(*blocks[:2], blocks[2].replace(text=words(41))))
+    warm = budget.fit(changed)
+    assert Counting.asked == 2  # the blocks changed: asked again
+    assert warm.replace(run=None) == budget.fit(changed.replace(run=None))

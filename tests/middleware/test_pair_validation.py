@@ -34,7 +34,7 @@ from harness.sessions import SessionKey
 from harness.state import AgentState
 from harness.tokens import shared_exact
 from harness.types import Handler, Middleware
-from middleware._history import check_pairs, label, repair_pairs, safe_cut, units
+from middleware._history import check_pairs, label, pairs_valid, repair_pairs, safe_cut, units
 from middleware.pair_validation import Mode, PairValidation
 from providers import ScriptedModel
 
@@ -439,3 +439,24 @@ async def test_agent_repair_mode_always_sends_valid_pairs(history: list[Message]
     assert oracle_valid(sent)
     assert sent[-1].id == "U-go"
     assert ids(agent.state(CTX).working_history)[: len(sent)] == ids(sent)  # committed
+
+
+def _cut_one_step_at_a_time(history: Sequence[Message], index: int) -> int:
+    """The backward `safe_cut` as first written: step back while inside a unit."""
+    index = max(0, min(index, len(history)))
+    while 0 < index < len(history) and history[index].role == "tool":
+        j = index - 1
+        while j >= 0 and history[j].role == "tool":
+            j -= 1
+        if j < 0 or not (history[j].role == "assistant" and history[j].tool_calls):
+            break
+        index -= 1
+    return index
+
+
+@given(histories(), st.integers(min_value=-1, max_value=12), st.integers(min_value=0, max_value=12))
+def test_pairs_valid_from_a_start_and_safe_cut_agree_with_their_references(
+    history: list[Message], index: int, start: int
+) -> None:
+    assert pairs_valid(history, start) == check_pairs(history[start:]).ok
+    assert safe_cut(history, index) == _cut_one_step_at_a_time(history, index)
