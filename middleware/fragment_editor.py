@@ -75,7 +75,7 @@ from harness.fragments import (
 )
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
-from harness.prefix import shared_prefix
+from harness.prefix import shared_items, shared_prefix
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.types import Concern, Handler
 
@@ -261,57 +261,46 @@ class FragmentEditor:
         """Apply the overlays to the units that hold an overlaid or marked message.
 
         One scan finds those messages; the history between their units is passed on as
-        slices. What the units came to is kept for the session (`_Memo`): the next round,
-        with the same overlays, reuses it for the history prefix the two rounds share and
-        scans and rebuilds only from there — its cost is its new messages, plus slicing.
+        slices. What the units came to, and the request parts assembled from them, are kept
+        for the session (`_Memo`): the next round, with the same overlays, reuses both for
+        the history prefix the two rounds share and scans, rebuilds and assembles only from
+        there — its cost is its new messages, plus copying the kept parts.
         """
         history = request.history
         run = request.run
         memo = run.session_slot(self, _Memo) if run is not None and not originals else None
         key = tuple((f.id, f.version) for f in overlays.values())
-        done_units: list[_Unit] = []
+        done_units: list[_Unit] = []  # memo.units' first ones: units are in history order
         resume = 0
         if memo is not None and memo.key == key and memo.history:
             resume = _unit_start(history, shared_prefix(memo.history, history, run))
             done_units = [u for u in memo.units if u.end <= resume]
+        reused = len(done_units)
         units = done_units + [
             self._unit(history[start:end], start, overlays, originals)
             for start, end in _touched_units(history, overlays, resume)
         ]
-        if memo is not None:
-            memo.history, memo.key, memo.units = history, key, units
-        if not units:
-            return request
-        kept: list[Message] = []  # what is committed: edits applied, nothing left out
-        sent: list[Message] = []
-        stand_ins: list[tuple[str, str]] = []
-        transforms: list[str] = []
-        left: list[int] = []  # positions in ``kept`` of what is left out
-        done = 0
-        for unit in units:
-            kept.extend(history[done : unit.start])
-            sent.extend(history[done : unit.start])
+        built = memo.built.upto(reused) if memo is not None else _Built()
+        done = units[reused - 1].end if reused else 0
+        for unit in units[reused:]:
+            built.add(history, done, unit)
             done = unit.end
-            left.extend(len(kept) + i for i in unit.gone)
-            kept.extend(unit.kept)
-            sent.extend(unit.sent)
-            stand_ins.extend(unit.stand_ins)
-            transforms.extend(unit.transforms)
-        kept.extend(history[done:])
-        sent.extend(history[done:])
-        if not transforms:
+        if memo is not None:
+            memo.history, memo.key, memo.units, memo.built = history, key, units, built
+        if not built.transforms:
             return request
-        passed = tuple(sent)
+        tail = history[done:]
+        passed = tuple(built.sent) + tail
         left_out = None
-        if left:  # for this request only: the agent keeps them
+        if built.left:  # for this request only: the agent keeps them
             left_out = LeftOut(
-                history=tuple(kept),
-                sent=frozenset(map(_ID, sent)),
-                stand_ins=tuple(stand_ins),
+                history=tuple(built.kept) + tail,
+                sent=_sent_ids(memo, passed),
+                stand_ins=tuple(built.stand_ins),
                 passed=passed,
-                left=tuple(left),
+                left=tuple(built.left),
             )
-        return request.replace(history=passed, left_out=left_out).with_transforms(*transforms)
+        return request.replace(history=passed, left_out=left_out).with_transforms(*built.transforms)
 
     def _unit(
         self,
@@ -470,14 +459,81 @@ class _Unit(NamedTuple):
 
 
 class _Memo:
-    """The units a session's last history came to, for the overlays ``key`` (id, version)."""
+    """What a session's last history came to, for the overlays ``key`` (id, version)."""
 
-    __slots__ = ("history", "key", "units")
+    __slots__ = ("built", "history", "key", "passed", "sent_ids", "units")
 
     def __init__(self) -> None:
         self.history: tuple[Message, ...] = ()
         self.key: tuple[tuple[str, int], ...] = ()
         self.units: list[_Unit] = []
+        self.built = _Built()
+        """The parts assembled from ``units`` (one mark per unit)."""
+        self.passed: tuple[Message, ...] = ()
+        """The last history passed on with messages left out …"""
+        self.sent_ids: frozenset[str] = frozenset()
+        """… and its messages' ids."""
+
+
+class _Built:
+    """The request parts assembled from a history's units, each unit's end marked.
+
+    ``kept`` (edits applied, nothing left out), ``sent``, the stand-ins, the transforms
+    and ``left`` (positions in ``kept`` of what is left out) hold the units and the history
+    between them, up to the last unit's end; ``marks`` their lengths after each unit.
+    """
+
+    __slots__ = ("kept", "left", "marks", "sent", "stand_ins", "transforms")
+
+    def __init__(self) -> None:
+        self.kept: list[Message] = []
+        self.sent: list[Message] = []
+        self.stand_ins: list[tuple[str, str]] = []
+        self.transforms: list[str] = []
+        self.left: list[int] = []
+        self.marks: list[tuple[int, int, int, int, int]] = []
+
+    def upto(self, units: int) -> _Built:
+        """Return a new one holding what the first ``units`` units came to (shared: none)."""
+        out = _Built()
+        if units:
+            kept, sent, stand_ins, transforms, left = self.marks[units - 1]
+            out.kept, out.sent = self.kept[:kept], self.sent[:sent]
+            out.stand_ins, out.transforms = self.stand_ins[:stand_ins], self.transforms[:transforms]
+            out.left, out.marks = self.left[:left], self.marks[:units]
+        return out
+
+    def add(self, history: tuple[Message, ...], done: int, unit: _Unit) -> None:
+        """Append the history from ``done`` to ``unit`` and what ``unit`` came to."""
+        between = history[done : unit.start]
+        self.kept.extend(between)
+        self.sent.extend(between)
+        at = len(self.kept)
+        self.left.extend(at + i for i in unit.gone)
+        self.kept.extend(unit.kept)
+        self.sent.extend(unit.sent)
+        self.stand_ins.extend(unit.stand_ins)
+        self.transforms.extend(unit.transforms)
+        self.marks.append(
+            (
+                len(self.kept),
+                len(self.sent),
+                len(self.stand_ins),
+                len(self.transforms),
+                len(self.left),
+            )
+        )
+
+
+def _sent_ids(memo: _Memo | None, passed: tuple[Message, ...]) -> frozenset[str]:
+    """Return the ids of ``passed``: from the last ones when it extends that history."""
+    if memo is not None and memo.passed and shared_items(memo.passed, passed) == len(memo.passed):
+        ids = memo.sent_ids.union(map(_ID, passed[len(memo.passed) :]))
+    else:
+        ids = frozenset(map(_ID, passed))
+    if memo is not None:
+        memo.passed, memo.sent_ids = passed, ids
+    return ids
 
 
 def _unit_start(history: tuple[Message, ...], shared: int) -> int:

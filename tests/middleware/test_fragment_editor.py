@@ -282,12 +282,21 @@ def test_putting_left_out_messages_back_takes_the_short_way_to_the_same_history(
     assert placed == (history if not stray else history[:4] + history[5:])
 
 
-@given(marked_histories(), st.integers(min_value=0, max_value=14), st.integers(0, 3))
+@given(
+    marked_histories(),
+    st.integers(min_value=0, max_value=14),
+    st.integers(0, 3),
+    st.integers(min_value=0, max_value=16),
+)
 @settings(max_examples=150, deadline=None)
 def test_a_rounds_work_kept_for_the_shared_prefix_gives_what_working_anew_gives(
-    drawn: tuple[tuple[Message, ...], set[int]], cut: int, extra: int
+    drawn: tuple[tuple[Message, ...], set[int]], cut: int, extra: int, rewrite: int
 ) -> None:
-    """Round two reuses round one's units for the shared prefix: the same request results."""
+    """Each round reuses the last one's units and parts for the shared prefix: same request.
+
+    Round two grows round one's history; round three rewrites one message of it (as
+    compaction or offload would) and grows it again.
+    """
     history, marked = drawn
     overlays = [
         Fragment(id=history[i].id, kind="user", message=True, disabled=i % 3 == 0, edited=True)
@@ -299,13 +308,15 @@ def test_a_rounds_work_kept_for_the_shared_prefix_gives_what_working_anew_gives(
         + history[len(first) :]
         + tuple(Message.tool(f"c{len(first)}", "r") for _ in range(extra))
     )
+    at = min(rewrite, len(grown))
+    rewritten = (*grown[:at], Message.user("rewritten"), *grown[at + 1 :], Message.user("more"))
     editor = FragmentEditor()
     run = RunScope(session=SessionScratch())
-    editor.apply(ModelRequest(model="m", history=first, run=run), overlays, [])
-    again = editor.apply(ModelRequest(model="m", history=grown, run=run), overlays, [])
-    anew = FragmentEditor().apply(ModelRequest(model="m", history=grown), overlays, [])
-    assert (again.history, again.transforms, again.left_out) == (
-        anew.history,
-        anew.transforms,
-        anew.left_out,
-    )
+    for rounds_history in (first, grown, rewritten, (*rewritten, Message.user("again"))):
+        again = editor.apply(ModelRequest(model="m", history=rounds_history, run=run), overlays, [])
+        anew = FragmentEditor().apply(ModelRequest(model="m", history=rounds_history), overlays, [])
+        assert (again.history, again.transforms, again.left_out) == (
+            anew.history,
+            anew.transforms,
+            anew.left_out,
+        )
