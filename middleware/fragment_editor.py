@@ -387,14 +387,10 @@ class FragmentEditor:
         self, request: ModelRequest, session: list[Fragment]
     ) -> dict[str, Message]:
         """Return the originals of copies whose overlay no longer edits them (rare)."""
-        reverted = {f.id for f in session if f.message and not f.edited}
+        reverted = frozenset(f.id for f in session if f.message and not f.edited)
         if not reverted:
             return {}  # every overlay edits its message: no copy goes back
-        wanted: set[str] = set()
-        for message in request.history:
-            metadata = message.metadata
-            if metadata is not None and FRAGMENT in metadata and ref_id(message) in reverted:
-                wanted.add(ref_id(message))
+        wanted = self._marked(request, reverted)
         if not wanted:
             return {}
         found: dict[str, Message] = {}
@@ -405,6 +401,28 @@ class FragmentEditor:
         if missing and run is not None and run.store is not None and run.key is not None:
             found.update(await run.store.messages(run.key, missing))
         return found
+
+    def _marked(self, request: ModelRequest, reverted: frozenset[str]) -> set[str]:
+        """Return the ids whose copies (``fragment`` marker) in the history are ``reverted``.
+
+        The hits are kept for the session (`_Memo`): the next round, with the same
+        overlays not editing, scans only past the prefix its history shares with this one.
+        """
+        history, run = request.history, request.run
+        memo = run.session_slot(self, _Memo) if run is not None else None
+        start, hits = 0, []
+        if memo is not None and memo.reverted == reverted and memo.scanned:
+            start = shared_prefix(memo.scanned, history, run)
+            hits = [hit for hit in memo.hits if hit[0] < start]
+        for index in range(start, len(history)):
+            metadata = history[index].metadata
+            if metadata is not None and FRAGMENT in metadata:
+                fid = ref_id(history[index])
+                if fid in reverted:
+                    hits.append((index, fid))
+        if memo is not None:
+            memo.scanned, memo.reverted, memo.hits = history, reverted, hits
+        return {fid for _, fid in hits}
 
     # ------------------------------------------------------------------ warnings
     def _warn(self, request: ModelRequest, response: ModelResponse) -> None:
@@ -461,7 +479,17 @@ class _Unit(NamedTuple):
 class _Memo:
     """What a session's last history came to, for the overlays ``key`` (id, version)."""
 
-    __slots__ = ("built", "history", "key", "passed", "sent_ids", "units")
+    __slots__ = (
+        "built",
+        "history",
+        "hits",
+        "key",
+        "passed",
+        "reverted",
+        "scanned",
+        "sent_ids",
+        "units",
+    )
 
     def __init__(self) -> None:
         self.history: tuple[Message, ...] = ()
@@ -473,6 +501,11 @@ class _Memo:
         """The last history passed on with messages left out …"""
         self.sent_ids: frozenset[str] = frozenset()
         """… and its messages' ids."""
+        self.scanned: tuple[Message, ...] = ()
+        """The last history scanned for copies of messages whose overlay is ``reverted`` …"""
+        self.reverted: frozenset[str] = frozenset()
+        self.hits: list[tuple[int, str]] = []
+        """… and where it found them (position, id)."""
 
 
 class _Built:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeContext
 from harness.errors import ConfigurationError
 from harness.events import AgentEvent
-from harness.fragments import Fragment
+from harness.fragments import Fragment, ref_id
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import ToolCall
 from harness.request import ModelRequest, RunScope
@@ -319,4 +319,38 @@ def test_a_rounds_work_kept_for_the_shared_prefix_gives_what_working_anew_gives(
             anew.history,
             anew.transforms,
             anew.left_out,
+        )
+
+
+@given(marked_histories(), st.integers(min_value=0, max_value=14), st.integers(0, 16))
+@settings(max_examples=150, deadline=None)
+def test_the_scan_for_reverted_copies_kept_for_the_shared_prefix_finds_what_a_full_scan_finds(
+    drawn: tuple[tuple[Message, ...], set[int]], cut: int, rewrite: int
+) -> None:
+    """Copies whose overlay no longer edits are found past the shared prefix only: the same."""
+    history, marked = drawn
+    copies = tuple(  # marked ones are edited copies; every third one's edit was reverted
+        m.replace(id=f"{m.id}~copy", metadata={FRAGMENT: "fragment:x@1", ORIGIN_ID: m.id})
+        if i in marked
+        else m
+        for i, m in enumerate(history)
+    )
+    reverted = frozenset(history[i].id for i in marked if i % 3 == 0)
+    first = copies[: min(cut, len(copies))]
+    at = min(rewrite, len(copies))
+    rewritten = (*copies[:at], copies[at - 1] if at else Message.user("x"), *copies[at + 1 :])
+    editor = FragmentEditor()
+    run = RunScope(session=SessionScratch())
+    for scanned in (
+        first,
+        copies,
+        rewritten,
+        (*rewritten, copies[0] if copies else Message.user("y")),
+    ):
+        found = editor._marked(ModelRequest(model="m", history=scanned, run=run), reverted)
+        fresh = FragmentEditor()._marked(ModelRequest(model="m", history=scanned), reverted)
+        assert (
+            found
+            == fresh
+            == {ref_id(m) for m in scanned if m.meta(FRAGMENT) and ref_id(m) in reverted}
         )
