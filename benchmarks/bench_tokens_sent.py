@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,10 +54,10 @@ from benchmarks.workloads import (
     request_ready,
     stack_tool_names,
 )
-from harness.accounting import REPLY_PRIMING, estimate_request
+from harness.accounting import REPLY_PRIMING
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.messages import Message
-from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for, tiktoken_encoding
+from harness.tokens import TokenEstimator, estimator_for, tiktoken_encoding
 from providers.scripted import ScriptedModel
 
 WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
@@ -75,9 +76,9 @@ class Counter:
         self.estimator: TokenEstimator = estimator_for("gpt-4o", exact=True)
         self.tool_tokens = tool_tokens
 
-    def request(self, messages: Sequence[Message]) -> int:
+    def request(self, messages: Sequence[Message], *, tools: bool = True) -> int:
         """Return the input tokens of ``messages`` (System included) + tools + priming."""
-        total = self.tool_tokens + REPLY_PRIMING
+        total = (self.tool_tokens if tools else 0) + REPLY_PRIMING
         for message in messages:
             if message.id.startswith("render/"):
                 digest = hashlib.blake2b(message.text.encode(), digest_size=12).hexdigest()
@@ -125,46 +126,76 @@ def prices() -> dict[str, Price]:
     return out
 
 
-class PrefixMeter:
-    """Per request, the tokens equal to the previous request's prefix (what a cache can hit).
+CACHE_ENTRIES = 8
+"""How many recent requests a provider's cache is taken to hold (all are within its TTL here)."""
 
-    A request is serialised as the tool schemas (the same for every system, so always part
-    of the prefix) then each message's OpenAI form; messages are tokenised one by one (o200k,
-    cached by content), and the common prefix with the previous agent request is the
-    identical leading messages plus the common leading tokens of the first one that differs.
-    ``whole`` also keeps the prefix that ends at a message boundary (Anthropic caches whole
-    content blocks).
+
+class PrefixMeter:
+    """Per request, the tokens a provider's prompt cache can serve: the longest common prefix
+    with one of the recent requests (agent and summary requests alike).
+
+    A request is serialised as the tool schemas (when it has tools: always the same ones,
+    so always part of a common prefix between two requests with tools) then each message's
+    OpenAI form; messages are tokenised one by one (o200k, cached by content), and the
+    common prefix with an earlier request is the identical leading messages plus the common
+    leading tokens of the first one that differs. ``whole`` also keeps the prefix that ends
+    at a message boundary (Anthropic caches whole content blocks). The same rule measures
+    every system.
     """
 
     def __init__(self, tool_tokens: int) -> None:
         self._encode = tiktoken_encoding("o200k_base").encode
         self._tokens: dict[str, list[int]] = {}
         self.tool_tokens = tool_tokens
-        self._previous: list[list[int]] = []
+        self._recent: deque[tuple[bool, list[list[int]]]] = deque(maxlen=CACHE_ENTRIES)
+        self.kinds: list[str] = []
+        """``agent`` or ``summary``, per request, in the order they were sent."""
+        self.tokens: list[int] = []
+        """Each request's exact input tokens."""
         self.prefix: list[int] = []
-        """Tokens shared with the previous request's start, per request."""
+        """Tokens shared with a recent request's start, per request."""
         self.whole: list[int] = []
         """The same, cut back to the last whole message in common."""
 
-    def add(self, messages: Sequence[Message], total: int) -> None:
-        """Measure one request's common prefix with the previous one and remember it.
+    def add(
+        self, messages: Sequence[Message], total: int, *, kind: str = "agent", tools: bool = True
+    ) -> None:
+        """Measure one request's longest common prefix with a recent one and remember it.
 
         The prefix is counted on the JSON form and scaled to ``total``, the request's exact
         count, so that cached tokens never exceed what the request is billed for.
         """
         current = [self.message_tokens(m) for m in messages]
-        whole = self.tool_tokens if self._previous else 0
-        partial = 0
-        for old, new in zip(self._previous, current, strict=False):
-            if old == new:
-                whole += len(new)
-                continue
-            partial = _common(old, new)
-            break
-        scale = total / max(1, self.tool_tokens + sum(len(t) for t in current))
-        self.prefix.append(min(total, round((whole + partial) * scale)))
-        self.whole.append(min(total, round(whole * scale)))
-        self._previous = current
+        best_whole = best = 0
+        for old_tools, old in self._recent:
+            if old_tools != tools:
+                continue  # one starts with tool schemas, the other with a message
+            whole = self.tool_tokens if tools else 0
+            partial = 0
+            for before, now in zip(old, current, strict=False):
+                if before == now:
+                    whole += len(now)
+                    continue
+                partial = _common(before, now)
+                break
+            best = max(best, whole + partial)
+            best_whole = max(best_whole, whole)
+        size = (self.tool_tokens if tools else 0) + sum(len(t) for t in current)
+        scale = total / max(1, size)
+        self.kinds.append(kind)
+        self.tokens.append(total)
+        self.prefix.append(min(total, round(best * scale)))
+        self.whole.append(min(total, round(best_whole * scale)))
+        self._recent.append((tools, current))
+
+    def of(self, kind: str) -> tuple[list[int], list[int], list[int]]:
+        """Return the tokens, prefix and whole prefix of the requests of one ``kind``."""
+        chosen = [i for i, k in enumerate(self.kinds) if k == kind]
+        return (
+            [self.tokens[i] for i in chosen],
+            [self.prefix[i] for i in chosen],
+            [self.whole[i] for i in chosen],
+        )
 
     def message_tokens(self, message: Message) -> list[int]:
         """Return the o200k tokens of one message's OpenAI JSON (cached by content)."""
@@ -184,20 +215,17 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def bill(
-    tokens: Sequence[int],
-    prefix: Sequence[int],
-    whole: Sequence[int],
-    summary_tokens: int,
-    price: dict[str, Price],
-) -> dict[str, float | int]:
+def bill(meter: PrefixMeter, price: dict[str, Price]) -> dict[str, float | int]:
     """Return the cached tokens and the billed input cost (USD) with and without caching.
 
-    OpenAI bills the cached part (`prefix` from 1,024 tokens, in 128-token steps) at its
-    cached price; Anthropic bills the cached part (`whole`, from 1,024 tokens) at its cache-read
-    price, and — in ``anthropic_with_writes`` — the rest of each request at its cache-write
-    price (a cache breakpoint at the end of every request). Summary requests pay full price.
+    Every request, agent and summary alike, is billed the same way: OpenAI bills the cached
+    part (`PrefixMeter.prefix` from 1,024 tokens, in 128-token steps) at its cached price;
+    Anthropic bills the cached part (`PrefixMeter.whole`, from 1,024 tokens) at its
+    cache-read price, and — in ``anthropic_with_writes`` — the rest of each agent request at
+    its cache-write price (a cache breakpoint at the end of every agent request; summary
+    requests set none).
     """
+    tokens, prefix, whole = meter.tokens, meter.prefix, meter.whole
     openai_cached = [
         0 if p < OPENAI_MIN_PREFIX else min(t, p // OPENAI_STEP * OPENAI_STEP)
         for t, p in zip(tokens, prefix, strict=True)
@@ -205,22 +233,29 @@ def bill(
     anthropic_cached = [
         0 if w < ANTHROPIC_MIN_PREFIX else min(t, w) for t, w in zip(tokens, whole, strict=True)
     ]
-    total = sum(tokens) + summary_tokens
+    total = sum(tokens)
     o, a = price["OpenAI"], price["Anthropic"]
     oc, ac = sum(openai_cached), sum(anthropic_cached)
     write = a.write if a.write is not None else a.input
+    uncached_agent = sum(
+        t - c for t, c, k in zip(tokens, anthropic_cached, meter.kinds, strict=True) if k == "agent"
+    )
+    uncached_summary = total - ac - uncached_agent
     return {
-        "prefix_tokens": sum(prefix),
+        "prefix_tokens": sum(meter.of("agent")[1]),
+        "summary_cached_tokens": sum(
+            c for c, k in zip(openai_cached, meter.kinds, strict=True) if k == "summary"
+        ),
         "openai_cached_tokens": oc,
         "anthropic_cached_tokens": ac,
-        "cached_share": oc / sum(tokens) if tokens else 0.0,
+        "cached_share": oc / total if total else 0.0,
         "usd_no_cache_openai": total * o.input,
         "usd_openai": (total - oc) * o.input + oc * o.cached,
         "usd_no_cache_anthropic": total * a.input,
         "usd_anthropic": (total - ac) * a.input + ac * a.cached,
-        "usd_anthropic_with_writes": (sum(tokens) - ac) * write
+        "usd_anthropic_with_writes": uncached_agent * write
         + ac * a.cached
-        + summary_tokens * a.input,
+        + uncached_summary * a.input,
     }
 
 
@@ -264,14 +299,10 @@ def pair_problems(messages: Sequence[Message]) -> int:
 
 
 def _tally(
-    name: str,
-    tokens: list[int],
-    window: int,
-    invalid: int,
-    summary: list[int],
-    meter: PrefixMeter,
-    **extra: Any,
+    name: str, window: int, invalid: int, meter: PrefixMeter, **extra: Any
 ) -> dict[str, Any]:
+    tokens, prefix, whole = meter.of("agent")
+    summary = meter.of("summary")[0]
     return {
         "system": name,
         "requests": len(tokens),
@@ -284,10 +315,10 @@ def _tally(
         "overflows": sum(1 for t in tokens if t > window),
         "invalid_pairs": invalid,
         "per_request": tokens,
-        "prefix_per_request": meter.prefix,
-        "whole_prefix_per_request": meter.whole,
-        **cache_breaks(tokens, meter.prefix),
-        **bill(tokens, meter.prefix, meter.whole, sum(summary), prices()),
+        "prefix_per_request": prefix,
+        "whole_prefix_per_request": whole,
+        **cache_breaks(tokens, prefix),
+        **bill(meter, prices()),
         **extra,
     }
 
@@ -323,27 +354,21 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
             bar.step(count=done - bar.done)
 
         outcome = await replay(agent, session, ctx, client, progress=report)
-    tokens: list[int] = []
     invalid = 0
     meter = PrefixMeter(counter.tool_tokens)
-    bar = _report.ProgressBar(
-        progress, "requests counted exactly (ours)", len(inner.agent_requests)
-    )
-    for request in inner.agent_requests:
+    bar = _report.ProgressBar(progress, "requests counted exactly (ours)", len(inner.requests))
+    for request in inner.requests:  # agent and summary requests, in the order they were sent
         bar.step()
         rendered = request.render()
-        tokens.append(counter.request(rendered))
-        meter.add(rendered, tokens[-1])
-        invalid += pair_problems(request.history) > 0
-    summaries = [
-        estimate_request(r, counter.estimator) for r in inner.requests if r.ids.purpose == "summary"
-    ]
+        tools = bool(request.tools)
+        kind = "summary" if request.ids.purpose == "summary" else "agent"
+        meter.add(rendered, counter.request(rendered, tools=tools), kind=kind, tools=tools)
+        if kind == "agent":
+            invalid += pair_problems(request.history) > 0
     tally = _tally(
         "ours",
-        tokens,
         window,
         invalid,
-        summaries,
         meter,
         rejected_by_provider=inner.overflows,
         failures=outcome.failures,
@@ -358,13 +383,13 @@ def run_langchain(
 ) -> dict[str, Any]:
     """Feed ``session`` through LangChain's summarisation and context-editing hooks."""
     limit = window - RESERVE
-    summary_tokens: list[int] = []
+    meter = PrefixMeter(counter.tool_tokens)
 
     def summarize(messages: list[Any]) -> str:
         # What a chat-model summariser would receive: LangChain's own summary prompt around
-        # the messages it selected (already trimmed to its summary-input limit).
-        prompt = peer.summary_prompt(messages)
-        summary_tokens.append(counter.estimator.count(prompt) + MESSAGE_OVERHEAD + REPLY_PRIMING)
+        # the messages it selected (already trimmed to its summary-input limit), no tools.
+        sent = [Message.user(peer.summary_prompt(messages))]
+        meter.add(sent, counter.request(sent, tools=False), kind="summary", tools=False)
         return FIXED_SUMMARY
 
     peer = LangChainPeer(
@@ -377,19 +402,16 @@ def run_langchain(
     originals = {m.id: m for m in session.messages}
     state: list[Any] = []
     cursor = 0
-    tokens: list[int] = []
     invalid = 0
-    meter = PrefixMeter(counter.tool_tokens)
     tick = _ticker("LangChain", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
         tick()
         state.extend(to_langchain(session.messages[cursor:point]))
         cursor = point
-        sent = from_langchain(peer.round(state), originals)
-        tokens.append(counter.request([system_message, *sent]))
-        meter.add([system_message, *sent], tokens[-1])
-        invalid += pair_problems(sent) > 0
-    return _tally("LangChain", tokens, window, invalid, summary_tokens, meter)
+        sent = [system_message, *from_langchain(peer.round(state), originals)]
+        meter.add(sent, counter.request(sent))
+        invalid += pair_problems(sent[1:]) > 0
+    return _tally("LangChain", window, invalid, meter)
 
 
 # ----------------------------------------------------------------------------- litellm
@@ -404,7 +426,6 @@ def run_litellm(
     system_message = Message.system(session.system_prompt)
     dicts = [m.to_openai() for m in session.messages]
     sizes = [counter.estimator.count_message(m) for m in session.messages]
-    tokens: list[int] = []
     invalid = 0
     meter = PrefixMeter(counter.tool_tokens)
     tick = _ticker("litellm", len(request_points(session.messages)), progress)
@@ -418,10 +439,10 @@ def run_litellm(
         sent = [
             by_key.get(_key(d)) or Message.from_openai(d) for d in kept if d.get("role") != "system"
         ]
-        tokens.append(counter.request([system_message, *sent]))
-        meter.add([system_message, *sent], tokens[-1])
+        request = [system_message, *sent]
+        meter.add(request, counter.request(request))
         invalid += pair_problems(sent) > 0
-    return _tally("litellm", tokens, window, invalid, [], meter)
+    return _tally("litellm", window, invalid, meter)
 
 
 def _ticker(name: str, total: int, progress: Progress | None) -> Callable[[], None]:
@@ -688,9 +709,10 @@ def _result(
                     "invalid pairs",
                 ],
                 "rows": bill_rows,
-                "note": "common prefix: per agent request, the tokens equal to the previous "
-                "agent request's start (tool schemas, then each message's OpenAI JSON, o200k), "
-                "summed. A break is a request that does not reuse all of the previous one: big "
+                "note": "common prefix: per agent request, the tokens equal to the start of one "
+                f"of the {CACHE_ENTRIES} requests before it, agent or summary (tool schemas, "
+                "then each message's OpenAI JSON, o200k), summed; summary requests are "
+                "measured and billed by the same rule. A break is a request that does not reuse all of the previous one: big "
                 f"(≥ {BIG_BREAK:,} tokens of it dropped: compaction, trims, a rewrite near the "
                 "front) or small (a tail re-sent: material placed after the history). Prices from litellm's bundled price table "
                 f"(model_prices_and_context_window_backup.json, litellm "
@@ -707,7 +729,11 @@ def _result(
                 "up to the last whole message, from 1,024 tokens (docs.anthropic.com, prompt "
                 "caching); 'Anthropic + writes' also bills every uncached agent-request token as a "
                 "cache write (1.25×, a breakpoint at the end of each request). Summary requests "
-                "pay full price; Anthropic is billed on o200k counts too.",
+                "are billed like agent requests: ours are asked in place (the agent's own prefix, "
+                "then the instruction), LangChain's as one prompt without tools, so only ours can "
+                "be read from the cache. Anthropic is billed on o200k counts too, and caches by "
+                "explicit breakpoints: the whole-message prefix assumes one at every message "
+                "boundary of an earlier request, for every system alike.",
             },
         ],
         "charts": [chart, prefix_chart, bill_chart],

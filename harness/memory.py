@@ -222,7 +222,7 @@ class WorkspaceMemory:
         facts = self.extract(messages)[: self.max_facts]
         if not facts:
             return 0
-        session = _clip(request.ids.session_id or "default")
+        header = section_header(request.ids.session_id)
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
         def merge(existing: str) -> tuple[str | None, int]:
@@ -235,9 +235,7 @@ class WorkspaceMemory:
                 if not existing or existing.endswith("\n\n")
                 else ("\n" if existing.endswith("\n") else "\n\n")
             )
-            section = f"{lead}## From session {session} ({stamp})\n" + "".join(
-                f"- {f}\n" for f in new
-            )
+            section = f"{lead}{header}({stamp})\n" + "".join(f"- {f}\n" for f in new)
             return existing + section, len(new)
 
         return await workspace.aupdate_text(self.path(request.ids), merge)
@@ -245,6 +243,32 @@ class WorkspaceMemory:
 
 DEFAULT_MEMORY: Final = WorkspaceMemory()
 """The store Compaction uses unless told otherwise: per-user memory in the agent's workspace."""
+
+
+def section_header(session_id: str) -> str:
+    """Return how a section that ``session_id``'s compactions appended to a memory file starts."""
+    return f"## From session {_clip(session_id or 'default')} "
+
+
+def visible_memory(text: str, session_id: str) -> str:
+    """Return a memory file's text without the sections ``session_id`` itself appended.
+
+    A session's own compactions wrote those facts from messages its summary already covers;
+    showing them back would change the stable reference material (rendered before the
+    history) right after every compaction, breaking the provider's prompt cache a second
+    time for nothing. Other sessions' facts, and anything written by hand, stay.
+    """
+    header = section_header(session_id)
+    if header not in text:
+        return text
+    kept: list[str] = []
+    own = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            own = line.startswith(header)
+        if not own:
+            kept.append(line)
+    return "".join(kept).rstrip("\n") + "\n" if kept else ""
 
 
 def _clip(line: str) -> str:

@@ -35,6 +35,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     summary_chunk_tokens: int | None = None
     memory: MemoryStore | None = DEFAULT_MEMORY
     compact_tool: bool = False
+    in_place_summary: bool = True
 
     def __post_init__(self) -> None:
         _check_int("trigger_messages", self.trigger_messages, minimum=4)

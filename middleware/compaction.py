@@ -96,6 +96,7 @@ from middleware._summariser import (
     SummaryWriter,
     summary_text,
 )
+from middleware._summary_in_place import summarise_in_place
 from middleware._trim import trim_tool_outputs, truncate_arguments
 
 __all__ = [
@@ -116,6 +117,10 @@ KEEP_FRACTION: Final = 0.35
 """The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
 KEEP_CAP_FRACTION: Final = 0.8
 """The kept part plus the pinned task and newest user message never take more of the budget."""
+TRIM_HEADROOM: Final = 0.25
+"""A trim that leaves less of the history budget free than this share is not enough on its
+own: the summary it would only delay comes in the same round instead, so the provider's
+prompt cache breaks once, not twice a few rounds apart."""
 SUMMARY_CAP_FRACTION: Final = 0.25
 """A summary longer than this share of the history budget is cut (head and tail kept)."""
 
@@ -199,6 +204,12 @@ class Compaction:
             user's own memory file in the agent's workspace, `harness.memory.WorkspaceMemory`;
             shared scopes only when configured); ``None`` disables it.
         compact_tool: give the agent a ``compact_conversation`` tool to ask for a summary.
+        in_place_summary: ask for the summary as the agent's own conversation followed by
+            one instruction, so a provider's prompt cache serves the early part
+            (`middleware._summary_in_place`); used when the summariser is the agent's model,
+            ``summary_prompt`` is the default, ``summary_chunk_tokens`` is not set and the
+            early part fits the model's limit — else the early part is sent as a
+            transcript, in chunks when needed.
 
     Raises:
         ConfigurationError: when an argument is out of range, ``model`` is not a model
@@ -228,6 +239,7 @@ class Compaction:
         summary_chunk_tokens: int | None = None,
         memory: MemoryStore | None = DEFAULT_MEMORY,
         compact_tool: bool = False,
+        in_place_summary: bool = True,
     ) -> None:
         self.settings = CompactionSettings(
             trigger_messages=trigger_messages,
@@ -245,6 +257,7 @@ class Compaction:
             summary_chunk_tokens=summary_chunk_tokens,
             memory=memory,
             compact_tool=compact_tool,
+            in_place_summary=in_place_summary,
         )
         """The configuration, checked (a frozen `CompactionSettings`)."""
 
@@ -279,17 +292,26 @@ class Compaction:
         est = request.estimator
         transforms: list[str] = []
         budget = self._history_budget(request, est)
+        layout = layout_of(history)
+        reason = self._reason(request, history, est, budget, layout)
+        if reason is None:
+            # Nothing is due: the history stays byte for byte what the provider cached last
+            # round. Trims and truncations wait for a round that rewrites the history anyway.
+            return request
         history, trimmed = trim_tool_outputs(self.settings, history, est, budget)
         if trimmed:
             transforms.append(f"tool_output_trim:{trimmed}")
-        layout = layout_of(history)
+            layout = layout_of(history)
         if self.settings.truncate_args:
             body = history[layout.start :]
             end = layout.start + self._normal_cut(body, est, budget, layout)
             history, truncated = truncate_arguments(self.settings, history, layout.start, end)
             if truncated:
                 transforms.append(f"tool_args_truncate:{truncated}")
-        reason = self._reason(request, history, est, budget, layout)
+        if transforms:  # what was over its budget may fit now, without a summary
+            reason = self._reason(request, history, est, budget, layout)
+            if reason is None and est.count_messages(history) > (1 - TRIM_HEADROOM) * budget:
+                reason = "tokens"  # a trim that frees little would be followed by a summary
         keep: tuple[Message, ...] | None = None
         if reason is not None:
             history, done, keep = await self._compact(request, history, est, budget, layout, reason)
@@ -431,11 +453,21 @@ class Compaction:
         rest = self._rest(est, head, body, cut)
         cap = max(MIN_TEXT_TOKENS, min(int(max(budget, 0) * SUMMARY_CAP_FRACTION), budget - rest))
         try:
-            text = await SummaryWriter(
-                model=self.settings.model,
-                prompt=self.settings.summary_prompt,
-                chunk_tokens=self.settings.summary_chunk_tokens,
-            ).summarise(early, previous, request, cap)
+            text = None
+            # After an overflow the previous request was too long: its prefix would be too.
+            client = self._in_place_client(request) if reason != "forced" else None
+            if client is not None:
+                # The history as received: up to the cut, the previous request's prefix.
+                upto = layout.start + cut
+                asked = await summarise_in_place(request, upto, client, cap, start=layout.start)
+                if asked is not None:
+                    text, used = asked
+                    if used < upto:  # what did not fit goes on top, as a transcript
+                        among = {id(m) for m in early}
+                        leftover = [m for m in history[used:upto] if id(m) in among]
+                        text = await self._writer().summarise(leftover, text, request, cap)
+            if text is None:
+                text = await self._writer().summarise(early, previous, request, cap)
         except ProviderError as exc:
             failure = type(exc).__name__
         else:
@@ -454,6 +486,28 @@ class Compaction:
         )
         done.append(f"history_compaction:{len(early)}")
         return (*head, summary, *kept), done, None
+
+    def _writer(self) -> SummaryWriter:
+        """Return the transcript summariser of these settings."""
+        return SummaryWriter(
+            model=self.settings.model,
+            prompt=self.settings.summary_prompt,
+            chunk_tokens=self.settings.summary_chunk_tokens,
+        )
+
+    def _in_place_client(self, request: ModelRequest) -> ModelClientLike | None:
+        """Return the client to ask in place, when an in-place summary applies."""
+        settings = self.settings
+        if (
+            not settings.in_place_summary
+            or settings.summary_prompt != DEFAULT_SUMMARY_PROMPT
+            or settings.summary_chunk_tokens is not None  # the caller bounds each request
+        ):
+            return None
+        client = settings.model or (request.run.client if request.run is not None else None)
+        if client is None or client.model != request.model:
+            return None  # a provider's cache is per model
+        return client
 
     @staticmethod
     def _rest(

@@ -42,7 +42,7 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, PathEscapeError, WorkspaceError
-from harness.memory import MEMORY_FOLDER, memory_path
+from harness.memory import MEMORY_FOLDER, memory_path, visible_memory
 from harness.request import ModelRequest, ModelResponse, RequestIds, SystemPart
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
@@ -292,6 +292,8 @@ class WorkspaceMaterials:
                     transforms.append(f"workspace_omitted:{source_id}")
                 continue
             text = _text(file, path, transforms)
+            if category == "memory" and text is not None:
+                text = visible_memory(text, ids.session_id)  # not its own compactions' facts
             if text is None or not text.strip():
                 continue
             if left is not None:

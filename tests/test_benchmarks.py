@@ -274,12 +274,14 @@ def test_a_missing_module_is_reported_not_available(
 
 
 # --------------------------------------------------------------------------- benchmarks
-def test_overhead_smoke_times_both_configurations_like_for_like(tmp_path: Path) -> None:
+def test_overhead_smoke_times_every_configuration_like_for_like(tmp_path: Path) -> None:
     result = _run("overhead", tmp_path)
     data = result.data
-    assert set(data) >= {"compacting", "no compaction", "memory_peak"}
+    assert set(data) >= {"compacting", "same concerns, compacting", "no compaction", "memory_peak"}
+    assert "BudgetFit" in data["same concerns, compacting"]["ours does"]
     for config, systems in (
         ("compacting", {"ours", "LangChain"}),
+        ("same concerns, compacting", {"ours", "LangChain"}),
         ("no compaction", SYSTEMS_OVERHEAD),
     ):
         block = data[config]
@@ -296,8 +298,9 @@ def test_overhead_smoke_times_both_configurations_like_for_like(tmp_path: Path) 
                 if system != "ours":
                     assert entry["warm_ratio_vs_ours"]["median"] > 0
     # compacting: both sides summarised the 120-message history down to about the same size
-    ours, langchain = data["compacting"]["ours"]["120"], data["compacting"]["LangChain"]["120"]
-    assert ours["sent_cold"] < 40 and langchain["sent_cold"] < 40
+    for config in ("compacting", "same concerns, compacting"):
+        ours, langchain = data[config]["ours"]["120"], data[config]["LangChain"]["120"]
+        assert ours["sent_cold"] < 40 and langchain["sent_cold"] < 40
     # no compaction: both sides sent the whole history every round
     ours, langchain = (
         data["no compaction"]["ours"]["120"],
@@ -307,11 +310,11 @@ def test_overhead_smoke_times_both_configurations_like_for_like(tmp_path: Path) 
     assert all(x >= 0 or math.isnan(x) for x in _numbers(data))
     goals = [g.goal for g in result.goals]
     assert any(g.startswith("flat as history grows") for g in goals)
-    assert sum("LangChain's warm round" in g for g in goals) == 2
+    assert sum("LangChain's warm round" in g for g in goals) == 3  # one per configuration
     for chart in result.charts:
         assert chart.drawn and (tmp_path / chart.file).stat().st_size > 1000
         assert chart.y_unit == "s"
-    assert {row[0] for row in result.tables[0].rows} == {"compacting", "no compaction"}
+    assert {row[0] for row in result.tables[0].rows} == {c for c in data if c != "memory_peak"}
     memory = result.data["memory_peak"]
     assert memory and all(m["peak_bytes"] > 0 and m["messages"] > 0 for m in memory.values())
     assert "![" in (tmp_path / "report.md").read_text("utf-8")
@@ -381,14 +384,20 @@ def test_cache_breaks_tell_a_re_sent_tail_from_a_rewrite_near_the_front() -> Non
 
 
 def test_the_bill_applies_each_providers_cache_rule() -> None:
-    from benchmarks.bench_tokens_sent import Price, bill
+    from benchmarks.bench_tokens_sent import PrefixMeter, Price, bill
 
     price = {
         "OpenAI": Price(model="o", input=2.0, cached=1.0, write=None),
         "Anthropic": Price(model="a", input=3.0, cached=0.3, write=3.75),
     }
-    # the second request shares 2,000 tokens (1,900 up to a whole message); the third 500
-    out = bill([2_000, 3_000, 3_500], [0, 2_000, 500], [0, 1_900, 500], 1_000, price)
+    meter = PrefixMeter(tool_tokens=0)
+    # the second request shares 2,000 tokens (1,900 up to a whole message); the third 500;
+    # then a summary request of 1,000 tokens that shares nothing, billed by the same rule
+    meter.kinds = ["agent", "agent", "agent", "summary"]
+    meter.tokens = [2_000, 3_000, 3_500, 1_000]
+    meter.prefix = [0, 2_000, 500, 0]
+    meter.whole = [0, 1_900, 500, 0]
+    out = bill(meter, price)
     assert out["openai_cached_tokens"] == 1_920  # 15 steps of 128; under 1,024 nothing
     assert out["anthropic_cached_tokens"] == 1_900
     assert out["usd_no_cache_openai"] == pytest.approx(9_500 * 2.0)
@@ -397,6 +406,30 @@ def test_the_bill_applies_each_providers_cache_rule() -> None:
     assert out["usd_anthropic_with_writes"] == pytest.approx(
         (8_500 - 1_900) * 3.75 + 1_900 * 0.3 + 1_000 * 3.0
     )
+    # A summary request read from the cache is billed at the cached price too.
+    meter.tokens[3], meter.prefix[3], meter.whole[3] = 1_500, 1_200, 1_200
+    cached = bill(meter, price)
+    assert cached["summary_cached_tokens"] == 1_152  # 9 steps of 128
+    assert cached["usd_anthropic"] == pytest.approx((10_000 - 3_100) * 3.0 + 3_100 * 0.3)
+
+
+def test_prefix_meter_finds_the_prefix_in_an_earlier_request_and_keeps_tools_apart() -> None:
+    from benchmarks.bench_tokens_sent import PrefixMeter
+
+    meter = PrefixMeter(tool_tokens=100)
+    task, reply = Message.user("fix the failing test in parser.py"), Message.assistant("on it")
+    size = [len(meter.message_tokens(m)) for m in (task, reply)]
+    agent = [task, reply]
+    summary = [Message.user("Summarise: fix the failing test")]
+    meter.add(agent, 100 + sum(size), kind="agent")
+    meter.add(summary, len(meter.message_tokens(summary[0])), kind="summary", tools=False)
+    # The next agent request still finds its prefix two requests back (a cache holds several)
+    later = [*agent, Message.user("next")]
+    meter.add(later, 100 + sum(len(meter.message_tokens(m)) for m in later), kind="agent")
+    assert meter.prefix[1] == 0  # no tools: it cannot share the agent request's start
+    assert meter.whole[2] == 100 + sum(size)
+    tokens, prefix, _ = meter.of("agent")
+    assert len(tokens) == 2 and prefix[1] == meter.prefix[2]
 
 
 def test_tokens_sent_counts_a_broken_tool_pair() -> None:

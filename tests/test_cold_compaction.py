@@ -67,7 +67,10 @@ def make_agent(tmp_path: Path, client: ScriptedModel, **compaction: object) -> H
 
 
 def summary_prompts(model: ScriptedModel) -> list[str]:
-    return [r.history[0].text for r in model.requests if r.ids.purpose == "summary"]
+    """The text of each summary request: its prompt, or an in-place request's conversation."""
+    return [
+        "\n\n".join(m.text for m in r.history) for r in model.requests if r.ids.purpose == "summary"
+    ]
 
 
 def markers_per_request(prompts: list[str]) -> Counter[str]:

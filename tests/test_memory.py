@@ -12,7 +12,7 @@ import pytest
 
 from harness import Message, ModelRequest, RequestIds, RunScope, Workspace
 from harness.errors import ConfigurationError
-from harness.memory import MEMORY_SCOPES, WorkspaceMemory, memory_path
+from harness.memory import MEMORY_SCOPES, WorkspaceMemory, memory_path, visible_memory
 from harness.workspace import scope_key
 
 HOSTILE_IDS = [
@@ -226,3 +226,40 @@ def test_concurrent_plain_writes_use_unique_temporary_files(tmp_path: Path) -> N
     text = ws.read_text("notes.md")
     assert len(set(text.splitlines())) == 1 and len(text.splitlines()) == 5_000
     assert os.listdir(tmp_path) == ["notes.md"]
+
+
+# ------------------------------------------------------- what a session sees
+async def test_a_session_does_not_see_its_own_compactions_facts(tmp_path: Path) -> None:
+    # A session's own facts are already in its summary; showing them back would change the
+    # reference material before the history after each compaction (a prompt-cache break).
+    ws = Workspace(tmp_path)
+    store = WorkspaceMemory()
+    path = store.path(RequestIds(user_id="alice"))
+    ws.write_text(path, "# Alice\n- written by hand\n")
+    await store.record(facts("tabs, not spaces"), request(ws, user="alice", session="s1"))
+    await store.record(facts("run the linter"), request(ws, user="alice", session="s10"))
+    await store.record(facts("tests first"), request(ws, user="alice", session="s1"))
+    text = ws.read_text(path)
+
+    own = visible_memory(text, "s1")
+    assert "written by hand" in own and "run the linter" in own
+    assert "tabs" not in own and "tests first" not in own
+    other = visible_memory(text, "s10")
+    assert "tabs" in other and "tests first" in other and "run the linter" not in other
+    assert visible_memory(text, "s2") == text
+
+
+async def test_the_memory_block_leaves_out_the_sessions_own_facts(tmp_path: Path) -> None:
+    from harness import HarnessAgent, RuntimeContext
+    from middleware import WorkspaceMaterials
+    from providers import ScriptedModel
+
+    ws = Workspace(tmp_path)
+    store = WorkspaceMemory()
+    await store.record(facts("tabs, not spaces"), request(ws, user="alice", session="s1"))
+    await store.record(facts("run the linter"), request(ws, user="alice", session="s2"))
+    model = ScriptedModel(["ok"])
+    agent = HarnessAgent(model=model, stack=[WorkspaceMaterials()], workspace=ws)
+    await agent.call("hi", RuntimeContext(user_id="alice", agent_id="a", session_id="s1"))
+    blocks = [b.text for b in model.agent_requests[0].blocks if b.category == "memory"]
+    assert len(blocks) == 1 and "run the linter" in blocks[0] and "tabs" not in blocks[0]

@@ -34,6 +34,8 @@ from harness.memory import MemoryStore, WorkspaceMemory, extract_facts
 from harness.tokens import approximate
 from harness.types import Handler, Middleware
 from middleware._history import check_pairs, safe_cut
+from middleware._summariser import render_message
+from middleware._summary_in_place import IN_PLACE_PROMPT
 from middleware.compaction import (
     DEFAULT_SUMMARY_PROMPT,
     MERGE_PROMPT,
@@ -97,6 +99,10 @@ def summaries(model: ScriptedModel) -> list[ModelRequest]:
 
 
 def prompt_of(request: ModelRequest) -> str:
+    """Return what a summary request asks to summarise: its prompt, or the conversation
+    before the instruction of an in-place request, rendered as the transcript would be."""
+    if request.history[-1].text == IN_PLACE_PROMPT:
+        return "\n\n".join(render_message(m) for m in request.history[:-1])
     assert len(request.history) == 1 and request.history[0].role == "user"
     return request.history[0].text
 
@@ -172,7 +178,9 @@ async def test_old_tool_outputs_are_trimmed_and_the_newest_protected() -> None:
         trim_preview_chars=80,
         memory=None,
     )
-    a = agent(model, compaction)
+    # Trimming waits until a round must change the history anyway: here, the history
+    # outgrowing its budget (trimming then makes it fit, so nothing is summarised).
+    a = agent(model, compaction, max_input_tokens=3_500)
     await a.call("run the commands", CTX)
 
     last = model.agent_requests[-1].history
@@ -215,11 +223,34 @@ async def test_the_newest_results_are_never_trimmed_even_without_protection() ->
             trim_preview_chars=50,
             memory=None,
         ),
+        max_input_tokens=3_200,
     )
     await a.call("go", CTX)
     last = model.agent_requests[-1].history
     assert [m.meta("trimmed") for m in last if m.role == "tool"] == [True] * 3 + [None] * 3
     assert [m.text for m in last[-3:]] == [shell(f"p{i}") for i in range(3)]
+
+
+async def test_trimming_waits_for_a_round_that_rewrites_the_history_anyway() -> None:
+    # Enough old output to trim from the second round on, but nothing is due until the
+    # history outgrows its budget: until then every request repeats the previous one's
+    # history byte for byte (a provider's prompt cache keeps matching), then one batch.
+    model = ScriptedModel([*calls(8), "done"])
+    compaction = Compaction(
+        trigger_messages=1000, trim_protect_tokens=100, trim_min_tokens=100, memory=None
+    )
+    a = agent(model, compaction, max_input_tokens=3_500)
+    await a.call("run the commands", CTX)
+
+    rounds = model.agent_requests
+    trims = [i for i, r in enumerate(rounds) if any("tool_output_trim" in t for t in r.transforms)]
+    assert trims and trims[0] > 2
+    for before, after in itertools.pairwise(rounds):
+        if after in (rounds[i] for i in trims):
+            continue
+        shared = after.history[: len(before.history)]
+        assert [(m.id, m.text) for m in shared] == [(m.id, m.text) for m in before.history]
+    assert not summaries(model)
 
 
 async def test_trimming_waits_for_enough_trimmable_output() -> None:
@@ -248,6 +279,7 @@ async def test_trimmed_output_is_not_trimmed_again() -> None:
             trim_preview_chars=80,
             memory=None,
         ),
+        max_input_tokens=3_000,
     )
     await a.call("go", CTX)
     trimmed_ids = [m.id for r in model.agent_requests for m in r.history if m.meta("trimmed")]
@@ -275,7 +307,9 @@ async def test_old_long_arguments_are_truncated_outside_the_kept_range() -> None
         trim_min_tokens=None,
         memory=None,
     )
-    a = agent(model, compaction)
+    # Truncation waits for a round that must change the history: the last one here, where
+    # the history outgrows its budget.
+    a = agent(model, compaction, max_input_tokens=6_000)
     await a.call("write the files", CTX)
 
     last = model.agent_requests[-1].history
@@ -343,7 +377,12 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     a = agent(
         model,
         Compaction(
-            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            trim_min_tokens=None,
+            memory=None,
+            in_place_summary=False,  # the transcript form
         ),
     )
     await a.call("run six commands", CTX)
@@ -371,7 +410,12 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
 async def test_the_newest_user_message_is_kept_after_the_summary() -> None:
     model = ScriptedModel(["ok", *calls(8), "done"])
     compaction = Compaction(
-        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+        trigger_messages=10,
+        keep_tokens=0,
+        keep_messages=4,
+        trim_min_tokens=None,
+        memory=None,
+        in_place_summary=False,  # the transcript form
     )
     a = agent(model, compaction)
     await a.call("first task", CTX)
@@ -481,7 +525,12 @@ async def test_an_earlier_summary_is_updated_not_resummarised() -> None:
     a = agent(
         model,
         Compaction(
-            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+            trigger_messages=10,
+            keep_tokens=0,
+            keep_messages=4,
+            trim_min_tokens=None,
+            memory=None,
+            in_place_summary=False,  # the transcript form
         ),
     )
     await a.call("go", CTX)
@@ -1100,7 +1149,8 @@ async def test_an_overflow_with_nothing_to_compact_reaches_the_caller() -> None:
 
 async def test_trim_thresholds_shrink_with_a_small_history_budget() -> None:
     # Defaults (protect 40,000, trim at 20,000 tokens) would never trim in a 6,000-token
-    # budget; scaled to it (40 % and 20 %), old outputs are trimmed before summarising.
+    # budget; scaled to it (40 % and 20 %), old outputs are trimmed once the history outgrows
+    # its budget, before anything is summarised.
     model = ScriptedModel([*calls(12), "done"])
     a = agent(model, Compaction(trigger_messages=1000, memory=None), max_input_tokens=6_000)
     await a.call("run the commands", CTX)
@@ -1110,11 +1160,16 @@ async def test_trim_thresholds_shrink_with_a_small_history_budget() -> None:
     last = model.agent_requests[-1]
     tools = [m for m in last.history if m.role == "tool"]
     assert tools[0].meta("trimmed") and not tools[-1].meta("trimmed")
-    protected = sum(last.estimator.count_message(m) for m in tools if not m.meta("trimmed"))
-    # Untrimmed output stays within protect + the batch that waits for the next trim.
-    budget = last.history_budget or last.input_limit
-    biggest = max(last.estimator.count_message(m) for m in tools)
-    assert protected <= (0.4 + 0.2) * budget + biggest
+    # In each round that trimmed, the untrimmed output is what the (scaled) protection
+    # covers; between trims the history only grows, until it next outgrows its budget.
+    for request in model.agent_requests:
+        if not any(t.startswith("tool_output_trim:") for t in request.transforms):
+            continue
+        outputs = [m for m in request.history if m.role == "tool"]
+        count = request.estimator.count_message
+        protected = sum(count(m) for m in outputs if not m.meta("trimmed"))
+        budget = request.history_budget or request.input_limit
+        assert protected <= 0.4 * budget + max(count(m) for m in outputs)
 
 
 async def test_the_dynamic_keep_range_counts_the_pinned_task() -> None:
@@ -1134,3 +1189,95 @@ async def test_the_dynamic_keep_range_counts_the_pinned_task() -> None:
     kept = est.count_messages(after.history) - summary_tokens
     last_unit = est.count_messages(after.history[-2:])
     assert kept <= 0.35 * budget + last_unit
+
+
+# ------------------------------------------------------------ in-place summary
+def in_place(request: ModelRequest) -> bool:
+    return request.history[-1].text == IN_PLACE_PROMPT
+
+
+async def test_the_summary_is_asked_in_place_with_the_previous_requests_prefix() -> None:
+    # One request per compaction, starting as the agent's previous request did (System,
+    # tools, history up to the cut), so a provider's prompt cache serves the early part.
+    model = ScriptedModel([*calls(8), "done"], summary="SUMMARY-A")
+    compaction = Compaction(
+        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+    )
+    a = agent(model, compaction)
+    await a.call("run the commands", CTX)
+
+    at = next(i for i, r in enumerate(model.agent_requests) if compacted(r))
+    previous, after = model.agent_requests[at - 1], model.agent_requests[at]
+    ask = summaries(model)[0]
+    assert in_place(ask) and ask.tools == previous.tools
+    assert ask.settings is not None and ask.settings["tool_choice"] == "none"
+    sent, before = ask.render()[:-1], previous.render()
+    assert [(m.id, m.text) for m in sent] == [(m.id, m.text) for m in before[: len(sent)]]
+    # What is kept verbatim is not summarised; the summary replaces the rest.
+    kept = after.history[2:]
+    asked = {m.id for m in ask.history}
+    assert kept and not asked & {m.id for m in kept}
+    assert after.history[1].text.endswith("SUMMARY-A")
+    assert len(summaries(model)) == sum(compacted(r) for r in model.agent_requests)
+
+
+async def test_a_history_over_the_limit_is_summarised_in_place_then_as_a_transcript() -> None:
+    # The first compaction of a long history cannot be asked in place whole (the prefix is
+    # over the model's limit): the part that fits is, the rest goes as a transcript on top.
+    model = ScriptedModel(["done"], summary="SUMMARY-B")
+    compaction = Compaction(trim_min_tokens=None, memory=None)
+    a = agent(model, compaction, max_input_tokens=3_000)
+    long = [
+        m
+        for i in range(30)
+        for m in (
+            ScriptedModel.tool_call("shell", {"command": f"old{i}"}, id=f"c{i}"),
+            Message.tool(f"c{i}", shell(f"old{i}"), name="shell"),
+        )
+    ]
+    a.state(CTX).append(Message.user("the task"), *long)
+    await a.call("go on", CTX)
+    asks = summaries(model)
+    # The longest prefix that fits is asked in place, the rest on top as a transcript.
+    assert len(asks) >= 2 and in_place(asks[0]) and not any(in_place(r) for r in asks[1:])
+    assert all(estimate_request(r, model.estimator) <= r.input_limit for r in asks)
+    first = "\n".join(m.text for m in asks[0].history)
+    rest = "\n".join(prompt_of(r) for r in asks[1:])
+    assert "$ old0\n" in first and "$ old0\n" not in rest and "$ old28\n" in rest
+    assert model.agent_requests[0].history[1].text.endswith("SUMMARY-B")
+
+
+async def test_an_in_place_answer_without_text_falls_back_to_the_transcript() -> None:
+    def reply(request: ModelRequest) -> Message | str:
+        if in_place(request):  # a model that calls a tool despite tool_choice "none"
+            return ScriptedModel.tool_call("shell", {"command": "ls"})
+        return "SUMMARY-C"
+
+    model = ScriptedModel([*calls(8), "done"], summary=reply)
+    compaction = Compaction(
+        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+    )
+    a = agent(model, compaction)
+    await a.call("run the commands", CTX)
+    asks = summaries(model)
+    assert in_place(asks[0]) and not in_place(asks[1])
+    at = next(i for i, r in enumerate(model.agent_requests) if compacted(r))
+    assert model.agent_requests[at].history[1].text.endswith("SUMMARY-C")
+
+
+async def test_a_custom_summariser_or_prompt_gets_the_transcript() -> None:
+    other = ScriptedModel([], summary="SUMMARY-D", model="another-model")
+    for compaction in (
+        Compaction(trigger_messages=10, keep_messages=4, keep_tokens=0, model=other, memory=None),
+        Compaction(
+            trigger_messages=10,
+            keep_messages=4,
+            keep_tokens=0,
+            summary_prompt="Summarise:\n{messages}",
+            memory=None,
+        ),
+    ):
+        model = ScriptedModel([*calls(8), "done"], summary="SUMMARY-D")
+        await agent(model, compaction).call("go", CTX)
+        asks = summaries(model) or summaries(other)
+        assert asks and not any(in_place(r) for r in asks)

@@ -1,0 +1,137 @@
+"""The in-place summary request: the agent's own conversation, then "summarise the above".
+
+A summary request written as a transcript (`middleware._summariser`) shares no prefix with
+anything the provider saw: every token of the early part is billed at the full input price,
+in several requests when the part is long. The early part was, however, the prefix of the
+agent's previous request — System, tools, the stable reference material and the history —
+which a provider's prompt cache still holds. Sent as that same prefix followed by one
+instruction, the summary request is read from the cache (at 0.1–0.5× the price) and costs
+one request per compaction.
+
+It applies when the summariser is the agent's own model (a cache is per model) with the
+default prompt, and when the prefix up to the cut fits the model's input limit — the common
+case, since the previous request fitted. Otherwise (a long history compacted for the first
+time, another summariser, a custom prompt) Compaction falls back to the transcript
+summariser. Tools stay in the request, so the prefix matches, with ``tool_choice: none``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import msgspec
+
+from harness.accounting import build_manifest, counted_near_limit, estimate_request, report_manifest
+from harness.chain import send_watched
+from harness.errors import ContextOverflowError
+from harness.messages import Message, new_id
+from harness.policy import OUTPUT_SETTINGS
+from harness.request import ModelClientLike, ModelRequest, is_stable
+from harness.tokens import TokenEstimator
+from middleware._history import safe_cut
+from middleware._summariser import fit_text
+
+IN_PLACE_PROMPT: Final = """\
+Pause the task here: do not call any tool and do not continue the work. The conversation \
+above is being compacted. Write the summary that will replace it: the agent will see your \
+summary in its place, followed by the most recent messages word for word. If the \
+conversation begins with an earlier summary, fold it in: keep what still holds, correct \
+what changed, add what is new.
+
+Write a concise summary in Markdown with exactly these sections:
+
+## Session goal
+What the user asked for, with every constraint and preference they stated.
+## Key conclusions
+What was found, decided or ruled out, with the evidence that matters (errors, test results).
+## Files and artefacts
+Files read, created or changed, commands run and other artefacts, each with its role.
+## Next steps
+What remains to be done or verified.
+
+Keep identifiers, paths, names and numbers exact. Do not add anything that is not in the \
+conversation."""
+"""The instruction appended to the agent's own conversation (the default prompt's sections)."""
+
+OUTPUT_SLACK: Final = 256
+"""Output tokens asked for beyond the summary's cap (the answer is cut to the cap anyway)."""
+
+
+def in_place_request(
+    request: ModelRequest, upto: int, client: ModelClientLike, cap: int
+) -> ModelRequest:
+    """Return the summary request of ``request.history[:upto]`` sent as the agent's own prefix.
+
+    System, tools, the stable blocks (rendered before the history) and the history up to
+    ``upto`` are ``request``'s own, so the request starts as the agent's previous one did;
+    the changing blocks (rendered after the history) are left out. It asks for at most
+    ``cap`` (+ `OUTPUT_SLACK`) output tokens and no tool call; the smaller output reserve
+    leaves its input the room the agent's answer needed (the prefix came within a few
+    hundred tokens of the agent's limit in the round before).
+    """
+    output = cap + OUTPUT_SLACK
+    window = client.context_window(client.model)
+    limit = request.policy.input_limit(window, max_output=output) if window else 0
+    settings = {k: v for k, v in (request.settings or {}).items() if k not in OUTPUT_SETTINGS}
+    return ModelRequest(
+        model=client.model,
+        ids=msgspec.structs.replace(request.ids, purpose="summary", call_id=new_id()),
+        system=request.system,
+        history=(*request.history[:upto], Message.user(IN_PLACE_PROMPT)),
+        blocks=tuple(b for b in request.blocks if is_stable(b)),
+        tools=request.tools,
+        settings={**settings, "max_tokens": output, "tool_choice": "none"},
+        policy=request.policy,
+        input_limit=max(limit, request.input_limit),
+    ).without_superseded_blocks()
+
+
+async def summarise_in_place(
+    request: ModelRequest, upto: int, client: ModelClientLike, cap: int, *, start: int = 0
+) -> tuple[str, int] | None:
+    """Return a summary of ``request.history[:k]`` asked in place, and ``k``; or ``None``.
+
+    ``k`` is ``upto`` when that prefix fits the request's limit; else the longest shorter
+    prefix that does and ends between units (a long tool result that arrived this round is
+    often what pushed the history over its budget): the caller summarises the rest on top.
+    ``None`` when no prefix beyond ``start`` (the pinned task and earlier summary) fits, the
+    model rejects the request as too long, or the answer has no text (e.g. a tool call
+    despite ``tool_choice: none``): the caller then uses the transcript summariser.
+
+    Raises:
+        ProviderError: any other failure of the summary request, as the client raised it.
+    """
+    summary = in_place_request(request, upto, client, cap)
+    est = summary.estimator
+    limit = summary.input_limit
+    over = estimate_request(summary, est) - limit
+    if over > 0:  # by estimate: a long prefix is never counted exactly
+        upto = _shorter(request.history, upto, over, est)
+        if upto <= start:
+            return None
+        summary = in_place_request(request, upto, client, cap)
+    summary, tokens = counted_near_limit(summary)
+    if tokens > limit:
+        upto = _shorter(request.history, upto, tokens - limit, summary.estimator)
+        if upto <= start:
+            return None
+        summary, tokens = counted_near_limit(in_place_request(request, upto, client, cap))
+        if tokens > limit:
+            return None
+    report_manifest(build_manifest(summary), request)
+    try:
+        response = await send_watched(client, summary)
+    except ContextOverflowError:
+        return None
+    text = response.message.text.strip()
+    return (fit_text(text, est, cap), upto) if text else None
+
+
+def _shorter(history: Sequence[Message], upto: int, over: int, est: TokenEstimator) -> int:
+    """Return the safe cut before ``upto`` whose prefix is at least ``over`` tokens shorter."""
+    freed = 0
+    while upto > 0 and freed < over:
+        upto -= 1
+        freed += est.count_message(history[upto])
+    return safe_cut(history, upto)
