@@ -1,14 +1,19 @@
-"""Per-round preparation overhead, like for like: ours vs LangChain v1, in two configurations.
+"""Per-round preparation overhead, like for like: ours vs LangChain v1, in three configurations.
 
-Both sides do the same work in each configuration, so the ratio measures overhead, not a
-difference in what is done:
+Both sides summarise and count the same way in each configuration, so the ratio measures
+overhead, not a difference in what is done:
 
 - **compacting** — both summarise at the same trigger and keep the same tail: ours
-  ``Compaction(trigger_messages=50, keep_tokens=0, keep_messages=20)``, LangChain
-  ``SummarizationMiddleware(trigger=("messages", 50), keep=("messages", 20))``; both
-  summarisers return the same fixed text at once (`benchmarks.workloads.FIXED_SUMMARY`).
-  The cold round summarises the long history; warm rounds start from the compacted one
-  and stay below the trigger (a re-compaction comes every ~14 rounds on both sides).
+  ``Compaction(trigger_messages=50, keep_tokens=0, keep_messages=20)`` in the whole default
+  stack, LangChain ``SummarizationMiddleware(trigger=("messages", 50), keep=("messages",
+  20))``; both summarisers return the same fixed text at once
+  (`benchmarks.workloads.FIXED_SUMMARY`). The cold round summarises the long history; warm
+  rounds start from the compacted one and stay below the trigger (a re-compaction comes
+  every ~14 rounds on both sides).
+- **same concerns, compacting** — the same, with ours reduced to the concerns LangChain's
+  two hooks have: ``[BudgetFit, Compaction(…same…), PairValidation]`` (fit the budget,
+  summarise, keep calls and results together, and the manifest); no tracing, workspace
+  material, sources, task state, fragments or offload.
 - **no compaction** — neither summarises: ours is the default stack without
   ``Compaction`` and with a window large enough that nothing is dropped, LangChain's
   ``SummarizationMiddleware`` has no trigger. Every round handles the whole history on both
@@ -16,9 +21,10 @@ difference in what is done:
 
 What each side does per round:
 
-- **ours** — a real `HarnessAgent` with ``middleware.default_stack()`` on the
-  ``ScriptedModel``: Tracing, OverflowRetry, WorkspaceMaterials, ContextSources, TaskState,
-  ToolResultOffload, BudgetFit, (Compaction,) PairValidation and the manifest. A timing
+- **ours** — a real `HarnessAgent` on the ``ScriptedModel`` with ``middleware.default_stack()``
+  (Tracing, OverflowRetry, WorkspaceMaterials, ContextSources, TaskState, FragmentEditor,
+  ToolResultOffload, BudgetFit, (Compaction,) PairValidation) or, in "same concerns", only
+  BudgetFit, Compaction and PairValidation; the manifest in every configuration. A timing
   middleware *outside* the whole stack stamps the start, the policy's manifest observer the
   end (just before the client call), so the figure excludes the model call and tools.
 - **LangChain** — ``SummarizationMiddleware.before_model`` (counts the tokens of the whole
@@ -36,6 +42,7 @@ measured in the same run: peer time / our time per repeat (paired), median and p
 from __future__ import annotations
 
 import gc
+import re
 import statistics
 import tempfile
 import time
@@ -97,6 +104,8 @@ class Config:
     """What our side runs, for the report."""
     langchain: str
     """What LangChain runs, for the report."""
+    concerns_only: bool = False
+    """Ours runs only LangChain's concerns (`concerns_stack`) instead of the default stack."""
 
 
 CONFIGS = (
@@ -107,6 +116,15 @@ CONFIGS = (
         f"keep_messages={KEEP_MESSAGES}), window {WINDOW:,}",
         f"SummarizationMiddleware(trigger=('messages', {TRIGGER_MESSAGES}), "
         f"keep=('messages', {KEEP_MESSAGES})) + ContextEditingMiddleware(ClearToolUsesEdit())",
+    ),
+    Config(
+        "same concerns, compacting",
+        True,
+        f"[BudgetFit(), Compaction(trigger_messages={TRIGGER_MESSAGES}, keep_tokens=0, "
+        f"keep_messages={KEEP_MESSAGES}), PairValidation()], window {WINDOW:,}",
+        f"SummarizationMiddleware(trigger=('messages', {TRIGGER_MESSAGES}), "
+        f"keep=('messages', {KEEP_MESSAGES})) + ContextEditingMiddleware(ClearToolUsesEdit())",
+        concerns_only=True,
     ),
     Config(
         "no compaction",
@@ -124,10 +142,26 @@ def _compaction() -> Any:
     return Compaction(trigger_messages=TRIGGER_MESSAGES, keep_tokens=0, keep_messages=KEEP_MESSAGES)
 
 
+def concerns_stack() -> list[Any]:
+    """Return our stack reduced to what LangChain's two hooks do: budget, summary, pairs."""
+    from middleware import BudgetFit, PairValidation
+
+    return [BudgetFit(), _compaction(), PairValidation()]
+
+
 async def measure_ours(
-    session: Session, outputs: list[Message], warm: int, workdir: Path, *, compaction: bool = True
+    session: Session,
+    outputs: list[Message],
+    warm: int,
+    workdir: Path,
+    *,
+    compaction: bool = True,
+    concerns_only: bool = False,
 ) -> dict[str, Any]:
-    """Run one fresh agent on ``session``: the cold round then ``warm`` warm rounds."""
+    """Run one fresh agent on ``session``: the cold round then ``warm`` warm rounds.
+
+    ``concerns_only`` runs `concerns_stack` (it compacts) instead of the default stack.
+    """
     clock = PrepClock()
     reply, bash = replay_turns(outputs, warm)
 
@@ -138,7 +172,12 @@ async def measure_ours(
         summary=FIXED_SUMMARY,
         estimator=approximate(),
     )
-    stack = our_stack(compaction=_compaction()) if compaction else our_stack(compaction=False)
+    if concerns_only:
+        stack = concerns_stack()
+    elif compaction:
+        stack = our_stack(compaction=_compaction())
+    else:
+        stack = our_stack(compaction=False)
     agent = HarnessAgent(
         model=model,
         system_prompt=session.system_prompt,
@@ -236,7 +275,7 @@ Raw = dict[str, dict[str, dict[int, list[dict[str, Any]]]]]
 
 
 async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
-    """Measure the per-round preparation overhead in both configurations."""
+    """Measure the per-round preparation overhead in every configuration."""
     sizes = SIZES[mode]
     repeats = REPEATS[mode]
     warm = WARM_ROUNDS[mode]
@@ -261,7 +300,12 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
                 for config in configs:
                     runs = raw[config.name]
                     result = await measure_ours(
-                        session, outputs, warm, workdir, compaction=config.compacting
+                        session,
+                        outputs,
+                        warm,
+                        workdir,
+                        compaction=config.compacting,
+                        concerns_only=config.concerns_only,
                     )
                     runs["ours"].setdefault(n, []).append(result)
                     runs["LangChain"].setdefault(n, []).append(
@@ -376,6 +420,8 @@ def readme_figures(
                 if config.compacting
                 else "neither summarising"
             )
+            if config.concerns_only:
+                setting += ", ours only BudgetFit + Compaction + PairValidation"
             readme.append(
                 f"warm round, {setting}: LangChain v1 time ÷ ours = {', '.join(speedups)} messages"
             )
@@ -463,7 +509,7 @@ def _result(
             if config.compacting:
                 goals.append(
                     {
-                        "goal": f"flat as history grows, compacting (warm at largest ≤ "
+                        "goal": f"flat as history grows, {config.name} (warm at largest ≤ "
                         f"{FLAT_LIMIT:.0f}× warm at smallest)",
                         "met": flat["median"] <= FLAT_LIMIT,
                         "detail": detail,
@@ -471,7 +517,7 @@ def _result(
                 )
         charts.append(
             {
-                "file": f"overhead_{config.name.replace(' ', '_')}.png",
+                "file": f"overhead_{re.sub(r'[^a-z0-9]+', '_', config.name)}.png",
                 "title": f"Warm round vs history length ({config.name})",
                 "x_label": "history length (messages)",
                 "y_label": "time per warm round (median)",
@@ -495,9 +541,13 @@ def _result(
     notes.append(
         "what still differs when compacting: ours also keeps the first user message (the "
         "task) and the newest user message besides the 20 kept messages, and records lasting "
-        "facts to MEMORY.md when it summarises; LangChain keeps the 20 messages. In both "
-        "configurations our stack also runs offload, task state, budget fitting, pair "
-        "validation and the manifest every round, which LangChain's two hooks do not."
+        "facts to MEMORY.md when it summarises; LangChain keeps the 20 messages. In "
+        "'compacting' and 'no compaction' our default stack also runs tracing, workspace "
+        "material, sources, task state, fragments, offload and overflow retry every round, "
+        "which LangChain's two hooks do not; 'same concerns, compacting' runs only budget "
+        "fitting, compaction and pair validation (plus the manifest), while LangChain also "
+        "clears old tool results (ClearToolUsesEdit) over 100,000 tokens, which this history "
+        "never reaches after compaction."
     )
     return {
         "title": "Per-round preparation overhead, like for like",
