@@ -5,9 +5,13 @@ for the history once System, tools and the kept blocks are counted) and before
 PairValidation (which checks the history this layer produced). Without BudgetFit the
 budget is the input limit minus the fixed cost and the blocks.
 
-Three stages run in order on every request; each changes only the *working* history the
-model sees next (the agent commits it, so nothing is redone next round), never the agent's
-``full_history``:
+Nothing changes in a round where nothing is due: the history then stays byte for byte the
+previous request's, so a provider's prompt cache keeps matching it. A round is due when the
+history has ``trigger_messages`` messages, exceeds its budget or the optional ``trigger``
+threshold, when ``request.force_compaction`` is set (by OverflowRetry), or when the agent
+asked for it with the ``compact_conversation`` tool. Then three stages run in order; each
+changes only the *working* history the model sees next (the agent commits it, so nothing is
+redone next round), never the agent's ``full_history``:
 
 1. **Trim old tool outputs** (no model). The newest ``trim_protect_tokens`` of tool output
    are protected; once the older, untrimmed tool outputs add up to ``trim_min_tokens``,
@@ -17,19 +21,21 @@ model sees next (the agent commits it, so nothing is redone next round), never t
 2. **Truncate old tool-call arguments** (off by default). Outside the kept range, string
    arguments longer than ``max_arg_length`` keep their first 20 characters and
    ``truncation_text``. Transform ``tool_args_truncate:<calls>``.
-3. **Summarise** when the history has ``trigger_messages`` messages, exceeds its budget or
-   the optional ``trigger`` threshold, when ``request.force_compaction`` is set (by
-   OverflowRetry), or when the agent asked for it with the ``compact_conversation`` tool.
-   The long-term-memory hook first records lasting facts of the part to be summarised;
-   then the summariser (``model``, default the agent's own client, called directly — not
-   through the stack) summarises the early part, in chunks that fit its window when
-   needed — each message in exactly one summary request, then only the partial summaries
-   are merged; a chunk the summariser still rejects as too long is halved and only it is
-   asked again — and the history
-   becomes: the first user message (the task, pinned), one summary message, the newest
-   user message (what the agent is doing now, kept even when it lies in the early part),
-   the kept recent messages. An existing summary is *updated* with the new early
-   messages. Transform ``history_compaction:<messages summarised>``.
+3. **Summarise**, unless the history was only over its budget and the first two stages
+   left at least `TRIM_HEADROOM` of it free (a trim that frees less would only delay the
+   summary by a few rounds, breaking the cache twice). The long-term-memory hook first
+   records lasting facts of the part to be summarised. When the summariser is the agent's
+   own model with the default prompt, the summary is asked *in place*: the agent's own
+   prefix up to the cut, then one instruction (`middleware._summary_in_place`), which the
+   provider's cache serves; the part of the early history that does not fit goes on top
+   as a transcript. Otherwise the summariser (``model``, called directly — not through the
+   stack) gets the early part as a transcript, in chunks that fit its window when needed —
+   each message in exactly one summary request, then only the partial summaries are
+   merged; a chunk the summariser still rejects as too long is halved and only it is
+   asked again. The history becomes: the first user message (the task, pinned), one
+   summary message, the newest user message (what the agent is doing now, kept even when
+   it lies in the early part), the kept recent messages. An existing summary is *updated*
+   with the new early messages. Transform ``history_compaction:<messages summarised>``.
 
 The cut never separates a tool call from its results (`middleware._history.safe_cut`).
 The kept part is bounded by tokens (``keep_tokens``; ``None`` is 35 % of the history
@@ -42,14 +48,15 @@ which ends OverflowRetry's round without resending the same history.
 
 The stages live apart: trimming and truncation in ``middleware/_trim.py``, the summariser
 side (prompts, rendering, chunk packing, the summary requests and their manifests) in
-``middleware/_summariser.py``, the checked settings in ``middleware/_compaction_settings.py``;
+``middleware/_summariser.py``, the in-place summary request in
+``middleware/_summary_in_place.py``, the checked settings in
+``middleware/_compaction_settings.py``;
 this module decides when and where to cut and puts the new history together. A summariser
 that fails leaves the early part out of that round only (transforms ``summary_failed:…``
 and ``history_dropped:…``, a ``summary_failed`` warning event); the next round tries again.
 
-Cost when nothing is compacted: one backward pass over the tool messages and one sum of
-cached per-message counts; since compaction keeps the working history short, both are
-bounded by the trigger, not by the session's length.
+Cost when nothing is due: one sum of cached per-message counts, bounded by the trigger
+(compaction keeps the working history short), not by the session's length.
 """
 
 from __future__ import annotations
