@@ -17,8 +17,14 @@ through the call's `RunScope`; a bare run scope keeps them for one call), the hi
 tokens and manifest items are kept per estimator and purpose (`HistoryTally`): a request
 whose history starts with the one measured before (`harness.prefix.shared_prefix`) costs a
 count per *new* message only, however often BudgetFit, Compaction, PairValidation and the
-manifest measure it — also in the first round of the session's next call. Without a run
-scope every measurement counts the whole history (cached counts).
+manifest measure it — also in the first round of the session's next call. The System
+parts', tool schemas' and blocks' costs and items are kept beside them while requests carry
+the same (or equal) tuples (`_Costs`). Without a run scope every measurement counts the
+whole request (cached counts).
+
+What a warm round still pays per message of the history: the manifest's ``items`` tuple is
+one copy of the kept item list (a pointer and a reference count per message; at 10,000
+messages some 30–80 µs, bound by memory traffic), and `shared_prefix` one ``memcmp``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Sequence
 from harness.blocks import ContextBlock, content_hash
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItem
+from harness.markers import is_summary
 from harness.messages import Message, ToolSchema
 from harness.prefix import shared_prefix
 from harness.request import ModelRequest, RunScope, SystemPart
@@ -290,13 +297,15 @@ class HistoryTally:
     beside the items; lives as long as the session's scratch.
     """
 
-    __slots__ = ("_draft", "_head", "costs", "estimator", "history", "made", "sums")
+    __slots__ = ("_draft", "_head", "costs", "estimator", "history", "made", "sums", "users")
 
     def __init__(self, estimator: TokenEstimator) -> None:
         self.estimator = estimator
         """What counts (held, so no other estimator can take its ``id`` meanwhile)."""
         self.history: tuple[Message, ...] = ()
         self.sums = array("q", (0,))
+        self.users = array("q")
+        """The positions of the user turns (user messages that are not summaries), in order."""
         self.costs = _Costs(estimator)
         """The System parts', tool schemas' and blocks' costs with this estimator."""
         self.made = 0
@@ -312,17 +321,32 @@ class HistoryTally:
         if history is self.history:
             return self.sums[-1]
         kept = shared_prefix(self.history, history, run)
-        sums = self.sums
+        sums, users = self.sums, self.users
         del sums[kept + 1 :]
+        while users and users[-1] >= kept:
+            users.pop()
         if self.made > kept:
             self.made = kept
         total = sums[-1]
         count_message = self.estimator.count_message  # bound once: runs per new message
         for index in range(kept, len(history)):
-            total += count_message(history[index])
+            message = history[index]
+            total += count_message(message)
             sums.append(total)
+            if message.role == "user" and not is_summary(message):
+                users.append(index)
         self.history = history
         return total
+
+    def newest_user(self, history: tuple[Message, ...], start: int = 0) -> int | None:
+        """Return the position of ``history``'s newest user turn at or after ``start``, if any.
+
+        A user turn is a user message that is not a summary (`harness.markers.is_summary`).
+        """
+        if history is not self.history:
+            self.measure(history)
+        users = self.users
+        return users[-1] if users and users[-1] >= start else None
 
     def picked(
         self,

@@ -26,10 +26,13 @@ The budget is spent in this order:
 What remains after the fixed cost and the kept blocks is the history budget, set as
 ``request.history_budget`` for Compaction (it is at least the history minimum).
 
-Cost: one cached count per block, and per message new in this agent call (the history's
-total is a running one, `harness.accounting.history_tokens`; near the limit it is recounted
-exactly, see `harness.accounting.counted_near_limit`), one sort of the optional blocks when
-(and only when) something must be dropped, then one pass.
+Cost of a warm round: a count per *new* message (the history's total and the minimum's
+tokens come from the session's running sums, `harness.accounting.HistoryTally`; near the
+limit everything is recounted exactly, see `harness.accounting.counted_near_limit`), an
+identity check for the System parts, tool schemas and blocks (`_Memo`: they are split and
+counted again only when they change), and no pass over the history for its minimum (the
+newest user turn is tracked by the running tally, the last unit found from the end). The selection policy orders the optional blocks once per set of blocks,
+when (and only when) something must be dropped; the cut for a given room is kept.
 """
 
 from __future__ import annotations
@@ -49,11 +52,10 @@ from harness.accounting import (
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
 from harness.messages import Message
-from harness.prefix import shared_prefix
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
-from middleware._layout import SUMMARY_ROOM, current_user, last_unit_start, layout
+from middleware._layout import SUMMARY_ROOM, last_unit_start, layout
 from middleware._selection import DefaultSelection, SelectionPolicy
 
 
@@ -258,24 +260,22 @@ def _checked_order(
 
 
 class _Memo:
-    """One BudgetFit's memory of the session's last request: its blocks and history minimum.
+    """One BudgetFit's memory of the session's last request: its blocks and history layout.
 
-    The history minimum's positions are found again only for what is new: the layout
-    (pinned task, summary) is kept while the first messages are shared, and the newest user
-    message is looked for in the new messages before falling back on the one found last. Its
-    tokens come from the run's running totals (`harness.accounting.HistoryTally.picked`).
+    The history minimum's positions cost no pass over the history: the layout (pinned task,
+    summary) is kept while the first two messages are the same objects, the newest user
+    turn comes from the running tally (`harness.accounting.HistoryTally.newest_user`), the
+    last unit is found from the end, and the tokens are differences of the running sums.
     """
 
-    __slots__ = ("_blocks", "current", "history", "start")
+    __slots__ = ("_blocks", "first", "start")
 
     def __init__(self) -> None:
         self._blocks: _Blocks | None = None
-        self.history: tuple[Message, ...] = ()
-        """The last history measured."""
-        self.start = -1
-        """Its layout's body start (-1: none yet)."""
-        self.current: int | None = None
-        """Its newest user message at or after ``start`` (``None``: none)."""
+        self.first: tuple[Message, ...] = ()
+        """The first two messages of the last history measured."""
+        self.start = 0
+        """Its layout's body start."""
 
     def blocks_of(self, blocks: tuple[ContextBlock, ...], est: TokenEstimator) -> _Blocks:
         """Return ``blocks`` split and counted, reused while they and ``est`` are unchanged."""
@@ -295,16 +295,12 @@ class _Memo:
         """
         history = request.history
         n = len(history)
-        shared = shared_prefix(self.history, history, request.run) if self.start >= 0 else 0
-        # The layout reads the first two messages only.
-        start = self.start if shared >= 2 else layout(history).start
-        if shared > start == self.start and (self.current is None or self.current < shared):
-            current = current_user(history, shared)  # only the new messages ...
-            if current is None:
-                current = self.current  # ... else the newest one of the shared prefix
-        else:
-            current = current_user(history, start)
-        self.history, self.start, self.current = history, start, current
+        first = self.first
+        if len(first) != min(n, 2) or any(a is not b for a, b in zip(first, history, strict=False)):
+            self.first = history[:2]  # the layout reads these two only
+            self.start = layout(history).start
+        start = self.start
+        current = tally.newest_user(history, start)
         tail = max(start, last_unit_start(history))
         picks = list(range(start))  # the pinned task and the summary
         if current is not None and current < tail:
