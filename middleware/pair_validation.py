@@ -19,10 +19,11 @@ the message the request's history ends with (compared by origin id, so an offloa
 trimmed copy still matches its original), and ``state_conflict`` otherwise (e.g. todos or
 other structured state changed). The agent does not commit a request that failed here.
 
-Incremental: within one agent call the pair check starts at the first unit the previous
-valid history did not share (`harness.prefix.shared_prefix`): the rule is per unit, and
-the units before it are unchanged and were valid. The budget check reads the run's running
-total (`harness.accounting.HistoryTally`). So a warm round costs O(new messages) here.
+Incremental: within a session the pair check starts at the first unit the previous valid
+history did not share (`harness.prefix.shared_prefix`) and reads the history in place from
+there (`middleware._history.pairs_valid`, no slice): the rule is per unit, and the units
+before it are unchanged and were valid. The budget check reads the session's running totals
+(`harness.accounting.HistoryTally`). So a warm round costs O(new messages) here.
 """
 
 from __future__ import annotations

@@ -534,3 +534,21 @@ def test_a_selection_policy_is_asked_again_only_when_the_blocks_change() -> None
     warm = budget.fit(changed)
     assert Counting.asked == 2  # the blocks changed: asked again
     assert warm.replace(run=None) == budget.fit(changed.replace(run=None))
+
+
+def test_one_budget_fit_serving_two_sessions_keeps_their_blocks_apart() -> None:
+    """What one session's rounds kept never answers another's (one stack serves many users)."""
+    budget = BudgetFit()
+    policy = ContextPolicy().resolve("gpt-4o")
+    history = (Message.user("hi", id="u"),)
+    mine = tuple(ContextBlock.reference(f"mine{i}", words(40)) for i in range(3))
+    theirs = tuple(ContextBlock.reference(f"theirs{i}", words(40 + i)) for i in range(3))
+    runs = {mine: RunScope(session=SessionScratch()), theirs: RunScope(session=SessionScratch())}
+    for _ in range(3):
+        for blocks, run in runs.items():
+            request = ModelRequest(
+                model="gpt-4o", history=history, blocks=blocks, policy=policy, input_limit=120
+            )
+            warm = budget.fit(request.replace(run=run))
+            assert warm.replace(run=None) == budget.fit(request)
+            assert {b.id for b in warm.blocks} <= {b.id for b in blocks}
