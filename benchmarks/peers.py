@@ -89,6 +89,7 @@ class LangChainPeer:
         keep: what ``SummarizationMiddleware`` keeps after summarising.
         summarizer: returns the summary of the messages it is given (default: the fixed
             summary every system gets in the benchmarks).
+        **options: other ``SummarizationMiddleware`` settings (``trim_tokens_to_summarize``).
     """
 
     def __init__(
@@ -98,6 +99,7 @@ class LangChainPeer:
         trigger: Any,
         keep: Any,
         summarizer: Callable[[list[Any]], str] | None = None,
+        **options: Any,
     ) -> None:
         from langchain.agents.middleware import (
             ClearToolUsesEdit,
@@ -115,6 +117,7 @@ class LangChainPeer:
             trigger=trigger,
             keep=keep,
             summarizer=summarizer or (lambda messages: FIXED_SUMMARY),
+            **options,
         )
         self.editing = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
         self.system = SystemMessage(content=system)

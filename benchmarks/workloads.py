@@ -29,6 +29,7 @@ import hashlib
 import inspect
 import json
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,25 +297,33 @@ class ReplayClient:
 
 
 class RecordedTool(Tool):
-    """A tool that answers every call with the recorded result of the call with its id.
+    """A tool that answers each call with the next recorded result of a call with its id.
 
-    Its schema lists the argument names the recording used (all optional); the arguments
-    themselves are not validated, since recorded calls may use names a Python function
-    cannot declare (``replace-all``) or arguments the recorded tool rejected.
+    Recordings reuse call ids (SWE-agent runs do, within one run), so the results of one id
+    are handed out in the order they were recorded. Its schema lists the argument names the
+    recording used (all optional); the arguments themselves are not validated, since
+    recorded calls may use names a Python function cannot declare (``replace-all``) or
+    arguments the recorded tool rejected.
     """
 
-    def __init__(self, name: str, keys: Sequence[str], results: dict[str | None, str]) -> None:
+    def __init__(
+        self, name: str, keys: Sequence[str], results: dict[str | None, deque[str]]
+    ) -> None:
         super().__init__(_signature(name, keys), name=name, description=f"Replayed tool {name}.")
         self.results = results
 
     async def run(self, arguments: str, context: ToolContext) -> str:
-        """Return the recorded result of ``context.call``."""
-        return self.results.get(context.call.id, NO_OUTPUT)
+        """Return the next recorded result of ``context.call``'s id."""
+        queue = self.results.get(context.call.id)
+        return queue.popleft() if queue else NO_OUTPUT
 
 
 def replay_tools(messages: Sequence[Message], *, skip: Sequence[str] = ()) -> list[Tool]:
     """Return one `RecordedTool` per tool name called in ``messages`` (except ``skip``)."""
-    results = {m.tool_call_id: m.text for m in messages if m.role == "tool"}
+    results: dict[str | None, deque[str]] = {}
+    for m in messages:
+        if m.role == "tool":
+            results.setdefault(m.tool_call_id, deque()).append(m.text)
     fields: dict[str, set[str]] = {}
     for m in messages:
         for call in m.tool_calls:
