@@ -26,13 +26,16 @@ The budget is spent in this order:
 What remains after the fixed cost and the kept blocks is the history budget, set as
 ``request.history_budget`` for Compaction (it is at least the history minimum).
 
-Cost of a warm round: a count per *new* message (the history's total and the minimum's
-tokens come from the session's running sums, `harness.accounting.HistoryTally`; near the
-limit everything is recounted exactly, see `harness.accounting.counted_near_limit`), an
-identity check for the System parts, tool schemas and blocks (`_Memo`: they are split and
-counted again only when they change), and no pass over the history for its minimum (the
-newest user turn is tracked by the running tally, the last unit found from the end). The selection policy orders the optional blocks once per set of blocks,
-when (and only when) something must be dropped; the cut for a given room is kept.
+Cost of a warm round: while the whole request fits with `SUMMARY_ROOM` to spare, nothing
+can be refused or dropped and the history minimum is not looked for: the round costs the
+request's estimate (a count per *new* message; the history's total is a running one,
+`harness.accounting.HistoryTally`) and identity checks of the System parts, tool schemas and
+blocks (`_Memo`: split and counted again only when they change). Near the limit everything
+is recounted exactly (`harness.accounting.counted_near_limit`) and the minimum is found
+without a pass over the history (the newest user turn is tracked by the running tally, the
+last unit found from the end, its tokens are differences of running sums). The selection
+policy orders the optional blocks once per set of blocks, when (and only when) something
+must be dropped; the cut for a given room is kept.
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ class BudgetFit:
             ContextBudgetExceeded: when System, tool schemas, required and state blocks
                 plus the history minimum exceed the input limit.
         """
-        request, _ = counted_near_limit(request)  # exact counts near the limit
+        request, tokens = counted_near_limit(request)  # exact counts near the limit
         est = request.estimator
         limit = request.input_limit
         run = request.run
@@ -128,6 +131,13 @@ class BudgetFit:
         fixed = tally.costs.fixed(request)
         if parts.fixed:
             fixed += BLOCKS_FRAMING + parts.fixed
+        overhead = 0 if parts.fixed else BLOCKS_FRAMING
+        if tokens + SUMMARY_ROOM <= limit:
+            # The whole request fits with room for a summary to spare: the history minimum
+            # and any reserve are at most the history plus that room, so nothing can be
+            # refused or dropped, and the minimum need not be found.
+            used = parts.optional_tokens + overhead if parts.optional else 0
+            return request.replace(history_budget=limit - fixed - used)
         if fixed > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks need ~{fixed} tokens "
@@ -150,7 +160,6 @@ class BudgetFit:
             )
         reserve = self._history_reserve(request, minimum)
         room = max(0, limit - fixed - reserve)
-        overhead = 0 if parts.fixed else BLOCKS_FRAMING
         total = parts.optional_tokens
         if not parts.optional or total + overhead <= room:
             used = total + overhead if parts.optional else 0

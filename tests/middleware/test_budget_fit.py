@@ -552,3 +552,32 @@ def test_one_budget_fit_serving_two_sessions_keeps_their_blocks_apart() -> None:
             warm = budget.fit(request.replace(run=run))
             assert warm.replace(run=None) == budget.fit(request)
             assert {b.id for b in warm.blocks} <= {b.id for b in blocks}
+
+
+@settings(max_examples=150, deadline=None)
+@given(rounds=st.lists(ROUND, min_size=1, max_size=4))
+def test_a_request_with_room_to_spare_skips_the_minimum_and_gets_what_the_full_fit_gives(
+    rounds: list[tuple[tuple[Message, ...], bool, tuple[ContextBlock, ...], str, int]],
+) -> None:
+    """The short way (fits with SUMMARY_ROOM to spare) relies on minimum ≤ history + room."""
+    policy = ContextPolicy(estimator=EXACT)  # exact already: no switch near the limit
+    history: tuple[Message, ...] = ()
+    run = RunScope(session=SessionScratch())
+    for drawn, grow, blocks, prompt, _ in rounds:
+        history = history + drawn if grow else drawn
+        request = ModelRequest(
+            model="gpt-4o",
+            system=(SystemPart(name="prompt", text=prompt),),
+            history=history,
+            blocks=blocks,
+            policy=policy,
+            run=run,
+        )
+        whole = request.estimator.count_messages(history)
+        assert _Memo().minimum_tokens(request, tally_of(request)) <= whole + SUMMARY_ROOM
+        spare = estimate_request(request) + SUMMARY_ROOM  # the least limit of the short way
+        short = BudgetFit().fit(request.replace(input_limit=spare))
+        full = _fitted(request.replace(input_limit=spare - 1), BudgetFit())
+        assert short.blocks == blocks and not short.transforms
+        if isinstance(full, ModelRequest) and full.blocks == blocks:
+            assert short.history_budget == (full.history_budget or 0) + 1
