@@ -323,7 +323,8 @@ def test_overhead_smoke_times_every_configuration_like_for_like(tmp_path: Path) 
 def test_tokens_sent_smoke(tmp_path: Path) -> None:
     result = _run("tokens_sent", tmp_path)
     data = result.data
-    assert set(data) == {"ours", "LangChain", "litellm"}
+    assert set(data) == {"ours", "LangChain", "litellm", "LangChain, summary reads all"}
+    assert data["LangChain, summary reads all"]["variant"] is True  # not one of the goals' peers
     points = len(data["LangChain"]["per_request"])
     assert points == len(data["litellm"]["per_request"]) > 0
     assert data["ours"]["requests"] >= points  # an overflow adds a retried request
