@@ -187,8 +187,38 @@ class FragmentEditor:
             originals: original messages by id, for copies whose edit was reverted.
             cwd: the working folder a built-in's ``{cwd}`` names.
         """
-        overlays = {f.id: f for f in session if f.message}
-        governing = {f.part: f for f in (*project, *session) if f.part and not f.message}
+        parts = self._parts(request, session, project, cwd)
+        changed = request
+        if parts.overlays:  # edited copies exist only where an overlay was written (it stays)
+            changed = self._history(request, parts.overlays, originals or {})
+        governing = parts.governing
+        if governing and any(p.name in governing for p in changed.system):
+            changed = self._governed(changed, governing, cwd)
+        if not parts.system and not parts.blocks:
+            return changed
+        return changed.replace(
+            system=changed.system + parts.system, blocks=changed.blocks + parts.blocks
+        )
+
+    def _parts(
+        self, request: ModelRequest, session: list[Fragment], project: list[Fragment], cwd: str
+    ) -> _Parts:
+        """Return what the two sets come to, kept for the session while they are the same.
+
+        The store's cache hands out the same (frozen) fragment objects while a set is
+        unchanged: the same objects, ``cwd`` and priority give the same parts. Parts with a
+        built-in's placeholders (the date) are made anew each time.
+        """
+        run = request.run
+        memo = run.session_slot(self, _Memo) if run is not None else None
+        if (
+            memo is not None
+            and memo.parts is not None
+            and memo.parts_for == (cwd, self.priority)
+            and _same(memo.fragments[0], session)
+            and _same(memo.fragments[1], project)
+        ):
+            return memo.parts
         added = sorted(
             (
                 f
@@ -197,18 +227,20 @@ class FragmentEditor:
             ),
             key=lambda f: (f.scope != "project", f.order),
         )
-        changed = request
-        if overlays:  # edited copies exist only where an overlay was written (it stays)
-            changed = self._history(request, overlays, originals or {})
-        if governing and any(p.name in governing for p in changed.system):
-            changed = self._governed(changed, governing, cwd)
-        system = tuple(
-            SystemPart(name=f.label, text=self._text(f, cwd)) for f in added if f.kind == "system"
+        parts = _Parts(
+            overlays={f.id: f for f in session if f.message},
+            governing={f.part: f for f in (*project, *session) if f.part and not f.message},
+            system=tuple(
+                SystemPart(name=f.label, text=self._text(f, cwd))
+                for f in added
+                if f.kind == "system"
+            ),
+            blocks=tuple(self._block(f) for f in added if f.kind != "system"),
         )
-        blocks = tuple(self._block(f) for f in added if f.kind != "system")
-        if not system and not blocks:
-            return changed
-        return changed.replace(system=changed.system + system, blocks=changed.blocks + blocks)
+        if memo is not None and not any(f.builtin for f in added):
+            memo.parts, memo.parts_for = parts, (cwd, self.priority)
+            memo.fragments = (tuple(session), tuple(project))
+        return parts
 
     @staticmethod
     def _text(fragment: Fragment, cwd: str) -> str:
@@ -476,14 +508,30 @@ class _Unit(NamedTuple):
     gone: list[int]
 
 
+class _Parts(NamedTuple):
+    """What a session's and a project's fragment sets come to (`FragmentEditor._parts`)."""
+
+    overlays: dict[str, Fragment]
+    governing: dict[str, Fragment]
+    system: tuple[SystemPart, ...]
+    blocks: tuple[ContextBlock, ...]
+
+
+def _same(kept: tuple[Fragment, ...], given: list[Fragment]) -> bool:
+    return len(kept) == len(given) and all(map(operator.is_, kept, given))
+
+
 class _Memo:
     """What a session's last history came to, for the overlays ``key`` (id, version)."""
 
     __slots__ = (
         "built",
+        "fragments",
         "history",
         "hits",
         "key",
+        "parts",
+        "parts_for",
         "passed",
         "reverted",
         "scanned",
@@ -506,6 +554,12 @@ class _Memo:
         self.reverted: frozenset[str] = frozenset()
         self.hits: list[tuple[int, str]] = []
         """… and where it found them (position, id)."""
+        self.fragments: tuple[tuple[Fragment, ...], tuple[Fragment, ...]] = ((), ())
+        """The session's and the project's fragments ``parts`` were made from (held) …"""
+        self.parts_for: tuple[str, int] = ("", 0)
+        """… with this working folder and priority …"""
+        self.parts: _Parts | None = None
+        """… and what they came to."""
 
 
 class _Built:

@@ -354,3 +354,33 @@ def test_the_scan_for_reverted_copies_kept_for_the_shared_prefix_finds_what_a_fu
             == fresh
             == {ref_id(m) for m in scanned if m.meta(FRAGMENT) and ref_id(m) in reverted}
         )
+
+
+def test_the_sets_parts_are_kept_while_the_same_fragments_come_and_follow_any_change() -> None:
+    """Same fragment objects, folder and priority: the kept parts; anything else: made anew."""
+    pinned = Fragment(id="p", kind="system", content="pinned rule", scope="project")
+    note = Fragment(id="n", kind="user", content="a note")
+    edit = Fragment(id="m1", kind="user", message=True, edited=True, content="edited")
+    builtin = Fragment(id="b", kind="system", content="today is {date}", builtin=1)
+    history = (Message.user("q", id="m1"), Message.assistant("a", id="m2"))
+    editor = FragmentEditor()
+    run = RunScope(session=SessionScratch())
+
+    def sent(session: list[Fragment], project: list[Fragment], cwd: str = "/w") -> object:
+        request = ModelRequest(model="m", history=history, run=run)
+        kept = editor.apply(request, session, project, cwd=cwd)
+        anew = FragmentEditor(priority=editor.priority).apply(
+            ModelRequest(model="m", history=history), session, project, cwd=cwd
+        )
+        assert (kept.system, kept.blocks, kept.history) == (anew.system, anew.blocks, anew.history)
+        return kept.system, kept.blocks, [m.text for m in kept.history]
+
+    first = sent([note, edit], [pinned])
+    assert sent([note, edit], [pinned]) == first  # new lists, the same objects
+    changed = sent([note.replace(content="a new note", version=2), edit], [pinned])
+    assert changed != first
+    assert sent([note], [pinned]) != changed  # the overlay is gone: the original message
+    editor.priority = 7  # the note's block now has this priority (checked against anew)
+    sent([note], [pinned])
+    sent([note], [pinned], cwd="/other")
+    assert "{date}" not in str(sent([note], [pinned, builtin]))  # made anew: today's date
