@@ -157,7 +157,8 @@ def message_key(message: Message) -> int:
         parts = content
     else:
         parts = tuple((p.type, p.text, _frozen(p.data)) for p in content)
-    calls = tuple((c.name, c.arguments) for c in message.tool_calls)
+    # Most messages have no calls: their key skips running a generator for an empty tuple.
+    calls = tuple((c.name, c.arguments) for c in message.tool_calls) if message.tool_calls else ()
     return hash((parts, calls, message.reasoning_content, message.name))
 
 
