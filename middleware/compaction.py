@@ -68,6 +68,7 @@ from harness.accounting import (
     blocks_tokens,
     counted_near_limit,
     fixed_tokens,
+    history_tokens,
 )
 from harness.errors import (
     NOTHING_TO_COMPACT,
@@ -372,9 +373,15 @@ class Compaction:
             return "requested"
         if len(history) >= self.settings.trigger_messages:
             return "messages"
-        if 0 < budget < est.count_messages(history):
-            return "tokens"
-        return None
+        if budget <= 0:
+            return None
+        # The request's own history: the run's running total (O(new messages)).
+        used = (
+            history_tokens(request, est)
+            if history is request.history
+            else est.count_messages(history)
+        )
+        return "tokens" if used > budget else None
 
     def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
         """Return the token of a ``compact_conversation`` request not yet honoured."""
