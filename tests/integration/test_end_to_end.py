@@ -24,7 +24,15 @@ from harness import (
 from middleware import default_stack
 from providers import LiteLLMClient
 
-from .openai_server import OpenAIServer, Raw, context_length_exceeded, reply, tool_call
+from .openai_server import (
+    OpenAIServer,
+    Raw,
+    Reply,
+    ToolCallSpec,
+    context_length_exceeded,
+    reply,
+    tool_call,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -174,3 +182,50 @@ async def test_a_429_with_retry_after_does_not_end_the_agent_call(
     warnings = [e for e in events if e.kind == "warning"]
     assert [(e.code, e.text) for e in warnings] == [("provider_retry", "provider_retry:429:0.01s")]
     assert final.metadata is None  # the record is on the response, not in the history
+
+
+async def test_a_summary_is_asked_in_place_over_the_agents_own_prefix(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    """Through litellm, the summary request starts as the agent's previous request did:
+    the same tools and messages (a provider's prompt cache serves them), then one
+    instruction, with ``tool_choice: none`` and the output capped."""
+    from middleware import Compaction
+
+    rounds = {"agent": 0}
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if body.get("tool_choice") == "none":
+            return Reply(text="## Session goal\nRun the commands.")
+        rounds["agent"] += 1
+        if rounds["agent"] <= 8:
+            return Reply(tool_calls=(ToolCallSpec(name="shell", arguments={"n": rounds["agent"]}),))
+        return Reply(text="done")
+
+    def shell(n: int) -> str:
+        """Run a command.
+
+        Args:
+            n: which one.
+        """
+        return f"output {n}\n" * 40
+
+    openai_server.default = answer
+    compaction = Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, memory=None)
+    agent = HarnessAgent(
+        model=_client(openai_server),
+        tools=[shell],
+        stack=default_stack(compaction=compaction),
+        workspace=str(tmp_path),
+    )
+    assert (await agent.call("run the commands", CTX)).text == "done"
+
+    bodies = openai_server.requests
+    at = next(i for i, b in enumerate(bodies) if b.get("tool_choice") == "none")
+    summary, previous = bodies[at], bodies[at - 1]
+    assert summary["tools"] == previous["tools"] and summary["max_tokens"] > 0
+    asked = summary["messages"]
+    assert "do not call any tool" in asked[-1]["content"]
+    assert asked[:-1] == previous["messages"][: len(asked) - 1]
+    after = bodies[at + 1]["messages"]
+    assert any("Run the commands." in str(m.get("content")) for m in after)
