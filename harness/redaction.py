@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import msgspec
@@ -71,16 +71,72 @@ def redact(text: str, secrets: Iterable[SecretPattern] = DEFAULT_SECRETS) -> str
             lower = None
             continue
         lower = text.lower() if lower is None else lower
-        if not any(h in lower for h in hints):
-            continue
-        lines = text.splitlines(keepends=True)
-        for i, line in enumerate(lines):
-            folded = line.lower()
-            if any(h in folded for h in hints):
-                lines[i] = compiled.sub(sub, line)
-        text = "".join(lines)
-        lower = None
+        if len(lower) != len(text):  # a character whose lower case is longer: line by line
+            changed = _by_lines(text, compiled, sub, hints)
+        else:
+            changed = _on_hinted_lines(text, lower, compiled, sub, hints)
+        if changed is not text:
+            text, lower = changed, None
     return text
+
+
+def _on_hinted_lines(
+    text: str,
+    lower: str,
+    compiled: re.Pattern[str],
+    sub: Callable[[re.Match[str]], str],
+    hints: tuple[str, ...],
+) -> str:
+    """Run ``compiled`` only on the lines of ``text`` where ``lower`` holds a hint.
+
+    The hints are found with ``str.find`` (C speed over the whole text); only the lines
+    around them are matched, so a long text with no secret costs one scan per hint.
+    """
+    spans: set[tuple[int, int]] = set()
+    for hint in hints:
+        at = lower.find(hint)
+        while at >= 0:
+            start = lower.rfind("\n", 0, at) + 1
+            end = lower.find("\n", at)
+            end = len(lower) if end < 0 else end + 1
+            spans.add((start, end))
+            at = lower.find(hint, end)
+    if not spans:
+        return text
+    out: list[str] = []
+    done = 0
+    changed = False
+    for start, end in sorted(spans):
+        if start < done:
+            continue  # the same line, found by another hint
+        line = text[start:end]
+        clean = compiled.sub(sub, line)
+        changed = changed or clean != line
+        out.append(text[done:start])
+        out.append(clean)
+        done = end
+    if not changed:
+        return text
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _by_lines(
+    text: str,
+    compiled: re.Pattern[str],
+    sub: Callable[[re.Match[str]], str],
+    hints: tuple[str, ...],
+) -> str:
+    """Run ``compiled`` on each line of ``text`` that holds a hint (case-folded line by line)."""
+    lines = text.splitlines(keepends=True)
+    changed = False
+    for i, line in enumerate(lines):
+        folded = line.lower()
+        if any(h in folded for h in hints):
+            clean = compiled.sub(sub, line)
+            if clean != line:
+                lines[i], changed = clean, True
+    return "".join(lines) if changed else text
 
 
 @functools.lru_cache(maxsize=32)
