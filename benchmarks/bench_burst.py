@@ -468,10 +468,14 @@ def _result(
                 ],
                 "rows": cold_rows,
                 "note": "Ours summarises the whole early part, each message once, in chunks "
-                "below the summariser's limit, then merges the partial summaries; the next "
-                "compaction updates that summary with the messages that left the kept range since "
-                "(the 20 the first one kept and the early part of what was added) and nothing "
-                "else. LangChain sends one request with at most 4,000 tokens of the early part "
+                "below the summariser's limit, then merges the partial summaries (the longest "
+                "prefix that fits the model's limit is asked in place, as the agent's own "
+                "conversation); the next compaction is asked in place: System, tools, the pinned "
+                "task, that summary and the messages that left the kept range since (the 20 the "
+                "first one kept and the early part of what was added), then one instruction — "
+                "all but the instruction the start of the agent's previous request, which a "
+                "provider's prompt cache serves (so it sends more tokens than were added, mostly "
+                "cached). LangChain sends one request with at most 4,000 tokens of the early part "
                 "and drops the rest; 0 requests means its trim left nothing to summarise (the "
                 "newest early messages alone were over 4,000 tokens) and it replaced the early "
                 "part with 'Previous conversation was too long to summarize.'",
