@@ -458,11 +458,13 @@ class HarnessAgent:
             run_id=run.run_id,
             call_id=new_id(),
         )
+        history = tuple(state.working_history)
+        run.slot(_Prepared, _Prepared).history = history  # what `_send` may leave as it is
         return ModelRequest(
             model=self.model,
             ids=ids,
             system=self._system,
-            history=tuple(state.working_history),
+            history=history,
             tools=self._schemas,
             settings=self.settings,
             policy=policy,
@@ -488,7 +490,12 @@ class HarnessAgent:
             if self.policy.calibrate and response.usage is not None:
                 self._calibrate(state, request, manifest, response.usage.prompt_tokens)
             if state.version == request.state_version:
-                state.commit_working(request.kept_history())
+                kept = request.kept_history()
+                prepared = request.run.slot(_Prepared, _Prepared) if request.run else None
+                # The very tuple the round was prepared from, the state unchanged since: the
+                # working history holds these messages already (no O(history) copy).
+                if prepared is None or kept is not prepared.history:
+                    state.commit_working(kept)
         return response.replace(
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )
@@ -554,6 +561,15 @@ class HarnessAgent:
                 denied=denial is not None,
             )
         return text, denial is not None
+
+
+class _Prepared:
+    """The working history a call's current round was prepared from (a `RunScope` slot)."""
+
+    __slots__ = ("history",)
+
+    def __init__(self) -> None:
+        self.history: tuple[Message, ...] | None = None
 
 
 class _Calibrated:

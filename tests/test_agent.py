@@ -214,3 +214,32 @@ async def test_a_call_cancelled_during_a_tool_leaves_a_history_the_next_call_can
     history = model.requests[-1].history
     assert [m.role for m in history] == ["user", "assistant", "tool", "user"]
     assert history[2].tool_call_id == "c-slow" and history[2].text == "no result: interrupted"
+
+
+class DropFirstToolResult:
+    """Sends (and so commits) the history without its first tool call and result."""
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        history = request.history
+        if len(history) > 5:
+            history = (history[0], *history[3:])
+        return await call_next(request.replace(history=history))
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+async def test_a_round_commits_what_was_sent_and_an_unchanged_one_copies_nothing(
+    rewrite: bool,
+) -> None:
+    calls = [ScriptedModel.tool_call("add", {"a": i, "b": 1}, id=f"c{i}") for i in range(3)]
+    model = ScriptedModel([*calls, "done"])
+    stack = [DropFirstToolResult()] if rewrite else []
+    agent = HarnessAgent(model=model, tools=[add], stack=stack)
+    ctx = RuntimeContext(session_id="s")
+    working = agent.state(ctx).working_history
+    await agent.call("add things", ctx)
+    state = agent.state(ctx)
+    sent = model.requests[-1].history
+    assert len(sent) == (5 if rewrite else 7)
+    assert state.working_history[:-1] == list(sent)  # what was sent, then the final reply
+    assert state.working_history[-1].text == "done"
+    assert (state.working_history is working) is not rewrite  # unchanged: kept, not copied
