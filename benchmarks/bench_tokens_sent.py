@@ -87,7 +87,13 @@ class Counter:
         return total
 
 
-PRICE_MODELS = {"OpenAI": "gpt-4o", "Anthropic": "claude-sonnet-4-5-20250929"}
+PRICE_MODELS = {
+    "OpenAI": "gpt-4o",
+    "Anthropic": "claude-sonnet-4-5-20250929",
+    "OpenAI gpt-5": "gpt-5",
+}
+"""gpt-4o bills cached input at 0.5×, Sonnet 4.5 and gpt-5 at 0.1×: where a system's bill
+stands depends on the discount, so both ends are priced (gpt-5 with OpenAI's caching rule)."""
 """The models whose published prices bill the replay (read from litellm's bundled price table)."""
 OPENAI_MIN_PREFIX = 1_024
 """OpenAI caches a prompt's prefix from 1,024 tokens on, in steps of `OPENAI_STEP` tokens."""
@@ -234,7 +240,7 @@ def bill(meter: PrefixMeter, price: dict[str, Price]) -> dict[str, float | int]:
         0 if w < ANTHROPIC_MIN_PREFIX else min(t, w) for t, w in zip(tokens, whole, strict=True)
     ]
     total = sum(tokens)
-    o, a = price["OpenAI"], price["Anthropic"]
+    o, a, o5 = price["OpenAI"], price["Anthropic"], price["OpenAI gpt-5"]
     oc, ac = sum(openai_cached), sum(anthropic_cached)
     write = a.write if a.write is not None else a.input
     uncached_agent = sum(
@@ -251,6 +257,7 @@ def bill(meter: PrefixMeter, price: dict[str, Price]) -> dict[str, float | int]:
         "cached_share": oc / total if total else 0.0,
         "usd_no_cache_openai": total * o.input,
         "usd_openai": (total - oc) * o.input + oc * o.cached,
+        "usd_openai_gpt5": (total - oc) * o5.input + oc * o5.cached,
         "usd_no_cache_anthropic": total * a.input,
         "usd_anthropic": (total - ac) * a.input + ac * a.cached,
         "usd_anthropic_with_writes": uncached_agent * write
@@ -517,10 +524,15 @@ def readme_figures(systems: Sequence[dict[str, Any]], window: int) -> list[str]:
     ours, peers = systems[0], systems[1:]
     return [
         f"{len(ours['per_request'])} requests at a {window:,}-token window, billed input with "
-        "prompt caching (OpenAI gpt-4o / Anthropic Sonnet 4.5 prices) relative to ours: "
+        "prompt caching (OpenAI gpt-4o / Anthropic Sonnet 4.5 / OpenAI gpt-5 prices) relative to "
+        "ours: "
         + "; ".join(
-            f"{p['system']} {p['usd_openai'] / max(1e-12, ours['usd_openai']):.2f}× / "
-            f"{p['usd_anthropic'] / max(1e-12, ours['usd_anthropic']):.2f}×"
+            f"{p['system']} "
+            + " / ".join(
+                f"{p[key] / max(1e-12, ours[key]):.2f}×"
+                for key in ("usd_openai", "usd_anthropic", "usd_openai_gpt5")
+                if key in p and key in ours
+            )
             for p in peers
         ),
         "overflows / requests with broken tool pairs: "
@@ -564,6 +576,7 @@ def _result(
             f"${s['usd_no_cache_openai']:.3f}",
             f"${s['usd_openai']:.3f}",
             f"${s['usd_anthropic']:.3f}",
+            f"${s['usd_openai_gpt5']:.3f}",
             f"${s['usd_anthropic_with_writes']:.3f}",
             s["overflows"],
             s["invalid_pairs"],
@@ -596,7 +609,7 @@ def _result(
         "billed input with prompt caching — "
         + "; ".join(
             f"{s['system']}: OpenAI ${s['usd_openai']:.3f} ({s['cached_share']:.0%} cached), "
-            f"Anthropic ${s['usd_anthropic']:.3f}"
+            f"Anthropic ${s['usd_anthropic']:.3f}, OpenAI gpt-5 ${s['usd_openai_gpt5']:.3f}"
             for s in systems
         ),
     ]
@@ -628,7 +641,11 @@ def _result(
                 )
                 or "no peer ran",
             }
-            for provider, key in (("OpenAI", "usd_openai"), ("Anthropic", "usd_anthropic"))
+            for provider, key in (
+                ("OpenAI", "usd_openai"),
+                ("Anthropic", "usd_anthropic"),
+                ("OpenAI gpt-5", "usd_openai_gpt5"),
+            )
         ),
     ]
     if ours.get("failures"):
@@ -665,6 +682,7 @@ def _result(
             "OpenAI cached 0.5×",
             "no cache (Anthropic)",
             "Anthropic cached 0.1×",
+            "OpenAI gpt-5 cached 0.1×",
         ],
         "series": {
             s["system"]: [
@@ -672,6 +690,7 @@ def _result(
                 s["usd_openai"],
                 s["usd_no_cache_anthropic"],
                 s["usd_anthropic"],
+                s["usd_openai_gpt5"],
             ]
             for s in systems
         },
@@ -726,6 +745,7 @@ def _result(
                     "OpenAI",
                     "Anthropic",
                     "Anthropic + writes",
+                    "OpenAI gpt-5",
                     "overflows",
                     "invalid pairs",
                 ],

@@ -245,8 +245,10 @@ class ReplayClient:
 
     inner: ModelClientLike
     messages: Sequence[Message]
-    base: int = 0
-    """``len(state.full_history)`` when the replay started."""
+    position: int = 0
+    """Where the next recorded reply is: `replay` sets it when a call starts, each answered
+    agent request moves it past the reply and its recorded results (kept here, not read from
+    the agent's state: RAM need not hold the full history)."""
     responses: list[ModelResponse] = field(default_factory=list)
     """Every response ``inner`` gave to an agent request, in order."""
     log: list[dict[str, Any]] = field(default_factory=list)
@@ -289,10 +291,16 @@ class ReplayClient:
                 "prompt_tokens": usage.prompt_tokens if usage is not None else None,
             }
         )
-        position = len(request.state.full_history) - self.base
+        position = self.position
         reply = self.messages[position] if position < len(self.messages) else None
         if reply is None or reply.role != "assistant":
+            self.position = len(self.messages)
             reply = Message.assistant("(end of the recorded session)")
+        else:
+            position += 1
+            while position < len(self.messages) and self.messages[position].role == "tool":
+                position += 1
+            self.position = position
         return response.replace(message=reply)
 
 
@@ -391,7 +399,7 @@ async def replay(
     from harness.errors import HarnessError
 
     state = agent.state(ctx)
-    client.base = len(state.full_history)
+    base = len(await agent.history(ctx))
     messages = session.messages
     outcome = ReplayOutcome()
     position = 0
@@ -403,17 +411,19 @@ async def replay(
             position += 1
             continue
         outcome.calls += 1
+        client.position = position + 1
         try:
             await agent.call(message, ctx)
         except HarnessError as exc:
             outcome.failures.append(f"{type(exc).__name__}: {exc}"[:300])
-            done = len(state.full_history) - client.base
             end = position + 1
             while end < len(messages) and messages[end].role != "user":
                 end += 1
+            done = len(await agent.history(ctx)) - base  # what the session logged
             if done < end:
-                state.append(*messages[max(done, position) : end])
-        position = len(state.full_history) - client.base
+                state.append(*messages[max(done, position + 1) : end])
+            client.position = end
+        position = client.position
         if progress is not None:
             progress(position, len(messages))
     return outcome
