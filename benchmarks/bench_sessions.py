@@ -28,7 +28,9 @@ still runs.
    the time spent inside store calls is timed directly too (`TimedStore`). Goal: ≤ 1 ms with
    SQLite (file).
 4. **Resident memory of a 10,000-message session** (2,000 with ``--quick``, 200 in smoke mode):
-   the replay runs under ``tracemalloc`` with a SQLite file store; afterwards everything the
+   the replay runs under ``tracemalloc`` with a SQLite file store and the agent's defaults
+   (``keep_full_history=False``: RAM holds the working history, the store the full record);
+   afterwards everything the
    workload holds is dropped and the agent's RAM is taken apart step by step (full history,
    recorder, state, rest of the agent), each step's freed bytes being its share. The message
    texts are fresh objects per message (as in production; the replayed copies would otherwise
@@ -725,7 +727,7 @@ async def measure_memory(size: int, workdir: Path, say: Progress) -> dict[str, A
         state = agent.states[key]
         listed = {s.session_id: s for s in await agent.store.sessions(USER)}
         working_text = _text_bytes(state.working_history)
-        full_text = _text_bytes(state.full_history)
+        full_text = _text_bytes(await agent.history(ctx))  # the record, read from the store
         counts = {
             "full_history_messages": len(state.full_history),
             "working_history_messages": len(state.working_history),
@@ -1155,7 +1157,8 @@ def _result(
                 "title": f"4. Memory of a {MEMORY_MESSAGES[mode]:,}-message session",
                 "columns": ["what", "bytes"],
                 "rows": [[w, f"{b:,} ({_kib(b)})"] for w, b in memory_rows],
-                "note": f"{memory['full_history_messages']:,} messages in the full history, "
+                "note": f"{memory['full_history_messages']:,} messages of the full history in RAM "
+                "(the agent's default keeps the working history only), "
                 f"{memory['working_history_messages']} in the working history, "
                 f"{memory['logged_messages']:,} logged messages and "
                 f"{memory['logged_events']:,} events in the store, {memory['rounds']:,} rounds.",

@@ -118,9 +118,9 @@ class HarnessAgent:
             whether to run it; an approval holds for that tool for the rest of the session);
             without it, ``ask`` means deny.
         keep_full_history: keep every message of a session in RAM
-            (``AgentState.full_history``) after it is committed. Long-running servers pass
-            ``False``: RAM then holds the working history only, and `history` reads the full
-            record from the store.
+            (``AgentState.full_history``) after it is committed. Off by default: RAM holds
+            the working history only, and `history` reads the full record from the store
+            (``AgentState.full_history`` then holds only what the next commit will log).
         states: the in-process session states (the RAM cache of the store), keyed by
             `SessionKey` (user, agent, session): two users never share a state.
 
@@ -143,7 +143,7 @@ class HarnessAgent:
         store: SessionStore | str | None = None,
         permissions: ToolPermissions | None = None,
         approve: Approver | None = None,
-        keep_full_history: bool = True,
+        keep_full_history: bool = False,
         states: MutableMapping[SessionKey, AgentState] | None = None,
     ) -> None:
         if not isinstance(max_rounds, int) or max_rounds < 1:

@@ -326,9 +326,10 @@ async def _run(
     except HarnessError as exc:
         print(f"\nthe session stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    state = agent.state(ctx)
+    took = time.perf_counter() - started
+    record, state = await agent.history(ctx), agent.state(ctx)
     say(
-        f"{rounds} model requests in {time.perf_counter() - started:.2f}s · full history "
-        f"{len(state.full_history)} messages · working history {len(state.working_history)} messages"
+        f"{rounds} model requests in {took:.2f}s · full history "
+        f"{len(record)} messages · working history {len(state.working_history)} messages"
     )
     return 0

@@ -1,10 +1,15 @@
 """The agent's persisted working state for one session.
 
-`AgentState` keeps both histories: ``full_history`` is every message ever added (nothing
-is removed from it), ``working_history`` is what the next request starts from — after
-offload, trimming and compaction have been committed. Middleware never mutate it while a
-request is prepared; the agent commits a prepared request's history only after it passed
-validation, and ``version`` detects another writer in between.
+`AgentState` keeps the session's histories: ``working_history`` is what the next request
+starts from — after offload, trimming and compaction have been committed; ``full_history``
+is the in-RAM part of the full record. By default (``HarnessAgent(keep_full_history=False)``)
+RAM holds the working history only: ``full_history`` holds the messages added since the last
+commit, and each commit moves them to the session store's log, where
+`harness.agent.HarnessAgent.history` reads the whole record. With ``keep_full_history=True``
+it keeps every message ever added. Either way it is never complete for a session resumed from
+the store, so nothing may read it as the whole session. Middleware never mutate the state
+while a request is prepared; the agent commits a prepared request's history only after it
+passed validation, and ``version`` detects another writer in between.
 
 `AgentState.append` is where messages enter a session, so it checks them
 (`harness.messages.history_message`: field types, no system messages, content on user and
@@ -83,7 +88,9 @@ class AgentState(msgspec.Struct, kw_only=True):
     session_id: str = ""
     """The session this state belongs to."""
     full_history: list[Message] = []
-    """Every message of the session, in order, never compacted."""
+    """Messages as they were added (never compacted), not yet logged by the store — or, when
+    the agent keeps the full history, every message added in this process. Not the whole
+    session: read that with `harness.agent.HarnessAgent.history`."""
     working_history: list[Message] = []
     """The history the next request starts from (compacted, trimmed, offloaded)."""
     version: int = 0

@@ -83,7 +83,7 @@ async def test_max_rounds_raises_a_typed_error_with_pairs_intact() -> None:
     with pytest.raises(MaxRoundsExceeded, match="max_rounds"):
         await agent.call("loop forever")
     assert len(model.requests) == 3
-    history = agent.state().full_history
+    history = await agent.history()
     assert history[-1].role == "tool"  # every call got its result
 
 
@@ -183,7 +183,7 @@ async def test_a_rewritten_history_is_committed_as_the_working_history() -> None
     await agent.call("abcdef")
     state = agent.state()
     assert [m.text for m in state.working_history] == ["abc", "one"]
-    assert [m.text for m in state.full_history] == ["abcdef", "one"]
+    assert [m.text for m in await agent.history()] == ["abcdef", "one"]
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])

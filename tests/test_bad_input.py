@@ -68,20 +68,23 @@ async def test_bad_input_is_refused_before_anything_is_stored(bad: object, says:
     agent = agent_with("fine")
     with pytest.raises(InvalidInputError, match=says):
         await agent.call(bad, CTX)  # type: ignore[arg-type]
-    assert agent.state(CTX).full_history == []
+    assert agent.state(CTX).full_history == []  # nothing waits to be logged
+    assert await agent.history(CTX) == []  # nor was logged
     assert agent.state(CTX).working_history == []
     reply = await agent.call("hello", CTX)  # the session stays usable
     assert reply.text == "fine"
-    assert [m.role for m in agent.state(CTX).full_history] == ["user", "assistant"]
+    assert [m.role for m in await agent.history(CTX)] == ["user", "assistant"]
 
 
 async def test_a_refused_input_in_a_running_session_leaves_its_history_alone() -> None:
     agent = agent_with("one", "two")
     await agent.call("first", CTX)
-    before = list(agent.state(CTX).full_history)
+    before = await agent.history(CTX)
+    working = list(agent.state(CTX).working_history)
     with pytest.raises(InvalidInputError):
         await agent.call({"role": "user", "content": {"not": "text"}}, CTX)
-    assert agent.state(CTX).full_history == before
+    assert await agent.history(CTX) == before
+    assert agent.state(CTX).working_history == working
     assert (await agent.call("second", CTX)).text == "two"
     assert [m.text for m in sent(agent)] == ["first", "one", "second"]
 
@@ -130,12 +133,12 @@ async def test_a_tool_result_may_answer_a_waiting_call() -> None:
 async def test_lone_surrogates_in_input_are_replaced_once_where_they_enter() -> None:
     agent = agent_with("fine", "fine")
     await agent.call("bad \ud800 text, pair \ud83d\ude00", CTX)
-    stored = agent.state(CTX).full_history[0]
+    stored = (await agent.history(CTX))[0]
     assert stored.text == "bad \ufffd text, pair \U0001f600"
     assert sent(agent)[0].text == stored.text
     parts = Message(role="user", content=(ContentPart(type="text", text="p\udfff"),))
     await agent.call(parts, RuntimeContext(session_id="s2"))
-    assert agent.state(RuntimeContext(session_id="s2")).full_history[0].text == "p\ufffd"
+    assert (await agent.history(RuntimeContext(session_id="s2")))[0].text == "p\ufffd"
 
 
 async def test_a_tool_with_a_lone_surrogate_or_a_cycle_never_crashes_the_loop() -> None:
@@ -161,7 +164,7 @@ async def test_a_tool_with_a_lone_surrogate_or_a_cycle_never_crashes_the_loop() 
         tools=[surrogate, cycle, binary],
     )
     assert (await agent.call("go", CTX)).text == "done"
-    results = {m.tool_call_id: m.text for m in agent.state(CTX).full_history if m.role == "tool"}
+    results = {m.tool_call_id: m.text for m in await agent.history(CTX) if m.role == "tool"}
     assert results["a"] == "out \ufffd put"
     assert results["b"].startswith("Error: cycle returned a list that cannot be converted")
     assert results["c"].startswith("Error: binary returned 3 bytes that are not UTF-8 text")
@@ -181,7 +184,7 @@ async def test_an_offloaded_result_is_byte_exact_with_the_cleaned_history(tmp_pa
         workspace=str(tmp_path),
     )
     await agent.call("go", CTX)
-    (result,) = [m for m in agent.state(CTX).full_history if m.role == "tool"]
+    (result,) = [m for m in await agent.history(CTX) if m.role == "tool"]
     assert result.text == big.replace("\ud800", "\ufffd")
     assert offloaded(tmp_path) == [result.text.encode("utf-8")]
 

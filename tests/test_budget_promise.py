@@ -193,6 +193,7 @@ def run(history: list[Message], limit: int) -> None:
             stack=default_stack(pairs=PairValidation(mode="repair")),
             policy=ContextPolicy(max_input_tokens=limit),
             workspace=folder,
+            keep_full_history=True,  # the oracle reads the full history as added (not redacted)
         )
         ctx = RuntimeContext(user_id="u", session_id="s")
         agent.states[agent.key(ctx)] = AgentState(

@@ -259,6 +259,7 @@ async def test_the_log_holds_every_message_once_and_what_replaced_what(tmp_path:
         tools=[shell],
         stack=[Compaction(trigger_messages=10, keep_tokens=0, keep_messages=4, memory=None)],
         store=url,
+        keep_full_history=True,  # the RAM record to compare the log with
     )
     await agent.call("work through the steps", CTX)
     logged = await agent.store.events(agent.key(CTX), limit=10_000)
@@ -277,14 +278,12 @@ async def test_the_log_holds_every_message_once_and_what_replaced_what(tmp_path:
     ]
 
 
-async def test_without_the_full_history_in_ram_the_record_is_read_from_the_store(
+async def test_by_default_ram_holds_the_working_history_and_the_record_is_read_from_the_store(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path}/sessions.db"
     script: list[Reply] = [ScriptedModel.tool_call("shell", {"command": "ls"}), "one", "two"]
-    agent = HarnessAgent(
-        model=ScriptedModel(script), tools=[shell], stack=[], store=url, keep_full_history=False
-    )
+    agent = HarnessAgent(model=ScriptedModel(script), tools=[shell], stack=[], store=url)
     await agent.call("first", CTX)
     await agent.call("second", CTX)
     state = agent.state(CTX)

@@ -198,6 +198,5 @@ async def test_two_users_with_the_same_session_id_never_share_a_history() -> Non
     await agent.call("hello", RuntimeContext(user_id="bob", session_id="default"))
     bobs = model.agent_requests[-1]
     assert [m.text for m in bobs.history] == ["hello"]
-    assert agent.state(RuntimeContext(user_id="alice", session_id="default")).full_history[
-        0
-    ].text == ("ALICE-SECRET")
+    alices = await agent.history(RuntimeContext(user_id="alice", session_id="default"))
+    assert alices[0].text == "ALICE-SECRET"

@@ -119,7 +119,7 @@ async def test_a_file_where_the_folder_should_be_falls_back_inline(tmp_path: Pat
     assert "offload_failed:c2:ENOTDIR" in model.agent_requests[-1].transforms
     # The committed preview is not offloaded again, the full record keeps the original.
     assert model.agent_requests[-1].transforms.count("offload_failed:c1:ENOTDIR") == 0
-    assert any(m.text == original for m in agent.state(CTX).full_history)
+    assert any(m.text == original for m in await agent.history(CTX))
     assert (tmp_path / "large_tool_results").read_text() == "the user's own file\n"
     assert files_under(tmp_path) == ["large_tool_results"]  # nothing else, no temp file
 

@@ -64,7 +64,7 @@ class SessionRecorder:
         *,
         version: int = 0,
         title: str = "",
-        keep_full_history: bool = True,
+        keep_full_history: bool = False,
         secrets: Sequence[SecretPattern] = DEFAULT_SECRETS,
     ) -> None:
         self.store = store
@@ -93,7 +93,7 @@ class SessionRecorder:
         store: SessionStore,
         key: SessionKey,
         *,
-        keep_full_history: bool = True,
+        keep_full_history: bool = False,
         secrets: Sequence[SecretPattern] = DEFAULT_SECRETS,
     ) -> tuple[SessionRecorder, AgentState]:
         """Return the recorder and the RAM state of ``key``: resumed, or new."""

@@ -91,9 +91,8 @@ async def test_a_real_context_length_exceeded_400_compacts_and_retries_once(
     assert (
         sum("go on" in str(m.get("content")) for m in retried) == 1
     )  # the task is not re-submitted
-    assert (
-        len(agent.state(CTX).full_history) == 40 + 4
-    )  # user, call, result, answer  # nothing lost from the full history
+    # user, call, result, answer: nothing lost from the full record
+    assert len(await agent.history(CTX)) == 40 + 4
 
 
 async def test_an_overflow_on_the_retry_too_reaches_the_caller(

@@ -31,6 +31,7 @@ from harness import (
 )
 from harness.accounting import estimate_request
 from harness.memory import MemoryStore, WorkspaceMemory, extract_facts
+from harness.redaction import redact_message
 from harness.tokens import approximate
 from harness.types import Handler, Middleware
 from middleware._history import check_pairs, safe_cut
@@ -199,8 +200,7 @@ async def test_old_tool_outputs_are_trimmed_and_the_newest_protected() -> None:
         t.startswith("tool_output_trim:") for r in model.agent_requests for t in r.transforms
     )
     # Only what is sent changed: the full history keeps every output in full.
-    state = a.state(CTX)
-    assert [m.text for m in state.full_history if m.role == "tool"] == [
+    assert [m.text for m in await a.history(CTX) if m.role == "tool"] == [
         shell(f"cmd{i}") for i in range(8)
     ]
     assert not summaries(model)
@@ -327,10 +327,11 @@ async def test_old_long_arguments_are_truncated_outside_the_kept_range() -> None
         t.startswith("tool_args_truncate:") for r in model.agent_requests for t in r.transforms
     )
     # The executed arguments are intact: the tools saw them and the full history keeps them.
-    state = a.state(CTX)
-    full_calls = [m for m in state.full_history if m.tool_calls]
+    record = await a.history(CTX)
+    full_calls = [m for m in record if m.tool_calls]
+    assert full_calls
     assert all(len(json.loads(m.tool_calls[0].arguments)["content"]) > 2000 for m in full_calls)
-    assert all("wrote 2409 characters" in m.text for m in state.full_history if m.role == "tool")
+    assert all("wrote 2409 characters" in m.text for m in record if m.role == "tool")
 
 
 async def test_argument_truncation_is_off_by_default() -> None:
@@ -400,7 +401,7 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     kept = history[2:]
     assert 1 <= len(kept) <= 4 and kept[0].role == "assistant" and check_pairs(history).ok
     # The kept messages are the originals (same ids), not copies.
-    full_ids = [m.id for m in a.state(CTX).full_history]
+    full_ids = [m.id for m in await a.history(CTX)]
     n = full_ids.index(kept[0].id) - 1
     assert [m.id for m in kept] == full_ids[n + 1 : n + 1 + len(kept)]
     assert len(model.agent_requests[at - 1].history) == n + 1 + len(kept) - 2
@@ -422,17 +423,17 @@ async def test_the_newest_user_message_is_kept_after_the_summary() -> None:
     await a.call("second request: run the commands", CTX)
     requests = [r for r in model.agent_requests if compacted(r)]
     assert len(requests) >= 2
-    current = a.state(CTX).full_history[2]
+    current = (await a.history(CTX))[2]
     assert current.text == "second request: run the commands"
     for request in requests:
         h = request.history
-        assert h[0].text == "first task" and h[1].meta("summary") and h[2] is current
+        assert h[0].text == "first task" and h[1].meta("summary") and h[2] == current
         assert h[3].role == "assistant" and check_pairs(h).ok
     assert all("second request" not in prompt_of(r) for r in summaries(model))
     assert "ok" in prompt_of(summaries(model)[0])
 
 
-async def test_full_history_is_kept_while_the_working_history_shrinks() -> None:
+async def test_the_full_record_is_kept_while_the_working_history_shrinks() -> None:
     model = ScriptedModel([*calls(8), "done"])
     a = agent(
         model,
@@ -441,15 +442,13 @@ async def test_full_history_is_kept_while_the_working_history_shrinks() -> None:
         ),
     )
     await a.call("go", CTX)
-    state = a.state(CTX)
-    assert len(state.full_history) == 1 + 8 * 2 + 1
-    assert state.full_history[0].text == "go"
-    assert [m.text for m in state.full_history if m.role == "tool"] == [
-        shell(f"cmd{i}") for i in range(8)
-    ]
-    assert not any(m.meta("summary") for m in state.full_history)
+    state, full = a.state(CTX), await a.history(CTX)
+    assert len(full) == 1 + 8 * 2 + 1
+    assert full[0].text == "go"
+    assert [m.text for m in full if m.role == "tool"] == [shell(f"cmd{i}") for i in range(8)]
+    assert not any(m.meta("summary") for m in full)
     assert len(state.working_history) < 10
-    assert state.working_history[0] is state.full_history[0]
+    assert state.working_history[0] == full[0]
     assert state.working_history[1].meta("summary")
 
 
@@ -726,7 +725,7 @@ async def test_a_failing_summariser_never_bricks_the_session() -> None:
     warnings = [e for e in events if e.kind == "warning"]
     assert warnings and warnings[0].code == "summary_failed"
     # Nothing was lost: the working history kept every message for the next try.
-    assert len(a.state(CTX).working_history) == len(a.state(CTX).full_history)
+    assert len(a.state(CTX).working_history) == len(await a.history(CTX))
     down["on"] = False
     await a.call("continue", CTX)
     last = model.agent_requests[-1]
@@ -875,7 +874,7 @@ async def test_memory_hook_appends_facts_to_memory_md(tmp_path: Path) -> None:
     assert "memory_record:2" in at.transforms
     # Recording the same facts again appends nothing.
     store = WorkspaceMemory(scope="project", workspace=workspace)
-    assert await store.record(list(a.state(CTX).full_history), at) == 0
+    assert await store.record(await a.history(CTX), at) == 0
     assert workspace.read_text("MEMORY.md") == memory
 
 
@@ -954,7 +953,7 @@ async def test_a_custom_memory_store_sees_the_early_part_before_the_summary() ->
     await a.call("go", CTX)
     ((ids, summaries_before),) = recorder.batches
     assert summaries_before == 0
-    full = a.state(CTX).full_history
+    full = await a.history(CTX)
     assert ids == [m.id for m in full[1 : 1 + len(ids)]]
     assert "memory_record:1" in next(r for r in model.agent_requests if compacted(r)).transforms
 
@@ -1048,7 +1047,8 @@ async def test_compacted_history_is_pair_valid_through_the_agent(
     await a.call("next", CTX)
     (sent,) = model.agent_requests
     assert check_pairs(sent.history).ok
-    original = [*history, a.state(CTX).full_history[-2]]
+    record = await a.history(CTX)
+    original = [*history, record[-2]]
     if compacted(sent):
         assert sent.history[0] is history[0] and sent.history[1].meta("summary")
         kept = sent.history[2:]
@@ -1056,7 +1056,7 @@ async def test_compacted_history_is_pair_valid_through_the_agent(
         assert kept[0].role != "tool"
     else:
         assert len(original) < 12
-    assert a.state(CTX).full_history[: len(history)] == history
+    assert record[: len(history)] == history
 
 
 # ------------------------------------------------------ a recorded trajectory
@@ -1094,7 +1094,8 @@ async def test_compaction_on_a_replayed_trajectory(
     (summary_request,) = summaries(model)
     (sent,) = model.agent_requests
     kept = sent.history[2:]
-    original = [*traj, a.state(CTX).full_history[len(traj)]]
+    record = await a.history(CTX)
+    original = [*traj, record[len(traj)]]
     early = original[1 : len(original) - len(kept)]
     prompt = prompt_of(summary_request)
     assert len(early) >= 10
@@ -1108,10 +1109,10 @@ async def test_compaction_on_a_replayed_trajectory(
     assert [m.id for m in kept] == [m.id for m in original[-len(kept) :]]
     assert [m.text for m in kept] == [m.text for m in original[-len(kept) :]]
     assert check_pairs(sent.history).ok and check_pairs(kept).ok
-    # The full history is unchanged; only the working history shrank.
-    state = a.state(CTX)
-    assert state.full_history[: len(traj)] == traj
-    assert len(state.working_history) == len(sent.history) + 1 < len(state.full_history)
+    # The full record is unchanged (as stored: with secrets redacted); only the working
+    # history shrank.
+    assert record[: len(traj)] == [redact_message(m) for m in traj]
+    assert len(a.state(CTX).working_history) == len(sent.history) + 1 < len(record)
 
 
 # ------------------------------------------------- with OverflowRetry and pairs

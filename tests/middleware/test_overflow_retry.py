@@ -99,7 +99,7 @@ async def test_an_overflow_is_retried_once_with_forced_compaction() -> None:
     assert (first.transforms, retry.transforms) == ((), ("overflow_retry:1",))
     assert first.ids.call_id == retry.ids.call_id  # the same round, re-entered
     assert [m.id for m in retry.history] == [m.id for m in first.history]
-    assert sum(m.text == "go" for m in agent.state(CTX).full_history) == 1  # task not re-submitted
+    assert sum(m.text == "go" for m in await agent.history(CTX)) == 1  # task not re-submitted
 
 
 async def test_tools_are_never_re_run() -> None:
@@ -111,7 +111,7 @@ async def test_tools_are_never_re_run() -> None:
     assert len(model.agent_requests) == 3
     retry = model.agent_requests[2]
     assert [m.text for m in retry.history if m.role == "tool"] == ["ran 1 time(s)"]
-    assert [m.role for m in agent.state(CTX).full_history] == [
+    assert [m.role for m in await agent.history(CTX)] == [
         "user",
         "assistant",
         "tool",
@@ -135,7 +135,7 @@ async def test_compaction_on_retry_lets_the_round_succeed() -> None:
     assert [m.id for m in retry.history] == [m.id for m in first.history[-3:]]
     # The compacted history was committed: the next round does not overflow or compact again.
     assert last.force_compaction is False and last.history[:3] == retry.history
-    assert len(agent.state(CTX).full_history) == len(history) + 4
+    assert len(await agent.history(CTX)) == len(history) + 4
 
 
 async def test_nothing_to_compact_raises_the_original_error_without_resending() -> None:
@@ -282,4 +282,4 @@ async def test_with_compaction_one_overflow_means_one_compaction_and_one_retry()
     # The tool's call and result survive compaction once each, still paired.
     assert [m.text for m in retry.history if m.role == "tool"] == ["output line\n" * 200]
     assert len(retry.history) < len(overflowed.history)
-    assert sum(m.text == "go" for m in agent.state(CTX).full_history) == 1
+    assert sum(m.text == "go" for m in await agent.history(CTX)) == 1

@@ -108,7 +108,7 @@ async def test_large_result_is_written_whole_previewed_and_read_back(tmp_path: P
     second = model.agent_requests[1]
     (preview,) = offloaded(second)
     path = preview.meta("offloaded")
-    result = agent.state(ctx).full_history[2]
+    result = (await agent.history(ctx))[2]
     assert path == offload_path(result, session_id="s1", user_id="u1")
     assert path.startswith(f"large_tool_results/{session_key('s1', 'u1')}/")
     assert path.endswith(".txt")
@@ -126,9 +126,8 @@ async def test_large_result_is_written_whole_previewed_and_read_back(tmp_path: P
     assert all(m.meta("offloaded") is None for m in final.history if m.name == "read_file")
     assert [t for t in final.transforms if t.startswith("tool_result_offload")] == []
     # The full history keeps the original; the working history the preview.
-    state = agent.state(ctx)
-    assert any(m.text == original for m in state.full_history)
-    assert all(m.text != original for m in state.working_history)
+    assert any(m.text == original for m in await agent.history(ctx))
+    assert all(m.text != original for m in agent.state(ctx).working_history)
 
 
 async def test_results_under_the_threshold_and_exempt_tools_are_untouched(tmp_path: Path) -> None:
