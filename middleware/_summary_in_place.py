@@ -100,6 +100,7 @@ async def summarise_in_place(
     despite ``tool_choice: none``): the caller then uses the transcript summariser.
 
     Raises:
+        ProviderBadRequest: the provider refused the request (some refuse ``tool_choice``).
         ProviderError: any other failure of the summary request, as the client raised it.
     """
     summary = in_place_request(request, upto, client, cap)

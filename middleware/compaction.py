@@ -73,6 +73,7 @@ from harness.accounting import (
 from harness.errors import (
     NOTHING_TO_COMPACT,
     ContextOverflowError,
+    ProviderBadRequest,
     ProviderError,
     WorkspaceError,
 )
@@ -268,6 +269,8 @@ class Compaction:
             in_place_summary=in_place_summary,
         )
         """The configuration, checked (a frozen `CompactionSettings`)."""
+        self._refused: set[str] = set()
+        """Models whose provider refused an in-place summary request (model names only)."""
 
     def __repr__(self) -> str:
         return (
@@ -473,7 +476,13 @@ class Compaction:
             if client is not None:
                 # The history as received: up to the cut, the previous request's prefix.
                 upto = layout.start + cut
-                asked = await summarise_in_place(request, upto, client, cap, start=layout.start)
+                try:
+                    asked = await summarise_in_place(request, upto, client, cap, start=layout.start)
+                except ProviderBadRequest:
+                    # A provider (or litellm for it) that refuses tools with tool_choice
+                    # "none": the transcript, now and for this model from now on.
+                    self._refused.add(client.model)
+                    asked = None
                 if asked is not None:
                     text, used = asked
                     if used < upto:  # what did not fit goes on top, as a transcript
@@ -519,7 +528,7 @@ class Compaction:
         ):
             return None
         client = settings.model or (request.run.client if request.run is not None else None)
-        if client is None or client.model != request.model:
+        if client is None or client.model != request.model or client.model in self._refused:
             return None  # a provider's cache is per model
         return client
 

@@ -1282,3 +1282,25 @@ async def test_a_custom_summariser_or_prompt_gets_the_transcript() -> None:
         await agent(model, compaction).call("go", CTX)
         asks = summaries(model) or summaries(other)
         assert asks and not any(in_place(r) for r in asks)
+
+
+async def test_a_provider_refusing_the_in_place_request_gets_the_transcript() -> None:
+    from harness.errors import ProviderBadRequest
+
+    def reply(request: ModelRequest) -> str | BaseException:
+        if in_place(request):  # e.g. a provider that refuses tool_choice "none"
+            return ProviderBadRequest("tool_choice is not supported", status=400)
+        return "SUMMARY-E"
+
+    model = ScriptedModel([*calls(12), "done"], summary=reply)
+    compaction = Compaction(
+        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+    )
+    await agent(model, compaction).call("run the commands", CTX)
+    asks = summaries(model)
+    # Refused once: the transcript then and for every later compaction with this model.
+    assert in_place(asks[0]) and not any(in_place(r) for r in asks[1:])
+    assert sum(compacted(r) for r in model.agent_requests) >= 2
+    at = next(i for i, r in enumerate(model.agent_requests) if compacted(r))
+    assert model.agent_requests[at].history[1].text.endswith("SUMMARY-E")
+    assert not any("summary_failed" in t for r in model.agent_requests for t in r.transforms)
