@@ -283,7 +283,7 @@ class PostgresStore:
         batch = list(events)
         new_version = expected_version + 1
         stored = msgspec.structs.replace(
-            state, working_ids=tuple(state.working_ids), version=new_version
+            state, working_ids=tuple(state.working_ids), version=new_version, unchanged=0
         )
         body = _rows.ENCODER.encode(stored).decode()
         messages = _rows.count_messages(batch)

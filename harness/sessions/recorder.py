@@ -81,6 +81,9 @@ class SessionRecorder:
         """The working history last committed (held by reference: pointers only)."""
         self._working_ids: tuple[str, ...] = ()
         """… and its ids, as stored."""
+        self._ids_stored = True
+        """Whether the store holds exactly ``_working_ids`` (not when an id did not resolve on
+        load): only then may a commit tell the store how many of them are unchanged."""
         self._full = 0
         self._extensions: dict[str, object] = {}
         self._pending: list[Event] = []
@@ -119,6 +122,7 @@ class SessionRecorder:
         )
         recorder._working = tuple(working)
         recorder._working_ids = tuple(m.id for m in working)
+        recorder._ids_stored = recorder._working_ids == tuple(stored.working_ids)
         recorder._extensions = dict(state.extensions)
         return recorder, state
 
@@ -176,6 +180,7 @@ class SessionRecorder:
             self.title = redact(title, self.secrets)
         stored = StoredState(
             working_ids=ids,
+            unchanged=kept if self._ids_stored else 0,
             extensions=encode_extensions(state.extensions),
             calibration=dict(state.calibration),
             title=self.title,
@@ -186,7 +191,7 @@ class SessionRecorder:
         )
         self._pending.clear()
         self._manifests.committed()
-        self._working, self._working_ids = working, ids
+        self._working, self._working_ids, self._ids_stored = working, ids, True
         if self.keep_full_history:
             self._full = len(state.full_history)
         else:  # the record is in the store; RAM keeps the working history only

@@ -173,6 +173,10 @@ class StoredState(msgspec.Struct, kw_only=True):
     """A short title (the first user message, cut), for listings."""
     version: int = 0
     """Bumped by every commit; a commit must name the version it read."""
+    unchanged: int = 0
+    """A hint to `SessionStore.commit`, not stored: the first this-many ``working_ids`` are
+    those of the state at ``expected_version``, so a store may write only the rest (0: write
+    them all)."""
 
 
 class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,18 +3,22 @@
 A commit runs on the calling thread only while the write lock is free; when another
 connection holds it, the commit must wait for it in a worker thread (the loop keeps running)
 and then succeed. SQLite's automatic WAL checkpoint is off on the store's connection, so the
-store must checkpoint itself: the WAL stops growing with the number of commits.
+store must checkpoint itself: the WAL stops growing with the number of commits. The working
+ids are rows written as changes (`StoredState.unchanged`); they must always load back whole.
 """
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
 import anyio
+import msgspec
 
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, StoredState, open_store
+from harness.sessions.recorder import SessionRecorder
 from harness.sessions.sqlite import CHECKPOINT_EVERY
 
 KEY = SessionKey("u", "agent", "s")
@@ -74,4 +78,67 @@ async def test_the_wal_is_checkpointed_by_the_store(tmp_path: Path) -> None:
     # is written again from its start.
     assert sizes[1] < 1.5 * sizes[0]
     assert len(await store.events(KEY, limit=10_000)) == 3 * CHECKPOINT_EVERY
+    await store.aclose()
+
+
+def _shared(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+async def test_working_ids_written_as_changes_load_back_whole(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    ids: tuple[str, ...] = ()
+    version, fresh = 0, iter(range(10**6))
+    for _ in range(80):
+        change = rng.choice(["append", "append", "rewrite", "compact", "same"])
+        before = ids
+        if change == "append":
+            ids = ids + tuple(f"m{next(fresh)}" for _ in range(rng.randint(1, 4)))
+        elif change == "rewrite" and ids:
+            at = rng.randrange(len(ids))
+            ids = (*ids[:at], f"m{next(fresh)}~trim", *ids[at + 1 :])
+        elif change == "compact" and len(ids) > 3:
+            ids = (ids[0], f"summary{next(fresh)}", *ids[-2:])
+        state = StoredState(working_ids=ids, unchanged=_shared(before, ids))
+        version = await store.commit(KEY, expected_version=version, events=[], state=state)
+        loaded = await store.load(KEY)
+        assert loaded is not None and loaded[0].working_ids == ids, change
+    await store.aclose()
+
+
+async def test_a_session_stored_before_version_5_moves_its_ids_to_rows(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite:///{path}")
+    await store.commit(KEY, expected_version=0, events=_round(0), state=StoredState())
+    await store.aclose()
+    with sqlite3.connect(path) as conn:  # as version 4 wrote it: the ids in the state blob
+        blob = msgspec.json.encode(StoredState(working_ids=("m0", "x", "y")))
+        conn.execute("UPDATE sessions SET state = ?, working_n = NULL", (blob,))
+        conn.execute("DELETE FROM working")
+    conn.close()
+    store = open_store(f"sqlite:///{path}")
+    loaded = await store.load(KEY)
+    assert loaded is not None and loaded[0].working_ids == ("m0", "x", "y")
+    state = StoredState(working_ids=("m0", "x", "y", "m1"), unchanged=3)
+    await store.commit(KEY, expected_version=1, events=_round(1), state=state)
+    loaded = await store.load(KEY)
+    assert loaded is not None and loaded[0].working_ids == ("m0", "x", "y", "m1")
+    await store.aclose()
+
+
+async def test_a_recorder_whose_ids_did_not_all_resolve_rewrites_them(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    state = StoredState(working_ids=("m0", "ghost", "m1"))
+    events = [*_round(0), *_round(1)]
+    await store.commit(KEY, expected_version=0, events=events, state=state)
+    recorder, agent_state = await SessionRecorder.load(store, KEY)
+    assert [m.id for m in agent_state.working_history] == ["m0", "m1"]
+    agent_state.append(Message.user("next", id="m2"))
+    await recorder.commit(agent_state)
+    loaded = await store.load(KEY)
+    assert loaded is not None and loaded[0].working_ids == ("m0", "m1", "m2")
     await store.aclose()
