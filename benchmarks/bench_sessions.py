@@ -18,7 +18,10 @@ still runs.
 2. **session_search latency** over that store (the calling user owns every event): English
    and CJK queries chosen from the stored texts (frequent, medium, rare, two terms, a
    two-character CJK word — SQLite's ``LIKE`` fallback — and one with no hit), each repeated;
-   p50/p95 per query and per language, ``limit=10`` as the model's tool asks.
+   p50/p95 per query and per language, ``limit=10`` as the model's tool asks. Also on that
+   store: loading a session, a page of events, and the commit latency of one-message rounds
+   onto a working history of ``LONG_WORKING`` ids (compaction off), each commit saying how many
+   ids are unchanged as the agent's recorder does.
 3. **Time the store adds to one agent round**: the shared replay (`benchmarks.workloads`)
    through `HarnessAgent` with ``middleware.default_stack()`` and a ``ScriptedModel``, once
    per store: ``sqlite://`` (in memory), a SQLite file, PostgreSQL, and the baseline — the same
@@ -104,6 +107,9 @@ SEARCH_REPEATS = {"full": 30, "quick": 15, "smoke": 2}
 SEARCH_BUDGET_S = {"full": 10.0, "quick": 2.0, "smoke": 0.3}
 """Time per query and backend after which its repeats stop (slow queries get fewer samples)."""
 READ_REPEATS = {"full": 50, "quick": 20, "smoke": 2}
+LONG_WORKING = {"full": 10_000, "quick": 10_000, "smoke": 1_000}
+"""Working ids of the session whose one-message rounds are committed (compaction off)."""
+LONG_ROUNDS = {"full": 200, "quick": 100, "smoke": 10}
 SEARCH_LIMIT = 10
 REPLAY_MESSAGES = {"full": 1_500, "quick": 300, "smoke": 60}
 REPLAY_REPEATS = {"full": 5, "quick": 3, "smoke": 1}
@@ -528,6 +534,34 @@ async def measure_search(
     return out
 
 
+async def measure_long_working(store: SessionStore, ids: int, rounds: int) -> dict[str, float]:
+    """Commit one-message rounds onto a working history of ``ids`` ids, as the recorder does.
+
+    Each commit says how many leading ids are unchanged (`StoredState.unchanged`), so a store
+    may write only the new one; returns the commit latency's p50 and p99.
+    """
+    key = SessionKey(USER, AGENT, "long-working")
+    working = tuple(f"w{i:08d}" for i in range(ids))
+    version = await store.commit(
+        key, expected_version=0, events=[], state=StoredState(working_ids=working)
+    )
+    latencies: list[float] = []
+    for i in range(rounds):
+        message = Message.user(f"round {i}: carry on with the next step")
+        state = StoredState(working_ids=(*working, message.id), unchanged=len(working))
+        working = state.working_ids
+        before = time.perf_counter()
+        version = await store.commit(
+            key, expected_version=version, events=[MessageEvent(message=message)], state=state
+        )
+        latencies.append(time.perf_counter() - before)
+    return {
+        "working_ids": float(ids),
+        "commit_p50_s": _report.percentile(latencies, 50),
+        "commit_p99_s": _report.percentile(latencies, 99),
+    }
+
+
 async def measure_reads(store: SessionStore, repeats: int) -> dict[str, float]:
     """Return the p50 latency of `load` and of an `events` page deep in a session."""
     key = SessionKey(USER, AGENT, "s000")
@@ -826,6 +860,7 @@ async def _measure(
     append: dict[str, dict[str, Any]] = {}
     search: dict[str, dict[str, dict[str, Any]]] = {}
     reads: dict[str, dict[str, float]] = {}
+    long: dict[str, dict[str, float]] = {}
     for name, make in backends.items():
         store = await warm(make())
         try:
@@ -840,6 +875,8 @@ async def _measure(
                 store, queries, SEARCH_REPEATS[mode], SEARCH_BUDGET_S[mode]
             )
             reads[name] = await measure_reads(store, READ_REPEATS[mode])
+            say(f"  {name}: rounds over a {LONG_WORKING[mode]:,}-id working history")
+            long[name] = await measure_long_working(store, LONG_WORKING[mode], LONG_ROUNDS[mode])
         finally:
             await store.aclose()
     if server is not None:
@@ -849,7 +886,10 @@ async def _measure(
     runs = await measure_rounds(session, workdir, server, REPLAY_REPEATS[mode], say)
     say(f"4. memory: a {MEMORY_MESSAGES[mode]:,}-message session under tracemalloc")
     memory = await measure_memory(MEMORY_MESSAGES[mode], workdir, say)
-    return _result(mode, session, append_info, append, search, reads, runs, memory, pg_note)
+    return _result(
+        mode, session, append_info, append, search, {"reads": reads, "long": long}, runs, memory,
+        pg_note,
+    )  # fmt: skip
 
 
 # -------------------------------------------------------------------------- result
@@ -900,11 +940,12 @@ def _result(
     append_info: dict[str, Any],
     append: dict[str, dict[str, Any]],
     search: dict[str, dict[str, dict[str, Any]]],
-    reads: dict[str, dict[str, float]],
+    after: dict[str, dict[str, dict[str, float]]],
     runs: dict[str, list[dict[str, Any]]],
     memory: dict[str, Any],
     pg_note: str,
 ) -> dict[str, Any]:
+    reads, long = after["reads"], after["long"]
     pg = "PostgreSQL" in append
     base_name = "SQLite file"
     headline: list[str] = []
@@ -1076,9 +1117,15 @@ def _result(
             _report.fmt_time(r["load_p50_s"]),
             _report.fmt_time(r["events_page_p50_s"]),
             int(r["session_events"]),
+            _report.fmt_time(long[name]["commit_p50_s"]),
+            _report.fmt_time(long[name]["commit_p99_s"]),
         ]
         for name, r in reads.items()
     ]
+    headline.append(
+        f"a round's commit onto a {LONG_WORKING[mode]:,}-id working history (compaction off): "
+        + ", ".join(f"{n} p50 {_report.fmt_time(x['commit_p50_s'])}" for n, x in long.items())
+    )
     return {
         "title": "Durable sessions: append, search, per-round cost, memory",
         "mode": mode,
@@ -1135,6 +1182,8 @@ def _result(
                     "load (state + working messages)",
                     "events page of 50",
                     "events in the session",
+                    f"commit onto {LONG_WORKING[mode]:,} working ids p50",
+                    "… p99",
                 ],
                 "rows": read_rows,
             },
@@ -1176,6 +1225,7 @@ def _result(
             },
             "search_pooled": pooled,
             "reads": reads,
+            "long_working": long,
             "rounds": {
                 name: {k: v for k, v in f.items() if k != "failures"} for name, f in figures.items()
             },

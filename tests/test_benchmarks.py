@@ -537,6 +537,8 @@ def test_sessions_smoke_reports_both_backends_and_the_goals(tmp_path: Path) -> N
         hits = {q["kind"]: q["hits"] for q in queries.values() if q["language"] == "CJK"}
         assert hits["no hit"] == 0 and hits["frequent phrase (4 chars)"] > 0
         assert data["reads"][name]["load_p50_s"] > 0
+        long = data["long_working"][name]
+        assert 0 < long["commit_p50_s"] <= long["commit_p99_s"]
     rounds = data["rounds"]
     assert set(rounds) == {"no-op store (baseline)", "SQLite in memory", *backends}
     assert all(r["rounds"] > 0 and r["per_round_s"] > 0 for r in rounds.values())
