@@ -5,7 +5,10 @@ The agent keeps a session's working state in RAM (`harness.state.AgentState`) an
 events — new messages of the full history, the rewritten copies and summaries that entered
 the working history, the round's manifests, tool runs, warnings and errors — and commits
 them with the new state in one transaction. A commit from a stale version (another process
-wrote the session meanwhile) raises `StateConflict` and writes nothing.
+wrote the session meanwhile) raises `StateConflict` and writes nothing. The state's working
+ids say how many of them the last commit stored already (`StoredState.unchanged`: the prefix
+the working history shares with it), so a store can write only what changed — a round that
+appended costs its new messages, not the working history's length, in the store too.
 
 Secrets never reach the store in clear: every message, summary, rewritten copy, warning and
 error text is redacted with the fragments' patterns (`harness.fragments.redact_message`,
