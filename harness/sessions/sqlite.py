@@ -78,6 +78,9 @@ cannot open a version-3 file. Each upgrade step runs once, in order."""
 SYNCHRONOUS: Final = ("normal", "full")
 """The values of the URL's ``synchronous`` option (``normal`` by default)."""
 
+SIDE_BY_SIDE_S: Final = 0.05
+"""Commits of two sessions this close together mean they run side by side: a commit then goes
+to a worker thread, where it overlaps with the other sessions' work on the event loop."""
 CHECKPOINT_EVERY: Final = 256
 """Commits between the WAL checkpoints the store runs in a worker thread. SQLite's automatic
 checkpoint is off on the store's connection: it would run inside whichever commit crossed
@@ -215,6 +218,9 @@ class SqliteStore:
         self._sets = _SetCache(self.path)
         self._unchecked = 0
         """Commits since the last WAL checkpoint."""
+        self._last_key: SessionKey | None = None
+        self._last_at = float("-inf")
+        """The session that committed last, and when (`_side_by_side`)."""
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.url!r})"
@@ -397,13 +403,27 @@ class SqliteStore:
             conn.commit()
             return new_version
 
+        alone = not self._side_by_side(key)
         if self._unchecked < CHECKPOINT_EVERY:
-            done = self._commit_here(work)
+            self._unchecked += 1
+            done = self._commit_here(work) if alone else None
             if done is not None:
-                self._unchecked += 1
                 return done
+            return await self._run(work)  # a checkpoint only every CHECKPOINT_EVERY commits
         self._unchecked = 0
         return await self._run(lambda conn: _checkpointed(conn, work(conn)))
+
+    def _side_by_side(self, key: SessionKey) -> bool:
+        """Return whether another session committed within `SIDE_BY_SIDE_S` (and note this one).
+
+        Sessions then run side by side in this process: a commit on the event loop would hold
+        up every other session's preparation, while in a worker thread it overlaps with it
+        (SQLite releases the GIL for its work). One session at a time commits on the loop.
+        """
+        now = time.monotonic()
+        others = self._last_key != key and now - self._last_at < SIDE_BY_SIDE_S
+        self._last_key, self._last_at = key, now
+        return others
 
     def _commit_here(self, work: Callable[[sqlite3.Connection], int]) -> int | None:
         """Run ``work`` on this thread if nothing makes it wait; ``None``: nothing was written."""
