@@ -95,6 +95,19 @@ def agent(
     )
 
 
+def every_ten(**overrides: Any) -> Compaction:
+    """A Compaction that summarises at 10 messages and keeps the last 4, with no trimming and
+    no memory: what most summary tests need (``overrides`` change or add settings)."""
+    settings: dict[str, Any] = {
+        "trigger_messages": 10,
+        "keep_tokens": 0,
+        "keep_messages": 4,
+        "trim_min_tokens": None,
+        "memory": None,
+    }
+    return Compaction(**{**settings, **overrides})
+
+
 def summaries(model: ScriptedModel) -> list[ModelRequest]:
     return [r for r in model.requests if r.ids.purpose == "summary"]
 
@@ -377,12 +390,7 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     model = ScriptedModel([*calls(6), "done"], summary="SUMMARY-A")
     a = agent(
         model,
-        Compaction(
-            trigger_messages=10,
-            keep_tokens=0,
-            keep_messages=4,
-            trim_min_tokens=None,
-            memory=None,
+        every_ten(
             in_place_summary=False,  # the transcript form
         ),
     )
@@ -410,12 +418,7 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
 
 async def test_the_newest_user_message_is_kept_after_the_summary() -> None:
     model = ScriptedModel(["ok", *calls(8), "done"])
-    compaction = Compaction(
-        trigger_messages=10,
-        keep_tokens=0,
-        keep_messages=4,
-        trim_min_tokens=None,
-        memory=None,
+    compaction = every_ten(
         in_place_summary=False,  # the transcript form
     )
     a = agent(model, compaction)
@@ -437,9 +440,7 @@ async def test_the_full_record_is_kept_while_the_working_history_shrinks() -> No
     model = ScriptedModel([*calls(8), "done"])
     a = agent(
         model,
-        Compaction(
-            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-        ),
+        every_ten(),
     )
     await a.call("go", CTX)
     state, full = a.state(CTX), await a.history(CTX)
@@ -523,12 +524,7 @@ async def test_an_earlier_summary_is_updated_not_resummarised() -> None:
     model = ScriptedModel([*calls(14), "done"], summary=numbered_summary())
     a = agent(
         model,
-        Compaction(
-            trigger_messages=10,
-            keep_tokens=0,
-            keep_messages=4,
-            trim_min_tokens=None,
-            memory=None,
+        every_ten(
             in_place_summary=False,  # the transcript form
         ),
     )
@@ -737,9 +733,7 @@ async def test_an_empty_summary_leaves_the_early_part_out_for_the_round() -> Non
     model = ScriptedModel([*calls(6), "done"], summary="   ")
     a = agent(
         model,
-        Compaction(
-            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-        ),
+        every_ten(),
     )
     reply = await a.call("go", CTX)
     assert reply.text == "done"
@@ -750,9 +744,7 @@ async def test_structured_state_is_not_summarised() -> None:
     model = ScriptedModel([*calls(6), "done"])
     a = agent(
         model,
-        Compaction(
-            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-        ),
+        every_ten(),
     )
     a.state(CTX).set_extension("todos", [{"content": "TODO-ITEM-XYZ", "status": "pending"}])
     await a.call("go", CTX)
@@ -905,9 +897,7 @@ async def test_memory_none_or_no_workspace_writes_nothing(tmp_path: Path) -> Non
     )
     a = agent(
         model,
-        Compaction(
-            trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-        ),
+        every_ten(),
         workspace=workspace,
     )
     await a.call("go", CTX)
@@ -1201,9 +1191,7 @@ async def test_the_summary_is_asked_in_place_with_the_previous_requests_prefix()
     # One request per compaction, starting as the agent's previous request did (System,
     # tools, history up to the cut), so a provider's prompt cache serves the early part.
     model = ScriptedModel([*calls(8), "done"], summary="SUMMARY-A")
-    compaction = Compaction(
-        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-    )
+    compaction = every_ten()
     a = agent(model, compaction)
     await a.call("run the commands", CTX)
 
@@ -1255,9 +1243,7 @@ async def test_an_in_place_answer_without_text_falls_back_to_the_transcript() ->
         return "SUMMARY-C"
 
     model = ScriptedModel([*calls(8), "done"], summary=reply)
-    compaction = Compaction(
-        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-    )
+    compaction = every_ten()
     a = agent(model, compaction)
     await a.call("run the commands", CTX)
     asks = summaries(model)
@@ -1293,9 +1279,7 @@ async def test_a_provider_refusing_the_in_place_request_gets_the_transcript() ->
         return "SUMMARY-E"
 
     model = ScriptedModel([*calls(12), "done"], summary=reply)
-    compaction = Compaction(
-        trigger_messages=10, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
-    )
+    compaction = every_ten()
     await agent(model, compaction).call("run the commands", CTX)
     asks = summaries(model)
     # Refused once: the transcript then and for every later compaction with this model.
