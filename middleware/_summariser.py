@@ -139,12 +139,8 @@ class Summariser:
         request, tokens = counted_near_limit(request)  # exact near the summariser's limit
         if tokens > self.limit:
             return tokens
-        report_manifest(build_manifest(request), self.request)
-        try:
-            response = await send_watched(self.client, request)
-        except ContextOverflowError:
-            return tokens
-        return response.message.text.strip()
+        answer = await send_summary_request(self.client, request, self.request)
+        return tokens if answer is None else answer
 
     async def many(self, prompts: list[str]) -> list[str | int]:
         """Return the answers to ``prompts`` (or the sizes of those too long), in order.
@@ -174,6 +170,22 @@ class Summariser:
         if failures:
             raise failures[0]
         return results
+
+
+async def send_summary_request(
+    client: ModelClientLike, request: ModelRequest, source: ModelRequest
+) -> str | None:
+    """Send a counted summary request straight to ``client``; return its answer's text.
+
+    Its manifest is reported through ``source`` (the agent request being compacted).
+    ``None`` when the summariser rejects the request as too long.
+    """
+    report_manifest(build_manifest(request), source)
+    try:
+        response = await send_watched(client, request)
+    except ContextOverflowError:
+        return None
+    return response.message.text.strip()
 
 
 def summary_text(message: Message) -> str:

@@ -22,15 +22,13 @@ from typing import Final
 
 import msgspec
 
-from harness.accounting import build_manifest, counted_near_limit, estimate_request, report_manifest
-from harness.chain import send_watched
-from harness.errors import ContextOverflowError
+from harness.accounting import counted_near_limit, estimate_request
 from harness.messages import Message, new_id
 from harness.policy import OUTPUT_SETTINGS
 from harness.request import ModelClientLike, ModelRequest, is_stable
 from harness.tokens import TokenEstimator
 from middleware._history import safe_cut
-from middleware._summariser import fit_text
+from middleware._summariser import fit_text, send_summary_request
 
 IN_PLACE_PROMPT: Final = """\
 Pause the task here: do not call any tool and do not continue the work. The conversation \
@@ -120,12 +118,7 @@ async def summarise_in_place(
         summary, tokens = counted_near_limit(in_place_request(request, upto, client, cap))
         if tokens > limit:
             return None
-    report_manifest(build_manifest(summary), request)
-    try:
-        response = await send_watched(client, summary)
-    except ContextOverflowError:
-        return None
-    text = response.message.text.strip()
+    text = await send_summary_request(client, summary, request)
     return (fit_text(text, est, cap), upto) if text else None
 
 
