@@ -1288,3 +1288,19 @@ async def test_a_provider_refusing_the_in_place_request_gets_the_transcript() ->
     at = next(i for i, r in enumerate(model.agent_requests) if compacted(r))
     assert model.agent_requests[at].history[1].text.endswith("SUMMARY-E")
     assert not any("summary_failed" in t for r in model.agent_requests for t in r.transforms)
+
+
+async def test_a_trim_that_frees_little_comes_with_the_summary_in_the_same_round() -> None:
+    # Each trim keeps most of an output (a long preview): it would fit the history back in
+    # its budget for a round or two, then a summary would break the prompt cache again.
+    model = ScriptedModel([*calls(10), "done"], summary="SUMMARY-F")
+    compaction = Compaction(
+        trigger_messages=1000, trim_protect_tokens=0, trim_min_tokens=0, trim_preview_chars=1800
+    )
+    a = agent(model, compaction, max_input_tokens=3_500)
+    await a.call("run the commands", CTX)
+
+    trimming = [
+        r for r in model.agent_requests if any("tool_output_trim" in t for t in r.transforms)
+    ]
+    assert trimming and all(compacted(r) for r in trimming)
