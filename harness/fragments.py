@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import (
     TYPE_CHECKING,
     Final,
@@ -254,6 +254,10 @@ class AnswersSetsAtOnce(Protocol):
         ...
 
 
+SetsNow = Callable[[Sequence[FragmentScope]], list[tuple[int, FragmentList]] | None]
+"""`AnswersSetsAtOnce.fragment_sets_now` of one store (`sets_now_of`)."""
+
+
 async def read_sets(
     store: FragmentStore, scopes: Sequence[FragmentScope]
 ) -> list[tuple[int, FragmentList]]:
@@ -263,16 +267,13 @@ async def read_sets(
     return [await store.fragments(scope) for scope in scopes]
 
 
-def sets_now(
-    store: FragmentStore, scopes: Sequence[FragmentScope]
-) -> list[tuple[int, FragmentList]] | None:
-    """Return what `read_sets` would, when the store can tell at once; else ``None``.
+def sets_now_of(store: FragmentStore) -> SetsNow | None:
+    """Return ``store``'s `AnswersSetsAtOnce.fragment_sets_now`, or ``None`` if it has none.
 
-    For the request path: no coroutine, no worker thread while nothing changed.
+    For a caller that asks before every request: looked up once per store, each request then
+    costs the one call.
     """
-    if _kinds(store)[2]:
-        return cast("AnswersSetsAtOnce", store).fragment_sets_now(scopes)
-    return None
+    return cast("AnswersSetsAtOnce", store).fragment_sets_now if _kinds(store)[2] else None
 
 
 def keeps_fragments(store: object) -> TypeGuard[FragmentStore]:

@@ -34,11 +34,13 @@ built-in are filled in for each request. A built-in that governs a part another 
 part is left out; edited, its shipped text in the part is replaced by the developer's.
 
 Cost per request: the store answers both sets from its cache while nothing was written —
-SQLite at once on the event loop (`harness.fragments.sets_now`: one ``PRAGMA data_version``,
-about 5–15 µs, the store's own commits excluded; the sets' rows only after a write; no
-coroutine, no worker-thread trip, a session with no fragments included), PostgreSQL in one
-small query (`harness.fragments.read_sets`) — so an edit by the CLI in another process still
-reaches the next request. With no fragment in either set nothing else is done. Only the
+SQLite at once on the event loop (`harness.fragments.sets_now_of`, looked up once per session:
+a read of the database's wal-index header, mapped in memory, which every commit of any
+process rewrites — about 1 µs, no lock, no coroutine, no worker-thread trip, a session with
+no fragments included; ``PRAGMA data_version`` only after another connection's commit; the
+sets' rows only after a write), PostgreSQL in one small query (`harness.fragments.read_sets`)
+— so an edit by the CLI in another process still reaches the next request. With no fragment
+in either set nothing else is done. Only the
 units holding an overlaid or marked message are rebuilt, and what they
 came to is kept in the session's scratch (`harness.request.RunScope.session_slot`) for the
 overlays' versions: the next round scans and rebuilds only from the last unit the two
@@ -51,7 +53,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Collection, Sequence
-from typing import ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, cast
 
 import msgspec
 
@@ -68,16 +70,20 @@ from harness.fragments import (
     DEFAULT_PROJECT,
     Fragment,
     FragmentScope,
+    SetsNow,
     keeps_fragments,
     read_sets,
     ref_id,
-    sets_now,
+    sets_now_of,
 )
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
 from harness.prefix import shared_items, shared_prefix
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.types import Concern, Handler
+
+if TYPE_CHECKING:
+    from harness.sessions.store import FragmentStore, SessionKey
 
 OMITTED: str = "omitted_for_budget:fragment:"
 _ID = operator.attrgetter("id")
@@ -139,24 +145,29 @@ class FragmentEditor:
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Apply the fragments, send the request on, and warn about what the budget left out."""
         run = request.run
-        if (
-            run is None
-            or run.key is None
-            or not keeps_fragments(run.store)
-            or request.ids.purpose not in self.purposes
-        ):
+        if run is None or run.key is None or request.ids.purpose not in self.purposes:
             return await call_next(request)
-        key = run.key
-        scopes = (
-            FragmentScope.of_session(key),
-            FragmentScope.of_project(key.agent_id, self.project),
-        )
-        found = sets_now(run.store, scopes)  # unchanged sets: no coroutine, no worker trip
+        key, store = run.key, run.store
+        memo = run.session_slot(self, _Memo)
+        scopes = memo.scopes
+        if scopes is None or memo.store is not store or memo.session != key:  # once a session
+            memo.store, memo.session = store, key
+            memo.keeps = keeps_fragments(store)
+            memo.now = sets_now_of(store) if keeps_fragments(store) else None
+            scopes = memo.scopes = (
+                FragmentScope.of_session(key),
+                FragmentScope.of_project(key.agent_id, self.project),
+            )
+        if not memo.keeps:
+            return await call_next(request)
+        store = cast("FragmentStore", store)
+        now = memo.now  # unchanged sets: answered at once (no coroutine, no worker trip)
+        found = now(scopes) if now is not None else None
         if found is None:
-            found = await read_sets(run.store, scopes)
+            found = await read_sets(store, scopes)
         session, project = found[0][1], found[1][1]
         if self.builtins and builtin_changes(self.builtins, project):
-            _, project = await seed_builtins(run.store, scopes[1], self.builtins, log=key)
+            _, project = await seed_builtins(store, scopes[1], self.builtins, log=key)
         prepared = request  # no fragment at all (the usual case): nothing to apply
         if session or project:
             originals = await self._originals(request, session)
@@ -529,17 +540,30 @@ class _Memo:
         "fragments",
         "history",
         "hits",
+        "keeps",
         "key",
+        "now",
         "parts",
         "parts_for",
         "passed",
         "reverted",
         "scanned",
+        "scopes",
         "sent_ids",
+        "session",
+        "store",
         "units",
     )
 
     def __init__(self) -> None:
+        self.store: object = None
+        self.session: SessionKey | None = None
+        """The store and session ``scopes`` were made for …"""
+        self.scopes: tuple[FragmentScope, FragmentScope] | None = None
+        """… the session's and the project's fragment sets, whether the store keeps them …"""
+        self.keeps = False
+        self.now: SetsNow | None = None
+        """… and its `harness.fragments.sets_now_of`."""
         self.history: tuple[Message, ...] = ()
         self.key: tuple[tuple[str, int], ...] = ()
         self.units: list[_Unit] = []

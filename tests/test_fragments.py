@@ -18,6 +18,7 @@ from harness.fragments import FragmentScope, ReadsOneFragment, read_sets
 from harness.messages import ContentPart, Message, ToolCall
 from harness.redaction import DEFAULT_SECRETS, redact_message
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
+from harness.sessions.sqlite import SqliteStore
 from harness.sessions.store import FragmentStore, MessageEvent
 from tests.sessions import conftest as shared
 
@@ -328,6 +329,41 @@ async def test_sqlite_sets_follow_another_connections_writes_between_own_commits
         again = await Fragments(mine, KEY).add("a new note")
         assert await read_sets(mine, scopes) == [(1, [again]), (1, [rule])]
         assert await read_sets(other, scopes) == await read_sets(mine, scopes)
+    finally:
+        await mine.aclose()
+        await other.aclose()
+
+
+async def test_sqlite_sets_see_a_commit_landing_right_after_an_own_commit(
+    tmp_path: Path,
+) -> None:
+    """The wal-index header kept across an own commit never hides another writer's commit.
+
+    A round commit keeps the cached data version when the header's change counter moved by
+    its own commit alone. Here the steps around it (header inside the write transaction,
+    commit, `committed`) are taken by hand, with another connection's fragment write put in
+    the gap between the commit and the header read after it.
+    """
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    mine, other = open_store(url), open_store(url)
+    assert isinstance(mine, SqliteStore) and isinstance(other, FragmentStore)
+    scopes = (FragmentScope.of_session(KEY), FragmentScope.of_project(KEY.agent_id))
+    try:
+        await record(mine, Message.user("first"))
+        for _ in range(2):
+            assert await read_sets(mine, scopes) == [(0, []), (0, [])]
+        await mine.commit(KEY, expected_version=1, events=[], state=StoredState())
+        assert mine._sets.clean is not None  # the round commit kept the version: no PRAGMA
+        assert await read_sets(mine, scopes) == [(0, []), (0, [])]
+        conn = mine._conn
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE sessions SET version = version + 1")
+        before = mine._sets.header()
+        conn.commit()
+        added = await Fragments(other, KEY).add("use the staging database")  # in the gap
+        mine._sets.committed(before)
+        assert await read_sets(mine, scopes) == [(1, [added]), (0, [])]
     finally:
         await mine.aclose()
         await other.aclose()

@@ -36,7 +36,10 @@ indexing them. `purge` removes a session's indexed texts in its own transaction.
 from __future__ import annotations
 
 import contextlib
+import mmap
+import os
 import sqlite3
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -281,6 +284,7 @@ class SqliteStore:
             _migrate(conn, target)
             if self.path is not None:
                 self._sets.watch(conn)
+                self._sets.shm = _wal_index(self.path)
         except sqlite3.DatabaseError as error:
             conn.close()
             raise WorkspaceError(
@@ -400,7 +404,9 @@ class SqliteStore:
                     for r in _rows.event_rows(batch, first)
                 ],
             )
+            before = self._sets.header()  # the write lock is held: no one else commits now
             conn.commit()
+            self._sets.committed(before)
             return new_version
 
         alone = not self._side_by_side(key)
@@ -803,6 +809,10 @@ Stamp = tuple[int, int, float]
 purged and written again gets a new stamp even where its row id and version repeat."""
 
 
+_Answer = tuple[tuple[int, int], tuple[FragmentScope, ...], list[tuple[int, list[Fragment]]]]
+"""A generation, the scopes answered at it, and the answer (its lists `_SetCache.known`'s)."""
+
+
 class _SetCache:
     """Fragment sets read before, kept with the stamp of the set's row they were read at.
 
@@ -821,6 +831,25 @@ class _SetCache:
     - **Else each set's row** (`Stamp`) through a read-only connection of its own: in WAL
       mode a reader never waits for a writer, so it cannot stall the loop behind the
       store's lock. A set at the stamp it was cached at is answered from the cache.
+
+    The data version itself costs a read transaction (~14 µs right after a commit: SQLite
+    takes and moves a read mark in the wal-index with file-lock calls). So `clean` keeps the
+    version with the **wal-index header** it was read at (`header`: 48 bytes of the ``-shm``
+    file, mapped, `_wal_index`; SQLite rewrites them at every commit of any connection, and
+    every connection of the file, in any process, maps that same shared file — it is how
+    SQLite itself tells that the database changed). While the header is the same,
+    nothing committed and the version is the one kept. The header is read before the
+    version, so a commit between the two moves the header away from what was kept (read
+    again next time), never hides behind it. The store's own round commits keep `clean`
+    current (`committed`): inside the write transaction no one else can commit, and the
+    header's change counter (``iChange``, +1 per commit) tells whether anyone committed
+    between that commit and the header read after it. Any other commit of its own moves the
+    header, and the version is read again.
+
+    The answer repeated most (`last`: the same scopes, same generation) is given without
+    any lock: `last`, `clean` and `writes` are read first, the header last — a commit after
+    those reads moves the header, and an own fragment write under way has already counted
+    in `writes` (its triggers run before it commits), so either one is seen.
 
     A scope with no row has no fragments. At most ``MAX_SETS`` sets are kept, the least
     recently used dropped. Keys are full scopes (user, agent, session or project), so one
@@ -842,6 +871,43 @@ class _SetCache:
         """(data version, writes) when `known` was answered."""
         self.known: dict[FragmentScope, tuple[int, list[Fragment]]] = {}
         """What each scope was answered at `generation`."""
+        self.last: _Answer | None = None
+        """The last answer from `known` (one value: the event loop reads it without a lock)."""
+        self.shm: mmap.mmap | None = None
+        """The file's wal-index header, mapped (`_wal_index`; ``None``: none to read)."""
+        self.clean: tuple[bytes, int] | None = None
+        """(wal-index header, the connection's data version) read in that order."""
+
+    def header(self) -> bytes | None:
+        """Return the wal-index header (moves with every commit), or ``None``."""
+        if self.shm is None:
+            return None
+        try:
+            return self.shm[:_WAL_HEADER]
+        except ValueError:
+            return None
+
+    def committed(self, before: bytes | None) -> None:
+        """Carry `clean` over the store's own commit (its lock held, right after it).
+
+        ``before`` is the header read inside the committed write transaction. The version is
+        still the one kept when nothing committed before that transaction (``before`` is the
+        kept header) and the commit alone moved the counter after it. The caller's commit
+        must have written (a round's always rewrites the session row's version): a commit
+        that wrote nothing leaves the counter, and another connection's commit would then
+        pass for it.
+        """
+        clean, after = self.clean, self.header()
+        if (
+            clean is None
+            or before is None
+            or after is None
+            or clean[0] != before
+            or _changes(after) != (_changes(before) + 1) & 0xFFFFFFFF
+        ):
+            self.clean = None
+        else:
+            self.clean = (after, clean[1])
 
     def watch(self, conn: sqlite3.Connection) -> None:
         """Count ``conn``'s own writes to ``fragment_sets``.
@@ -873,6 +939,15 @@ class _SetCache:
         """
         if self.path is None or main is None:
             return None
+        last, clean = self.last, self.clean
+        if (
+            last is not None
+            and clean is not None
+            and last[1] == scopes
+            and last[0] == (clean[1], self.writes)
+            and self.header() == clean[0]  # read last: nothing committed since `clean`
+        ):
+            return [(version, list(found)) for version, found in last[2]]  # no lock taken
         generation = _generation(main, main_lock, self)
         if not self.lock.acquire(blocking=False):
             return None
@@ -880,7 +955,8 @@ class _SetCache:
             if generation is not None and generation == self.generation:
                 out = self._known(scopes)
                 if out is not None:
-                    return out
+                    self.last = (generation, scopes, out)
+                    return [(version, list(found)) for version, found in out]
             out = self._probe(self.path, scopes)
             if out is not None and generation is not None:
                 if generation != self.generation:
@@ -901,7 +977,7 @@ class _SetCache:
             found = self.known.get(scope)
             if found is None:
                 return None
-            out.append((found[0], list(found[1])))
+            out.append(found)
         return out
 
     def _probe(
@@ -982,7 +1058,8 @@ class _SetCache:
                 self.probe.close()
                 self.probe = None
             self.fragments.clear()
-            self.generation, self.known = None, {}
+            self.generation, self.known, self.last = None, {}, None
+            self.clean, self.shm = None, None  # the descriptor stays open: `_wal_index`
 
 
 def _generation(
@@ -990,16 +1067,78 @@ def _generation(
 ) -> tuple[int, int] | None:
     """Return (data version, own fragment-set writes) of the store's connection.
 
+    The version is `_SetCache.clean`'s while the wal-index header is the one it was read at.
     ``None`` while a worker holds the connection: the answer then comes from the rows.
     """
     if not main_lock.acquire(blocking=False):
         return None
     try:
-        return int(main.execute("PRAGMA data_version").fetchone()[0]), sets.writes
+        header, clean = sets.header(), sets.clean
+        if header is not None and clean is not None and header == clean[0]:
+            return clean[1], sets.writes
+        version = int(main.execute("PRAGMA data_version").fetchone()[0])
+        sets.clean = None if header is None else (header, version)
+        return version, sets.writes
     except sqlite3.Error:
         return None
     finally:
         main_lock.release()
+
+
+_WAL_HEADER: Final = 48
+"""Bytes of the wal-index header (SQLite's file format: ``WalIndexHdr`` at the start of
+``-shm``, machine byte order); its change counter ``iChange`` is the u32 at offset 8."""
+
+_WAL_INDEXES: dict[tuple[int, int], tuple[int, mmap.mmap | None]] = {}
+"""``-shm`` file (device, inode) → a descriptor and its header mapped, kept for the process."""
+_WAL_INDEXES_LOCK = threading.Lock()
+_MAX_WAL_INDEXES: Final = 64
+"""Files beyond this many read the data version every time (descriptors stay bounded)."""
+
+
+def _changes(header: bytes) -> int:
+    return int.from_bytes(header[8:12], sys.byteorder)
+
+
+def _wal_index(path: Path) -> mmap.mmap | None:
+    """Return ``path``'s wal-index header mapped read-only, or ``None`` where there is none.
+
+    Called once the store's connection is open in WAL mode: the ``-shm`` file then exists
+    and stays the same file, at least its first page long, while that connection is open
+    (SQLite, which maps the same page itself, replaces or truncates it only when no
+    connection has it open), so reading the mapping can fault only where SQLite's own
+    reads would. The header is only read while the connection is open. A read is a copy of
+    48 bytes: no system call (``pread`` cost 1–3 µs right after a commit).
+
+    Descriptor and mapping are **never closed**: SQLite locks the file with POSIX locks,
+    which closing any descriptor of it in the process would release for every connection
+    of the process. So one of each per file and process, kept (an inode in use is never
+    reused, so the key stays unique), at most `_MAX_WAL_INDEXES` files.
+    """
+    if os.name != "posix":
+        return None  # elsewhere: the data version every time
+    name = f"{path}-shm"
+    try:
+        found = os.stat(name)
+    except OSError:
+        return None
+    key = (found.st_dev, found.st_ino)
+    with _WAL_INDEXES_LOCK:
+        kept = _WAL_INDEXES.get(key)
+        if kept is not None:
+            return kept[1]
+        if len(_WAL_INDEXES) >= _MAX_WAL_INDEXES or found.st_size < _WAL_HEADER:
+            return None
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        opened = os.fstat(fd)
+        mapped: mmap.mmap | None = None
+        with contextlib.suppress(OSError, ValueError):
+            mapped = mmap.mmap(fd, _WAL_HEADER, access=mmap.ACCESS_READ)
+        _WAL_INDEXES[(opened.st_dev, opened.st_ino)] = (fd, mapped)  # fd kept open, even so
+        return mapped if (opened.st_dev, opened.st_ino) == key else None
 
 
 def _stamp(conn: sqlite3.Connection, scope: FragmentScope) -> Stamp | None:
