@@ -65,6 +65,9 @@ def system_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
 
 def fixed_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     """Return what every request pays regardless of history: System, tools, priming."""
+    last = _last_measured(request, estimator)
+    if last is not None:
+        return last.fixed
     tally = _tally(request, estimator)
     if tally is not None:
         return tally.costs.fixed(request)
@@ -145,8 +148,8 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
     """Return the estimated input tokens of ``request`` as it would be sent."""
     est = estimator or request.estimator
-    tally = _tally(request, est)
-    if tally is None:
+    run = request.run
+    if run is None:
         return (
             system_tokens(request, est)
             + est.count_tools(request.tools)
@@ -154,14 +157,16 @@ def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = N
             + est.count_messages(request.history)
             + blocks_tokens(request, est)
         )
-    costs = tally.costs
-    total = costs.fixed(request) + tally.measure(request.history, request.run)
-    return total + costs.blocks(request.blocks) if request.blocks else total
+    last = _last_measured(request, est)
+    return last.total if last is not None else _measure_request(request, est, run).total
 
 
 def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
     """Return the tokens of ``request.history``: a running total within an agent call."""
     est = estimator or request.estimator
+    last = _last_measured(request, est)
+    if last is not None:
+        return last.history_tokens
     tally = _tally(request, est)
     if tally is None:
         return est.count_messages(request.history)
@@ -397,6 +402,83 @@ class HistoryTally:
         return total, tuple(draft)
 
 
+class _Measured:
+    """The estimate of the last request a run measured, with the parts it was made from.
+
+    A round's request is measured by BudgetFit, Compaction, PairValidation and the manifest,
+    mostly with the very same System parts, tool schemas, history and blocks (each layer
+    replaces other fields). Kept in the run's slots, the last answer costs those four
+    identity checks and one of the estimator, instead of finding the session's tally and
+    asking it again; the parts are held, so no other tuple can take their ``id`` meanwhile.
+    Every part is immutable and an estimator counts a given content alike each time, so
+    a request that carries the same objects has the same counts.
+    """
+
+    __slots__ = (
+        "blocks",
+        "estimator",
+        "fixed",
+        "history",
+        "history_tokens",
+        "system",
+        "tools",
+        "total",
+    )
+
+    def __init__(
+        self,
+        request: ModelRequest,
+        estimator: TokenEstimator,
+        fixed: int,
+        history: int,
+        blocks: int,
+    ) -> None:
+        self.estimator = estimator
+        self.system = request.system
+        self.tools = request.tools
+        self.history = request.history
+        self.blocks = request.blocks
+        self.fixed = fixed
+        """System, tool schemas and reply priming."""
+        self.history_tokens = history
+        """The history's tokens."""
+        self.total = fixed + history + blocks
+        """The whole request's estimate (`estimate_request`)."""
+
+
+def _last_measured(request: ModelRequest, estimator: TokenEstimator) -> _Measured | None:
+    """Return the run's last measurement if ``request`` carries its very parts, else ``None``."""
+    run = request.run
+    if run is None:
+        return None
+    last: _Measured | None = run.slots.get(_LAST_KEY)
+    if (
+        last is not None
+        and last.history is request.history
+        and last.estimator is estimator
+        and last.blocks is request.blocks
+        and last.system is request.system
+        and last.tools is request.tools
+    ):
+        return last
+    return None
+
+
+def _measure_request(request: ModelRequest, estimator: TokenEstimator, run: RunScope) -> _Measured:
+    """Measure ``request`` with the session's running totals and keep it as the run's last."""
+    tally = _run_tally(run, request, estimator)
+    costs = tally.costs
+    fixed = costs.fixed(request)
+    history = tally.measure(request.history, run)
+    blocks = costs.blocks(request.blocks) if request.blocks else 0
+    last = run.slots[_LAST_KEY] = _Measured(request, estimator, fixed, history, blocks)
+    return last
+
+
+_LAST_KEY = id(_Measured)
+"""Where a run keeps its `_Measured` (the class is the owner, alive as long as the module)."""
+
+
 _MAX_TALLIES = 8
 """Tallies one run keeps (estimator × purpose); a calibrated estimator is new every round."""
 
@@ -407,8 +489,10 @@ class _Tallies(dict[tuple[int, str], HistoryTally]):
 
 def _tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
     run = request.run
-    if run is None:
-        return None
+    return None if run is None else _run_tally(run, request, est)
+
+
+def _run_tally(run: RunScope, request: ModelRequest, est: TokenEstimator) -> HistoryTally:
     tallies = run.slots.get(_RUN_KEY)  # this call's shortcut to the session's tallies
     if tallies is None:
         tallies = run.slots[_RUN_KEY] = run.session_slot(_Tallies, _Tallies)  # one per session

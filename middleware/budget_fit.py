@@ -49,6 +49,7 @@ from harness.accounting import (
     BLOCKS_FRAMING,
     HistoryTally,
     counted_near_limit,
+    fixed_tokens,
     history_tokens,
     tally_of,
 )
@@ -127,8 +128,7 @@ class BudgetFit:
         run = request.run
         memo = run.session_slot(self, _Memo) if run is not None else _Memo()
         parts = memo.blocks_of(request.blocks, est)
-        tally = tally_of(request, est)  # the running totals: counted above
-        fixed = tally.costs.fixed(request)
+        fixed = fixed_tokens(request, est)  # measured above: the run's last measurement
         if parts.fixed:
             fixed += BLOCKS_FRAMING + parts.fixed
         overhead = 0 if parts.fixed else BLOCKS_FRAMING
@@ -147,7 +147,7 @@ class BudgetFit:
                 limit=limit,
                 transforms=request.transforms,
             )
-        minimum = memo.minimum_tokens(request, tally)
+        minimum = memo.minimum_tokens(request, tally_of(request, est))
         if fixed + minimum > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks (~{fixed} tokens) "

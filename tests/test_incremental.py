@@ -120,6 +120,38 @@ def test_running_totals_and_items_equal_counting_everything(
         assert manifest_items(with_run) == manifest_items(alone)
 
 
+_PARTS = st.sampled_from(["system", "tools", "blocks", "history", "estimator", "budget"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=messages, changes=st.lists(_PARTS, min_size=1, max_size=8))
+def test_the_runs_last_measurement_follows_every_part_that_changes(
+    history: tuple[Message, ...], changes: list[str]
+) -> None:
+    """One part at a time changes between measurements of one run: each answer is fresh."""
+    run = RunScope()
+    request = _request(history, run)
+    for step, part in enumerate(changes):
+        if part == "system":
+            request = request.replace(system=(SystemPart(name="p", text="rule " * step),))
+        elif part == "tools":
+            request = request.replace(tools=(ToolSchema(name="t", description="d" * step),))
+        elif part == "blocks":
+            request = request.replace(blocks=(ContextBlock.reference("b", "fact " * step),))
+        elif part == "history":
+            request = request.replace(history=(*request.history, Message.user(f"n{step}")))
+        elif part == "estimator":
+            other = ApproximateEstimator("o200k" if step % 2 else "cl100k")
+            request = request.replace(policy=ContextPolicy(estimator=other))
+        else:  # a field the estimate does not read: the last answer stands
+            request = request.replace(history_budget=step)
+        alone = request.replace(run=None)
+        est = request.estimator
+        assert estimate_request(request) == estimate_request(alone)
+        assert fixed_tokens(request, est) == fixed_tokens(alone, est)
+        assert history_tokens(request) == history_tokens(alone)
+
+
 def test_a_round_counts_only_its_new_messages() -> None:
     class Counting(ApproximateEstimator):  # a subclass keeps a private cache: every miss shows
         calls = 0
