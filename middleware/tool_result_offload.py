@@ -30,10 +30,10 @@ head-and-tail preview that says the middle is not available, with the transform
 Incremental: a round scans only the messages after the prefix its history shares with the
 one this middleware passed on last time in the session (`harness.prefix.shared_prefix`; the
 same limit and estimator): those were decided already and the decision depends on the
-message alone. So a round costs the prefix comparison, two slot look-ups and, per new tool
-result, its first token count — which the estimator's cache keeps, so the layers after it
-do not count that result again. Whether the call still has to sweep is a slot look-up; only
-a sweep awaits.
+message alone. So a round costs the prefix comparison, one slot look-up (the session's
+notes, which also name the call that swept last) and, per new tool result, its first token
+count — which the estimator's cache keeps, so the layers after it do not count that result
+again. Only a sweep awaits.
 
 Workspace: the one given to the constructor, else the agent's (an agent given none has a
 private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).
@@ -45,15 +45,14 @@ import errno
 import hashlib
 import time
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import anyio.to_thread
-import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.messages import Message
 from harness.prefix import shared_prefix
-from harness.request import ModelRequest, ModelResponse
+from harness.request import ModelRequest, ModelResponse, RunScope
 from harness.tools import Tool
 from harness.types import Concern, Handler
 from harness.workspace import Workspace, scope_key
@@ -166,20 +165,24 @@ class ToolResultOffload:
         """Offload the oversized tool results of ``request`` and pass it on."""
         run = request.run
         ws = self.workspace if self.workspace is not None else run.workspace if run else None
-        if ws is not None and self._sweep_due(request):
+        # What was decided is kept across the session's calls; the sweep is once per call.
+        notes = run.session_slot(self, _Notes) if run is not None else None
+        if ws is not None and run is not None and notes is not None and self._sweep_due(notes, run):
             await self._sweep(ws)
         history = request.history
-        # What was decided is kept across the session's calls; the sweep is per call.
-        notes = run.session_slot(self, _CallNotes) if run is not None else None
         start = notes.decided(request) if notes is not None else 0
         replaced: dict[int, Message] = {}
         transforms: list[str] = []
         names: dict[str, str] | None = None
         for index in range(start, len(history)):
             message = history[index]
-            if message.role != "tool" or _done(message):
+            if message.role != "tool":
                 continue
-            text = _plain_text(message)
+            metadata, text = message.metadata, message.content
+            if metadata is not None and _done(metadata):
+                continue
+            if not isinstance(text, str):
+                text = _plain_text(message)
             if text is None or not self._too_big(text, message, request):
                 continue
             name = message.name
@@ -221,17 +224,15 @@ class ToolResultOffload:
         return await call_next(request)
 
     # --------------------------------------------------------------- private
-    def _sweep_due(self, request: ModelRequest) -> bool:
-        """Whether this request's call should sweep: its first, unless the folder is fresh.
+    def _sweep_due(self, notes: _Notes, run: RunScope) -> bool:
+        """Whether this call should sweep: at its first request, unless the folder is fresh.
 
-        Synchronous (a slot look-up) so a round that does not sweep awaits nothing here.
+        Synchronous (the call the session's notes last swept in) so a round that does not
+        sweep awaits nothing here.
         """
-        if self.max_age_s is None or request.run is None:
+        if self.max_age_s is None or notes.swept_in == run.run_id:
             return False
-        notes = request.run.slot(self, _CallNotes)
-        if notes.swept:
-            return False
-        notes.swept = True  # before awaiting: one sweep per call, even if it fails
+        notes.swept_in = run.run_id  # before awaiting: one sweep per call, even if it fails
         return True
 
     async def _sweep(self, ws: Workspace) -> None:
@@ -396,9 +397,9 @@ def _reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _done(message: Message) -> bool:
-    """Whether ``message`` already is an offload preview (written or inline)."""
-    return message.meta("offloaded") is not None or message.meta("offload_failed") is not None
+def _done(metadata: dict[str, Any]) -> bool:
+    """Whether a message with ``metadata`` already is an offload preview (written or inline)."""
+    return metadata.get("offloaded") is not None or metadata.get("offload_failed") is not None
 
 
 def _plain_text(message: Message) -> str | None:
@@ -419,17 +420,20 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class _CallNotes(msgspec.Struct):
-    """This middleware's per-call slot: the sweep, and the history it passed on last."""
+class _Notes:
+    """This middleware's notes on a session: the history it passed on last, the last sweep."""
 
-    swept: bool = False
-    """Whether its folder was swept in this call."""
-    history: tuple[Message, ...] = ()
-    """The history it passed on last: every message in it was decided."""
-    limit: int = -1
-    """The input limit that history was decided under."""
-    estimator: object = None
-    """… and the estimator (held, so its identity stays its own)."""
+    __slots__ = ("estimator", "history", "limit", "swept_in")
+
+    def __init__(self) -> None:
+        self.history: tuple[Message, ...] = ()
+        """The history it passed on last: every message in it was decided …"""
+        self.limit = -1
+        """… under this input limit …"""
+        self.estimator: object = None
+        """… and this estimator (held, so its identity stays its own)."""
+        self.swept_in = ""
+        """The id of the agent call that swept the folder last."""
 
     def decided(self, request: ModelRequest) -> int:
         """Return how many leading messages of ``request``'s history need no new decision."""

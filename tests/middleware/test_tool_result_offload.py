@@ -22,6 +22,8 @@ from harness import (
     Workspace,
 )
 from harness.errors import ConfigurationError
+from harness.policy import ContextPolicy
+from harness.request import ModelResponse, RequestIds, RunScope
 from harness.sessions import SessionKey
 from harness.state import AgentState
 from middleware import tool_result_offload
@@ -596,3 +598,42 @@ async def test_two_offload_instances_in_one_stack_each_sweep_their_own_folder(
     await compose(stack, answer)(request)
     assert not ws.exists("results_a/stale.txt")
     assert not ws.exists("results_b/stale.txt")  # not skipped as "already swept"
+
+
+async def test_a_kept_decision_follows_the_input_limit_and_the_session() -> None:
+    """Results decided small are decided again under a smaller limit, and per session.
+
+    The rounds of one session scan only what is new; a result kept whole under a large
+    limit is offloaded by tokens once the limit shrinks, and another session's notes never
+    stand for this one's.
+    """
+    offload = ToolResultOffload(max_result_chars=50_000, preview_chars=100)
+    workspace = Workspace("memory://kept-decisions")
+    call = Message.assistant(id="a", tool_calls=[ToolCall(id="c", name="sh", arguments="{}")])
+    history = (Message.user("go", id="u"), call, Message.tool("c", big_text(8_000), id="t"))
+    seen: list[ModelRequest] = []
+
+    async def record(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(message=Message.assistant("ok"))
+
+    def request(limit: int, state: AgentState) -> ModelRequest:
+        run = RunScope(workspace=workspace, session=state.scratch)
+        return ModelRequest(
+            model="gpt-4o",
+            history=history,
+            policy=ContextPolicy().resolve("gpt-4o"),
+            input_limit=limit,
+            run=run,
+            ids=RequestIds(session_id="s", user_id="u"),
+        )
+
+    mine, other = AgentState(), AgentState()
+    await offload(request(1_000_000, mine), record)
+    assert not seen[-1].transforms
+    await offload(request(1_000_000, mine), record)  # nothing new: nothing scanned
+    assert not seen[-1].transforms
+    await offload(request(4_000, mine), record)
+    assert seen[-1].transforms == ("tool_result_offload:c",)
+    await offload(request(4_000, other), record)
+    assert seen[-1].transforms == ("tool_result_offload:c",)
