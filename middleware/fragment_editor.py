@@ -150,7 +150,7 @@ class FragmentEditor:
         key, store = run.key, run.store
         memo = run.session_slot(self, _Memo)
         scopes = memo.scopes
-        if scopes is None or memo.store is not store or memo.session != key:  # once a session
+        if scopes is None or memo.store is not store or memo.session is not key:  # per call
             memo.store, memo.session = store, key
             memo.keeps = keeps_fragments(store)
             memo.now = sets_now_of(store) if keeps_fragments(store) else None

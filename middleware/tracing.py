@@ -128,7 +128,10 @@ class Tracing:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Run the rest of the chain inside a request span (straight on when none records)."""
-        if self._silent():
+        provider = self.tracer_provider  # `_silent`, inline: this runs before every request
+        if provider is None or type(provider) is ProxyTracerProvider:
+            provider = _global_provider()
+        if type(provider) in _NO_OP_PROVIDERS:
             return await call_next(request)
         tracer = self._tracer()
         client = request.run.client if request.run is not None else None

@@ -635,7 +635,8 @@ class SqliteStore:
         What `fragment_sets` does first, without a coroutine
         (`harness.fragments.AnswersSetsAtOnce`).
         """
-        return self._sets.answer(tuple(scopes), self._conn, self._lock)
+        wanted = scopes if type(scopes) is tuple else tuple(scopes)
+        return self._sets.answer(wanted, self._conn, self._lock)
 
     async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
         """Return the set's version and one fragment's current version (one read snapshot).
@@ -939,13 +940,15 @@ class _SetCache:
         """
         if self.path is None or main is None:
             return None
-        last, clean = self.last, self.clean
+        last, clean, shm = self.last, self.clean, self.shm
         if (
             last is not None
             and clean is not None
+            and shm is not None
             and last[1] == scopes
-            and last[0] == (clean[1], self.writes)
-            and self.header() == clean[0]  # read last: nothing committed since `clean`
+            and last[0][0] == clean[1]
+            and last[0][1] == self.writes
+            and shm[:_WAL_HEADER] == clean[0]  # read last: nothing committed since `clean`
         ):
             return [(version, list(found)) for version, found in last[2]]  # no lock taken
         generation = _generation(main, main_lock, self)
