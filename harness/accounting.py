@@ -133,10 +133,16 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     and the exact total is returned.
     """
     est = request.estimator
-    tokens = estimate_request(request, est)
+    limit = request.input_limit
+    measured = _measured(request, est)
+    if measured is not None and measured.far_from == limit:
+        return request, measured.total  # decided for these very parts this round
+    tokens = measured.total if measured is not None else estimate_request(request, est)
     # near_limit first: far from the limit the exact tokenizer is not even loaded (loading
     # one takes seconds, which the first request of a fresh process would block on).
-    if not near_limit(tokens, request.input_limit, est):
+    if not near_limit(tokens, limit, est):
+        if measured is not None:
+            measured.far_from = limit
         return request, tokens
     exact = exact_counter_of(est)
     if exact is None:
@@ -148,8 +154,8 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
     """Return the estimated input tokens of ``request`` as it would be sent."""
     est = estimator or request.estimator
-    run = request.run
-    if run is None:
+    measured = _measured(request, est)
+    if measured is None:
         return (
             system_tokens(request, est)
             + est.count_tools(request.tools)
@@ -157,8 +163,7 @@ def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = N
             + est.count_messages(request.history)
             + blocks_tokens(request, est)
         )
-    last = _last_measured(request, est)
-    return last.total if last is not None else _measure_request(request, est, run).total
+    return measured.total
 
 
 def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
@@ -417,6 +422,7 @@ class _Measured:
     __slots__ = (
         "blocks",
         "estimator",
+        "far_from",
         "fixed",
         "history",
         "history_tokens",
@@ -444,6 +450,8 @@ class _Measured:
         """The history's tokens."""
         self.total = fixed + history + blocks
         """The whole request's estimate (`estimate_request`)."""
+        self.far_from: int | None = None
+        """An input limit this estimate was found far from (`near_limit` is false for it)."""
 
 
 def _last_measured(request: ModelRequest, estimator: TokenEstimator) -> _Measured | None:
@@ -462,6 +470,15 @@ def _last_measured(request: ModelRequest, estimator: TokenEstimator) -> _Measure
     ):
         return last
     return None
+
+
+def _measured(request: ModelRequest, estimator: TokenEstimator) -> _Measured | None:
+    """Return the run's measurement of ``request`` (kept or made now), ``None`` without a run."""
+    run = request.run
+    if run is None:
+        return None
+    last = _last_measured(request, estimator)
+    return last if last is not None else _measure_request(request, estimator, run)
 
 
 def _measure_request(request: ModelRequest, estimator: TokenEstimator, run: RunScope) -> _Measured:

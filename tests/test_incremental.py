@@ -27,7 +27,13 @@ from harness import (
     ToolCall,
     ToolSchema,
 )
-from harness.accounting import estimate_request, fixed_tokens, history_tokens, manifest_items
+from harness.accounting import (
+    counted_near_limit,
+    estimate_request,
+    fixed_tokens,
+    history_tokens,
+    manifest_items,
+)
 from harness.errors import InvalidToolPairs
 from harness.markers import SUMMARY
 from harness.prefix import shared_prefix
@@ -120,7 +126,7 @@ def test_running_totals_and_items_equal_counting_everything(
         assert manifest_items(with_run) == manifest_items(alone)
 
 
-_PARTS = st.sampled_from(["system", "tools", "blocks", "history", "estimator", "budget"])
+_PARTS = st.sampled_from(["system", "tools", "blocks", "history", "estimator", "limit", "budget"])
 
 
 @settings(max_examples=60, deadline=None)
@@ -143,10 +149,17 @@ def test_the_runs_last_measurement_follows_every_part_that_changes(
         elif part == "estimator":
             other = ApproximateEstimator("o200k" if step % 2 else "cl100k")
             request = request.replace(policy=ContextPolicy(estimator=other))
+        elif part == "limit":  # far from the estimate, then right at it: counted exactly
+            near = estimate_request(request.replace(run=None))
+            request = request.replace(input_limit=near if request.input_limit != near else -1)
         else:  # a field the estimate does not read: the last answer stands
             request = request.replace(history_budget=step)
         alone = request.replace(run=None)
         est = request.estimator
+        counted, tokens = counted_near_limit(request)
+        counted_alone, tokens_alone = counted_near_limit(alone)
+        assert tokens == tokens_alone
+        assert counted.estimator.method == counted_alone.estimator.method
         assert estimate_request(request) == estimate_request(alone)
         assert fixed_tokens(request, est) == fixed_tokens(alone, est)
         assert history_tokens(request) == history_tokens(alone)
