@@ -22,9 +22,20 @@ parts', tool schemas' and blocks' costs and items are kept beside them while req
 the same (or equal) tuples (`_Costs`). Without a run scope every measurement counts the
 whole request (cached counts).
 
+**One round, one measurement.** The layers of a round mostly hand on the very System,
+tool, history and block tuples they got (each replaces other fields), so the run keeps its
+last measurement with the parts and estimator it was made from, and the input limit it was
+found far from (`_Measured`): BudgetFit measures the round's request, and Compaction,
+PairValidation and `fixed_tokens`/`history_tokens` get the same answer from five identity
+checks. Any other tuple or estimator is measured anew.
+
 What a warm round still pays per message of the history: the manifest's ``items`` tuple is
 one copy of the kept item list (a pointer and a reference count per message; at 10,000
-messages some 30–80 µs, bound by memory traffic), and `shared_prefix` one ``memcmp``.
+messages some 60–90 µs in an agent's round, bound by memory traffic: the items are
+scattered on the heap and not in the cache since the last round), and `shared_prefix` one
+``memcmp``. That copy is the one O(history) cost left in a round without compaction; it
+goes only with a shared (chunked) items sequence, a change of the public, msgspec-encoded
+`ContextManifest.items` (msgspec encodes only lists and tuples as arrays).
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ What remains after the fixed cost and the kept blocks is the history budget, set
 Cost of a warm round: while the whole request fits with `SUMMARY_ROOM` to spare, nothing
 can be refused or dropped and the history minimum is not looked for: the round costs the
 request's estimate (a count per *new* message; the history's total is a running one,
-`harness.accounting.HistoryTally`) and identity checks of the System parts, tool schemas and
-blocks (`_Memo`: split and counted again only when they change). Near the limit everything
+`harness.accounting.HistoryTally`; the fixed cost comes with it, and the layers after this
+one get the same measurement back from identity checks) and an identity check of the blocks
+(`_Memo`: split and counted again only when they change). Near the limit everything
 is recounted exactly (`harness.accounting.counted_near_limit`) and the minimum is found
 without a pass over the history (the newest user turn is tracked by the running tally, the
 last unit found from the end, its tokens are differences of running sums). The selection
