@@ -18,6 +18,7 @@ from harness import (
 )
 from harness.errors import ConfigurationError, InvalidInputError
 from harness.messages import new_id
+from harness.request import RunScope
 from harness.task import (
     TODOS_KEY,
     TodoItem,
@@ -418,3 +419,51 @@ async def test_the_todo_list_is_never_missing_nor_shown_twice_when_compaction_re
         )
         block_shown = any(b.source_id == "state/todos" for b in request.blocks)
         assert receipt_shown != block_shown, request.transforms
+
+
+def test_a_kept_render_follows_every_input_it_was_made_from() -> None:
+    """Rounds of one session reuse the rendered parts only while nothing they show changed.
+
+    Each round's request is compared with a fresh TaskState's (nothing kept): the todos,
+    the receipt in the history, plan mode, the task, a subject version replaced in place of
+    the dict (documented as never mutated, still followed) and another session's state.
+    """
+    options = {
+        "task_list": True,
+        "plan_mode": PlanModeOptions(),
+        "include_requirements": True,
+        "include_verification_results": True,
+    }
+    kept = TaskState(**options)  # type: ignore[arg-type]
+    state = AgentState()
+    history: tuple[Message, ...] = (Message.user("go"),)
+
+    def follows(state: AgentState) -> ModelRequest:
+        run = RunScope(session=state.scratch)
+        request = ModelRequest(model="gpt-4o", history=history, state=state, run=run)
+        rendered = kept.render(request, state)
+        fresh = TaskState(**options).render(request.replace(run=None), state)  # type: ignore[arg-type]
+        assert (rendered.system, rendered.blocks) == (fresh.system, fresh.blocks)
+        return rendered
+
+    assert not follows(state).blocks
+    set_todos(state, [TodoItem(content="read the code")])
+    assert "read the code" in state_blocks(follows(state))["state/todos"].text
+    assert "read the code" in state_blocks(follows(state))["state/todos"].text  # kept
+    set_todos(state, [TodoItem(content="fix it")], receipt_call_id="c1")
+    assert "fix it" in state_blocks(follows(state))["state/todos"].text
+    history = (*history, Message.tool("c1", "Todo list (0/1 completed)", id="r1"))
+    assert state_blocks(follows(state))["state/todos"].superseded_by == "r1"
+    enter_plan_mode(state, "PLAN.md")
+    assert [p.name for p in follows(state).system] == ["mode/plan"]
+    exit_plan_mode(state)
+    assert not follows(state).system
+    begin_task(state, "ship the fix")
+    add_requirement(state, "tests pass", id="R1")
+    record_verification(state, "pytest", True, "repo", "v1")
+    assert "STALE" not in state_blocks(follows(state))["state/task"].text
+    task_context(state).subject_versions["repo"] = "v2"  # in place: still seen
+    assert "STALE" in state_blocks(follows(state))["state/task"].text
+    other = AgentState()
+    assert not follows(other).blocks  # another session: its own (empty) state
+    assert "ship the fix" in state_blocks(follows(state))["state/task"].text
