@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import msgspec
@@ -28,6 +30,7 @@ store_url = shared.store_url
 """The session-store fixtures: every test runs on SQLite and on a real PostgreSQL."""
 
 KEY = SessionKey("u1", "agent", "s1")
+SCOPES: tuple[Literal["session", "project"], ...] = ("session", "project")
 
 
 @pytest.fixture
@@ -364,6 +367,53 @@ async def test_sqlite_sets_see_a_commit_landing_right_after_an_own_commit(
         added = await Fragments(other, KEY).add("use the staging database")  # in the gap
         mine._sets.committed(before)
         assert await read_sets(mine, scopes) == [(1, [added]), (0, [])]
+    finally:
+        await mine.aclose()
+        await other.aclose()
+
+
+async def test_sqlite_sets_match_a_fresh_read_whatever_the_order_of_writes(
+    tmp_path: Path,
+) -> None:
+    """Reads answered from the header check equal a cache-free read after any mix of writes.
+
+    Own round commits, own fragment writes and another connection's writes and purges come
+    in a random (seeded) order; after about half of them, this store's answers (twice: the
+    repeated one takes the lock-free path) are compared with a store opened for that read.
+    """
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    mine, other = open_store(url), open_store(url)
+    assert isinstance(mine, FragmentStore) and isinstance(other, FragmentStore)
+    scopes = (FragmentScope.of_session(KEY), FragmentScope.of_project(KEY.agent_id))
+    chooser = random.Random(7)
+    version = 0
+    try:
+        for step in range(60):
+            action = chooser.choice(["round", "round", "mine", "other", "other", "purge"])
+            if action == "round":
+                message = Message.user(f"round {step}")
+                version = await mine.commit(
+                    KEY,
+                    expected_version=version,
+                    events=[MessageEvent(message=message)],
+                    state=StoredState(working_ids=(message.id,)),
+                )
+            elif action == "purge":
+                await other.purge(KEY)
+                version = 0
+            else:
+                writer = mine if action == "mine" else other
+                await Fragments(writer, KEY).add(f"note {step}", scope=chooser.choice(SCOPES))
+            if chooser.random() < 0.5:
+                continue  # the next writes land before this store looks again
+            fresh = open_store(url)
+            assert isinstance(fresh, FragmentStore)
+            try:
+                expected = await read_sets(fresh, scopes)
+            finally:
+                await fresh.aclose()
+            for _ in range(2):  # the second read is the one answered without a lock
+                assert await read_sets(mine, scopes) == expected, (step, action)
     finally:
         await mine.aclose()
         await other.aclose()

@@ -284,7 +284,9 @@ class SqliteStore:
             _migrate(conn, target)
             if self.path is not None:
                 self._sets.watch(conn)
-                self._sets.shm = _wal_index(self.path)
+                (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+                if str(mode).lower() == "wal":  # else a leftover -shm file says nothing
+                    self._sets.shm = _wal_index(self.path)
         except sqlite3.DatabaseError as error:
             conn.close()
             raise WorkspaceError(
