@@ -205,6 +205,7 @@ class _Costs:
         "_system",
         "_system_items",
         "_system_tokens",
+        "_tail_items",
         "_tool_items",
         "_tool_tokens",
         "_tools",
@@ -222,6 +223,7 @@ class _Costs:
         self._blocks: tuple[ContextBlock, ...] | None = None
         self._block_tokens = 0
         self._block_items: tuple[ManifestItem, ...] | None = None
+        self._tail_items: tuple[ManifestItem, ...] | None = None
 
     def fixed(self, request: ModelRequest) -> int:
         """Return System + tool schemas + reply priming for ``request``."""
@@ -233,7 +235,7 @@ class _Costs:
         if tools is not self._tools and tools != self._tools:
             self._tools = tools
             self._tool_tokens = self.estimator.count_tools(tools)
-            self._tool_items = None
+            self._tool_items = self._tail_items = None
         return self._system_tokens + self._tool_tokens + REPLY_PRIMING
 
     def blocks(self, blocks: tuple[ContextBlock, ...]) -> int:
@@ -244,7 +246,7 @@ class _Costs:
             self._block_tokens = (
                 BLOCKS_FRAMING + sum(count_block(b) for b in blocks) if blocks else 0
             )
-            self._block_items = None
+            self._block_items = self._tail_items = None
         return self._block_tokens
 
     def head_items(self, request: ModelRequest) -> tuple[ManifestItem, ...]:
@@ -255,11 +257,13 @@ class _Costs:
 
     def tail_items(self, request: ModelRequest) -> tuple[ManifestItem, ...]:
         """Return the blocks' then the tool schemas' items (`fixed`, `blocks` saw ``request``)."""
-        if self._block_items is None:
-            self._block_items = _block_items(request.blocks, self.estimator)
-        if self._tool_items is None:
-            self._tool_items = _tool_items(request.tools, self.estimator)
-        return self._block_items + self._tool_items
+        if self._tail_items is None:
+            if self._block_items is None:
+                self._block_items = _block_items(request.blocks, self.estimator)
+            if self._tool_items is None:
+                self._tool_items = _tool_items(request.tools, self.estimator)
+            self._tail_items = self._block_items + self._tool_items
+        return self._tail_items
 
 
 def _system_items(

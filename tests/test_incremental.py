@@ -163,6 +163,7 @@ def test_the_runs_last_measurement_follows_every_part_that_changes(
         assert estimate_request(request) == estimate_request(alone)
         assert fixed_tokens(request, est) == fixed_tokens(alone, est)
         assert history_tokens(request) == history_tokens(alone)
+        assert manifest_items(request) == manifest_items(alone)
 
 
 def test_a_round_counts_only_its_new_messages() -> None:
