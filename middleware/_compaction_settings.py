@@ -36,6 +36,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     memory: MemoryStore | None = DEFAULT_MEMORY
     compact_tool: bool = False
     in_place_summary: bool = True
+    pin_first_task: bool = False
 
     def __post_init__(self) -> None:
         _check_int("trigger_messages", self.trigger_messages, minimum=4)

@@ -6,9 +6,11 @@ One module for the rule that BudgetFit and Compaction must agree on: a working h
 
 where the pinned task is a first user message that is not a summary, the summary is the
 one that replaced earlier turns, and the body is what Compaction may summarise. Whatever
-happens, Compaction keeps the pinned task, a summary, the newest user message of the body
-and the body's last unit (a tool call with its results, or one message); `minimum` is those
-messages, so BudgetFit reserves exactly the room Compaction cannot give back.
+happens, Compaction keeps a summary, the newest user message of the body and the body's
+last unit (a tool call with its results, or one message), and the pinned task while no
+newer user turn came (always, with ``Compaction(pin_first_task=True)``); `minimum` is those
+messages with the pinned task always among them, so BudgetFit reserves at least the room
+Compaction cannot give back.
 """
 
 from __future__ import annotations

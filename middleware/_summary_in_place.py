@@ -52,12 +52,20 @@ Keep identifiers, paths, names and numbers exact. Do not add anything that is no
 conversation."""
 """The instruction appended to the agent's own conversation (the default prompt's sections)."""
 
+CUT_SLACK: Final = 64
+"""Tokens cut from texts beyond the estimated excess (the exact count may differ)."""
+MIN_TEXT_KEPT: Final = 200
+"""The least a message text cut to fit an in-place summary request keeps, in tokens."""
 OUTPUT_SLACK: Final = 256
 """Output tokens asked for beyond the summary's cap (the answer is cut to the cap anyway)."""
 
 
 def in_place_request(
-    request: ModelRequest, upto: int, client: ModelClientLike, cap: int
+    request: ModelRequest,
+    upto: int,
+    client: ModelClientLike,
+    cap: int,
+    after: tuple[Message, ...] = (),
 ) -> ModelRequest:
     """Return the summary request of ``request.history[:upto]`` sent as the agent's own prefix.
 
@@ -66,7 +74,8 @@ def in_place_request(
     the changing blocks (rendered after the history) are left out. It asks for at most
     ``cap`` (+ `OUTPUT_SLACK`) output tokens and no tool call; the smaller output reserve
     leaves its input the room the agent's answer needed (the prefix came within a few
-    hundred tokens of the agent's limit in the round before).
+    hundred tokens of the agent's limit in the round before). ``after`` goes between the
+    prefix and the instruction (the rest of the early part, shortened to fit).
     """
     output = cap + OUTPUT_SLACK
     window = client.context_window(client.model)
@@ -76,7 +85,7 @@ def in_place_request(
         model=client.model,
         ids=msgspec.structs.replace(request.ids, purpose="summary", call_id=new_id()),
         system=request.system,
-        history=(*request.history[:upto], Message.user(IN_PLACE_PROMPT)),
+        history=(*request.history[:upto], *after, Message.user(IN_PLACE_PROMPT)),
         blocks=tuple(b for b in request.blocks if is_stable(b)),
         tools=request.tools,
         settings={**settings, "max_tokens": output, "tool_choice": "none"},
@@ -90,9 +99,10 @@ async def summarise_in_place(
 ) -> tuple[str, int] | None:
     """Return a summary of ``request.history[:k]`` asked in place, and ``k``; or ``None``.
 
-    ``k`` is ``upto`` when that prefix fits the request's limit; else the longest shorter
-    prefix that does and ends between units (a long tool result that arrived this round is
-    often what pushed the history over its budget): the caller summarises the rest on top.
+    ``k`` is ``upto`` when that prefix fits the request's limit, or when it fits once the
+    texts at its end are cut in the middle (a long tool result or pasted message that
+    arrived this round is often what pushed the history over its budget). Else ``k`` is the longest
+    shorter prefix that fits and ends between units: the caller summarises the rest on top.
     ``None`` when no prefix beyond ``start`` (the pinned task and earlier summary) fits, the
     model rejects the request as too long, or the answer has no text (e.g. a tool call
     despite ``tool_choice: none``): the caller then uses the transcript summariser.
@@ -103,23 +113,66 @@ async def summarise_in_place(
     """
     summary = in_place_request(request, upto, client, cap)
     est = summary.estimator
-    limit = summary.input_limit
-    over = estimate_request(summary, est) - limit
-    if over > 0:  # by estimate: a long prefix is never counted exactly
-        upto = _shorter(request.history, upto, over, est)
-        if upto <= start:
+    tokens = estimate_request(summary, est)
+    if tokens <= summary.input_limit:  # a prefix over it by estimate is never counted exactly
+        summary, tokens = counted_near_limit(summary)
+    if tokens > summary.input_limit:
+        fitted = _fitted(request, upto, client, cap, tokens - summary.input_limit, start)
+        if fitted is None:
             return None
-        summary = in_place_request(request, upto, client, cap)
-    summary, tokens = counted_near_limit(summary)
-    if tokens > limit:
-        upto = _shorter(request.history, upto, tokens - limit, summary.estimator)
-        if upto <= start:
-            return None
-        summary, tokens = counted_near_limit(in_place_request(request, upto, client, cap))
-        if tokens > limit:
-            return None
+        summary, upto = fitted
     text = await send_summary_request(client, summary, request)
     return (fit_text(text, est, cap), upto) if text else None
+
+
+def _fitted(
+    request: ModelRequest, upto: int, client: ModelClientLike, cap: int, over: int, start: int
+) -> tuple[ModelRequest, int] | None:
+    """Return an in-place request that fits, ``over`` tokens shorter at least, and its end.
+
+    First the prefix up to ``upto`` with the texts after the cut that frees ``over`` cut in
+    the middle (one request still reads the whole early part); else shorter prefixes,
+    at most twice (by estimate, then by the exact count near the limit).
+    """
+    history = request.history
+    est = request.estimator
+    cut = _shorter(history, upto, over, est)
+    after = _texts_cut(history[cut:upto], over + CUT_SLACK, est)
+    if cut > start and after is not None:
+        summary, tokens = counted_near_limit(in_place_request(request, cut, client, cap, after))
+        if tokens <= summary.input_limit:
+            return summary, upto
+    for _ in range(2):
+        if cut <= start:
+            return None
+        summary, tokens = counted_near_limit(in_place_request(request, cut, client, cap))
+        if tokens <= summary.input_limit:
+            return summary, cut
+        cut = _shorter(history, cut, tokens - summary.input_limit, summary.estimator)
+    return None
+
+
+def _texts_cut(
+    messages: Sequence[Message], over: int, est: TokenEstimator
+) -> tuple[Message, ...] | None:
+    """Return ``messages`` with their texts cut to hold ``over`` fewer tokens, or ``None``.
+
+    Each message with plain text content (a tool output, a long pasted user message) gives
+    up the same share of its tokens, head and tail kept (`fit_text`); tool calls stay
+    whole. ``None`` when the texts cannot give that much and keep `MIN_TEXT_KEPT` each.
+    """
+    sizes = [
+        est.count_message(m) if isinstance(m.content, str) and not m.tool_calls else 0
+        for m in messages
+    ]
+    total = sum(sizes)
+    if total - MIN_TEXT_KEPT * sum(1 for n in sizes if n) < over:
+        return None
+    share = 1 - over / total
+    return tuple(
+        m.replace(content=fit_text(m.text, est, max(MIN_TEXT_KEPT, int(n * share)))) if n else m
+        for m, n in zip(messages, sizes, strict=True)
+    )
 
 
 def _shorter(history: Sequence[Message], upto: int, over: int, est: TokenEstimator) -> int:

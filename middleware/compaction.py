@@ -32,9 +32,10 @@ redone next round), never the agent's ``full_history``:
    stack) gets the early part as a transcript, in chunks that fit its window when needed —
    each message in exactly one summary request, then only the partial summaries are
    merged; a chunk the summariser still rejects as too long is halved and only it is
-   asked again. The history becomes: the first user message (the task, pinned), one
-   summary message, the newest user message (what the agent is doing now, kept even when
-   it lies in the early part), the kept recent messages. An existing summary is *updated*
+   asked again. The history becomes: the first user message (the task, pinned while it is
+   the only user turn, or always with ``pin_first_task``), one summary message, the newest
+   user message (what the agent is doing now, kept even when it lies in the early part),
+   the kept recent messages. An existing summary is *updated*
    with the new early messages. Transform ``history_compaction:<messages summarised>``.
 
 The cut never separates a tool call from its results (`middleware._history.safe_cut`).
@@ -63,6 +64,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
+
+import msgspec
 
 from harness.accounting import (
     blocks_tokens,
@@ -219,6 +222,12 @@ class Compaction:
             ``summary_prompt`` is the default, ``summary_chunk_tokens`` is not set and the
             early part fits the model's limit — else the early part is sent as a
             transcript, in chunks when needed.
+        pin_first_task: keep the first user message word for word for the whole session,
+            even once newer user turns came (every request then carries it). By default it
+            stays while it is the only user turn; the first compaction that finds a newer
+            one summarises it with the early part (its goal and constraints go into the
+            summary's "Session goal"), so a session that moved on to other tasks does not
+            carry a finished one at the top of every request.
 
     Raises:
         ConfigurationError: when an argument is out of range, ``model`` is not a model
@@ -249,6 +258,7 @@ class Compaction:
         memory: MemoryStore | None = DEFAULT_MEMORY,
         compact_tool: bool = False,
         in_place_summary: bool = True,
+        pin_first_task: bool = False,
     ) -> None:
         self.settings = CompactionSettings(
             trigger_messages=trigger_messages,
@@ -267,6 +277,7 @@ class Compaction:
             memory=memory,
             compact_tool=compact_tool,
             in_place_summary=in_place_summary,
+            pin_first_task=pin_first_task,
         )
         """The configuration, checked (a frozen `CompactionSettings`)."""
         self._refused: set[str] = set()
@@ -440,6 +451,14 @@ class Compaction:
         when it differs from the new one (the summariser failed: see `_without_summary`).
         """
         body = history[layout.start :]
+        task: tuple[Message, ...] = ()  # a first task that joins the early part
+        if (
+            layout.pinned is not None
+            and not self.settings.pin_first_task
+            and current_user(body) is not None
+        ):
+            task = (layout.pinned,)  # a newer user turn came: the first task is history now
+            layout = msgspec.structs.replace(layout, pinned=None)
         if reason == "forced":
             cut = last_unit_start(body)
         else:
@@ -453,6 +472,7 @@ class Compaction:
         while cut < tail and budget - self._rest(est, head, body, cut) < MIN_TEXT_TOKENS:
             cut = safe_cut(body, cut + 1, forward=True)
         early, kept = _split(body, cut)
+        early = (*task, *early)
         if not early:
             return history, [], None  # nothing early enough to summarise: leave it unchanged
         done: list[str] = []

@@ -416,7 +416,7 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     assert f"history_compaction:{n}" in model.agent_requests[at].transforms
 
 
-async def test_the_newest_user_message_is_kept_after_the_summary() -> None:
+async def test_a_newer_user_turn_folds_the_first_task_into_the_summary() -> None:
     model = ScriptedModel(["ok", *calls(8), "done"])
     compaction = every_ten(
         in_place_summary=False,  # the transcript form
@@ -430,9 +430,34 @@ async def test_the_newest_user_message_is_kept_after_the_summary() -> None:
     assert current.text == "second request: run the commands"
     for request in requests:
         h = request.history
+        # The first task is not pinned any more: the summary leads, the newest turn follows.
+        assert h[0].meta("summary") and h[1] == current
+        assert all(m.text != "first task" for m in h)
+        assert h[2].role == "assistant" and check_pairs(h).ok
+    assert all("second request" not in prompt_of(r) for r in summaries(model))
+    first = prompt_of(summaries(model)[0])
+    assert "first task" in first and "ok" in first  # summarised, not lost
+
+
+async def test_pin_first_task_keeps_it_after_newer_user_turns() -> None:
+    model = ScriptedModel(["ok", *calls(8), "done"])
+    compaction = every_ten(
+        in_place_summary=False,  # the transcript form
+        pin_first_task=True,
+    )
+    a = agent(model, compaction)
+    await a.call("first task", CTX)
+    await a.call("second request: run the commands", CTX)
+    requests = [r for r in model.agent_requests if compacted(r)]
+    assert len(requests) >= 2
+    current = (await a.history(CTX))[2]
+    assert current.text == "second request: run the commands"
+    for request in requests:
+        h = request.history
         assert h[0].text == "first task" and h[1].meta("summary") and h[2] == current
         assert h[3].role == "assistant" and check_pairs(h).ok
     assert all("second request" not in prompt_of(r) for r in summaries(model))
+    assert all("first task" not in prompt_of(r) for r in summaries(model))
     assert "ok" in prompt_of(summaries(model)[0])
 
 
@@ -1040,8 +1065,9 @@ async def test_compacted_history_is_pair_valid_through_the_agent(
     record = await a.history(CTX)
     original = [*history, record[-2]]
     if compacted(sent):
-        assert sent.history[0] is history[0] and sent.history[1].meta("summary")
-        kept = sent.history[2:]
+        # "next" is a newer user turn: a first task, if any, is summarised with the rest.
+        assert sent.history[0].meta("summary")
+        kept = sent.history[1:]
         assert [m.id for m in kept] == [m.id for m in original[len(original) - len(kept) :]]
         assert kept[0].role != "tool"
     else:
@@ -1083,10 +1109,11 @@ async def test_compaction_on_a_replayed_trajectory(
 
     (summary_request,) = summaries(model)
     (sent,) = model.agent_requests
-    kept = sent.history[2:]
+    kept = sent.history[1:]
     record = await a.history(CTX)
     original = [*traj, record[len(traj)]]
-    early = original[1 : len(original) - len(kept)]
+    # "Continue." is a newer user turn: the task is summarised with the early part.
+    early = original[: len(original) - len(kept)]
     prompt = prompt_of(summary_request)
     assert len(early) >= 10
     for m in early:
@@ -1095,7 +1122,7 @@ async def test_compaction_on_a_replayed_trajectory(
         for call in m.tool_calls:
             assert f"[tool call {call.name}] {call.arguments}" in prompt
     # The kept part is the trajectory's tail, untouched, and pair-valid.
-    assert sent.history[0] is traj[0]
+    assert sent.history[0].meta("summary")
     assert [m.id for m in kept] == [m.id for m in original[-len(kept) :]]
     assert [m.text for m in kept] == [m.text for m in original[-len(kept) :]]
     assert check_pairs(sent.history).ok and check_pairs(kept).ok
@@ -1233,7 +1260,38 @@ async def test_a_history_over_the_limit_is_summarised_in_place_then_as_a_transcr
     first = "\n".join(m.text for m in asks[0].history)
     rest = "\n".join(prompt_of(r) for r in asks[1:])
     assert "$ old0\n" in first and "$ old0\n" not in rest and "$ old28\n" in rest
-    assert model.agent_requests[0].history[1].text.endswith("SUMMARY-B")
+    # "go on" is a newer user turn: the task went into the summary, which leads.
+    assert model.agent_requests[0].history[0].text.endswith("SUMMARY-B")
+
+
+async def test_a_long_text_at_the_end_of_the_early_part_is_cut_inside_the_one_request() -> None:
+    # A long pasted message arriving last pushes the prefix over the summariser's limit:
+    # the request still reads the whole early part, that text cut in the middle (head and
+    # tail kept), instead of a second, uncached transcript request reading it whole.
+    model = ScriptedModel(["done"], summary="SUMMARY-E")
+    compaction = Compaction(trim_min_tokens=None, memory=None)
+    a = agent(model, compaction, max_input_tokens=3_000)
+    units = [
+        m
+        for i in range(6)
+        for m in (
+            ScriptedModel.tool_call("shell", {"command": f"old{i}"}, id=f"c{i}"),
+            Message.tool(f"c{i}", f"$ old{i}\nok", name="shell"),
+        )
+    ]
+    pasted = "PASTE-HEAD\n" + "".join(f"row {i}: a long pasted log line\n" for i in range(400))
+    pasted += "PASTE-TAIL"
+    a.state(CTX).append(Message.user("the task"), *units, Message.user(pasted))
+    await a.call("go on", CTX)
+    (ask,) = summaries(model)
+    assert in_place(ask) and estimate_request(ask, model.estimator) <= ask.input_limit
+    prompt = prompt_of(ask)
+    assert "the task" in prompt and "$ old0" in prompt and "$ old5" in prompt
+    assert "PASTE-HEAD" in prompt and "PASTE-TAIL" in prompt and "row 200:" not in prompt
+    assert "cut to fit the summary request" in prompt
+    sent = model.agent_requests[0].history
+    assert sent[0].text.endswith("SUMMARY-E") and sent[-1].text == "go on"
+    assert all(m.text != pasted for m in sent)  # summarised, not kept
 
 
 async def test_an_in_place_answer_without_text_falls_back_to_the_transcript() -> None:

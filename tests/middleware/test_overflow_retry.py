@@ -265,8 +265,11 @@ async def test_with_compaction_one_overflow_means_one_compaction_and_one_retry()
     model = ScriptedModel(
         [ScriptedModel.tool_call("count_big"), "done"], overflow_above=first_round + 100
     )
+    # The first message stays pinned, so the one summary request holds only what the
+    # overflowing request held beyond it (the model's tiny window would refuse more).
+    compaction = Compaction(pin_first_task=True)
     agent = make_agent(
-        [OverflowRetry(), Compaction(), PairValidation()], model, history, tools=[count_big]
+        [OverflowRetry(), compaction, PairValidation()], model, history, tools=[count_big]
     )
     assert (await agent.call("go", CTX)).text == "done"
 
