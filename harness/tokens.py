@@ -94,6 +94,8 @@ FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
 """The tokenizer families with an exact tokenizer shipped offline."""
 CACHE_LIMIT = 500_000
 """Entries one count cache holds (about 100 bytes each); the oldest quarter goes when full."""
+MAX_NAME = 64
+"""Names up to this long have their counts cached (`CachedEstimator._name`)."""
 
 
 @runtime_checkable
@@ -296,19 +298,22 @@ class CountCache:
     so a busy process never recounts everything at once.
     """
 
-    __slots__ = ("blocks", "limit", "messages", "tools")
+    __slots__ = ("blocks", "limit", "messages", "names", "tools")
 
     def __init__(self, limit: int = CACHE_LIMIT) -> None:
         self.limit = limit
         self.messages: dict[int, int] = {}
         self.blocks: dict[int, int] = {}
         self.tools: dict[int, int] = {}
+        self.names: dict[int, int] = {}
+        """Tool and participant names (a few per agent, in every new tool call and result)."""
 
     def clear(self) -> None:
         """Forget every count (benchmarks measuring a cold start call `clear_count_caches`)."""
         self.messages.clear()
         self.blocks.clear()
         self.tools.clear()
+        self.names.clear()
 
 
 def remember(counts: dict[int, int], key: int, tokens: int, limit: int) -> None:
@@ -394,11 +399,27 @@ class CachedEstimator:
                 image_tokens(part, self.images) for part in message.content if part.text is None
             )
         for call in message.tool_calls:
-            tokens += TOOL_CALL_OVERHEAD + self.count(call.name) + self.count(call.arguments)
+            tokens += TOOL_CALL_OVERHEAD + self._name(call.name) + self.count(call.arguments)
         if message.reasoning_content:
             tokens += self.count(message.reasoning_content)
         if message.name:
-            tokens += 1 + self.count(message.name)
+            tokens += 1 + self._name(message.name)
+        return tokens
+
+    def _name(self, name: str) -> int:
+        """Return the count of a tool or participant name, cached by its (keyed) hash.
+
+        An agent has a few names and every new tool call and result carries one: a new
+        message costs a lookup for it instead of a count.
+        """
+        if len(name) > MAX_NAME:
+            return self.count(name)
+        key = hash(name)
+        names = self.cache.names
+        tokens = names.get(key)
+        if tokens is None:
+            tokens = self.count(name)
+            remember(names, key, tokens, self._limit)
         return tokens
 
     def count_messages(self, messages: Iterable[Message]) -> int:

@@ -29,6 +29,7 @@ from harness.tokens import (
     RUN_BLOCK,
     RUN_CHARS,
     RUN_LONG,
+    TOOL_CALL_OVERHEAD,
     ApproximateEstimator,
     BoundEstimator,
     CachedEstimator,
@@ -416,3 +417,30 @@ def test_runs_found_from_samples_are_every_run(
                 expected += text.count(long_block) * long_saving
     found = _run_savings(text, data[::_STRIDE], runs) if len(text) >= RUN_BLOCK else 0.0
     assert math.isclose(found, expected, abs_tol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["bash", "str_replace_editor", "x" * 70, "find_file"]),
+            st.text(max_size=40),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_cached_names_count_as_counting_them_does(calls: list[tuple[str, str]]) -> None:
+    """Tool and participant names come from a cache: each family's counts stay its own."""
+    for est in (approximate("o200k"), approximate("cl100k")):
+        for i, (name, arguments) in enumerate(calls):
+            call = Message.assistant(
+                id=f"a{i}", tool_calls=[ToolCall(id=f"c{i}", name=name, arguments=arguments)]
+            )
+            result = Message.tool(f"c{i}", arguments, id=f"t{i}").replace(name=name)
+            assert est.count_message(call) == (
+                MESSAGE_OVERHEAD + TOOL_CALL_OVERHEAD + est.count(name) + est.count(arguments)
+            )
+            assert est.count_message(result) == (
+                MESSAGE_OVERHEAD + est.count(arguments) + 1 + est.count(name)
+            )
