@@ -247,14 +247,18 @@ class ReadsOneFragment(Protocol):
 class AnswersSetsAtOnce(Protocol):
     """A store that answers unchanged fragment sets from its cache without awaiting (SQLite)."""
 
-    def fragment_sets_now(
-        self, scopes: Sequence[FragmentScope]
-    ) -> list[tuple[int, FragmentList]] | None:
-        """Return ``(version, fragments)`` of each scope when known current, else ``None``."""
+    def fragment_sets_now(self, scopes: Sequence[FragmentScope]) -> SetsFound | None:
+        """Return ``(version, fragments)`` of each scope when known current, else ``None``.
+
+        For the request path: the answer may be the store's own cached sequences, to read
+        and never to change (the async `ReadsFragmentSets.fragment_sets` returns copies).
+        """
         ...
 
 
-SetsNow = Callable[[Sequence[FragmentScope]], list[tuple[int, FragmentList]] | None]
+SetsFound = Sequence[tuple[int, Sequence[Fragment]]]
+"""Each scope's ``(version, fragments)``, read-only (`AnswersSetsAtOnce.fragment_sets_now`)."""
+SetsNow = Callable[[Sequence[FragmentScope]], SetsFound | None]
 """`AnswersSetsAtOnce.fragment_sets_now` of one store (`sets_now_of`)."""
 
 

@@ -183,8 +183,8 @@ class FragmentEditor:
     def apply(
         self,
         request: ModelRequest,
-        session: list[Fragment],
-        project: list[Fragment],
+        session: Sequence[Fragment],
+        project: Sequence[Fragment],
         originals: dict[str, Message] | None = None,
         *,
         cwd: str = "",
@@ -212,7 +212,11 @@ class FragmentEditor:
         )
 
     def _parts(
-        self, request: ModelRequest, session: list[Fragment], project: list[Fragment], cwd: str
+        self,
+        request: ModelRequest,
+        session: Sequence[Fragment],
+        project: Sequence[Fragment],
+        cwd: str,
     ) -> _Parts:
         """Return what the two sets come to, kept for the session while they are the same.
 
@@ -427,7 +431,7 @@ class FragmentEditor:
         return message
 
     async def _originals(
-        self, request: ModelRequest, session: list[Fragment]
+        self, request: ModelRequest, session: Sequence[Fragment]
     ) -> dict[str, Message]:
         """Return the originals of copies whose overlay no longer edits them (rare)."""
         reverted = frozenset(f.id for f in session if f.message and not f.edited)
@@ -528,7 +532,7 @@ class _Parts(NamedTuple):
     blocks: tuple[ContextBlock, ...]
 
 
-def _same(kept: tuple[Fragment, ...], given: list[Fragment]) -> bool:
+def _same(kept: tuple[Fragment, ...], given: Sequence[Fragment]) -> bool:
     return len(kept) == len(given) and all(map(operator.is_, kept, given))
 
 

@@ -51,7 +51,7 @@ import anyio.to_thread
 import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
-from harness.fragments import Fragment, FragmentChange, FragmentScope
+from harness.fragments import Fragment, FragmentChange, FragmentScope, SetsFound
 from harness.messages import Message
 from harness.sessions import _rows
 from harness.sessions.store import (
@@ -629,15 +629,17 @@ class SqliteStore:
             return found
         return await self._run(lambda conn: self._sets.read(conn, wanted))
 
-    def fragment_sets_now(
-        self, scopes: Sequence[FragmentScope]
-    ) -> list[tuple[int, list[Fragment]]] | None:
+    def fragment_sets_now(self, scopes: Sequence[FragmentScope]) -> SetsFound | None:
         """Return `fragment_sets` from the cache when it can tell at once, else ``None``.
 
         What `fragment_sets` does first, without a coroutine
-        (`harness.fragments.AnswersSetsAtOnce`).
+        (`harness.fragments.AnswersSetsAtOnce`); the answer repeated most is the cache's
+        own, read-only (`_SetCache.repeated`).
         """
         wanted = scopes if type(scopes) is tuple else tuple(scopes)
+        found = self._sets.repeated(wanted)
+        if found is not None:
+            return found
         return self._sets.answer(wanted, self._conn, self._lock)
 
     async def fragment(self, scope: FragmentScope, fragment_id: str) -> tuple[int, Fragment | None]:
@@ -942,17 +944,9 @@ class _SetCache:
         """
         if self.path is None or main is None:
             return None
-        last, clean, shm = self.last, self.clean, self.shm
-        if (
-            last is not None
-            and clean is not None
-            and shm is not None
-            and last[1] == scopes
-            and last[0][0] == clean[1]
-            and last[0][1] == self.writes
-            and shm[:_WAL_HEADER] == clean[0]  # read last: nothing committed since `clean`
-        ):
-            return [(version, list(found)) for version, found in last[2]]  # no lock taken
+        repeated = self.repeated(scopes)
+        if repeated is not None:
+            return [(version, list(found)) for version, found in repeated]
         generation = _generation(main, main_lock, self)
         if not self.lock.acquire(blocking=False):
             return None
@@ -975,6 +969,27 @@ class _SetCache:
             return None  # busy, locked, …: the worker's read reports what is wrong
         finally:
             self.lock.release()
+
+    def repeated(
+        self, scopes: tuple[FragmentScope, ...]
+    ) -> list[tuple[int, list[Fragment]]] | None:
+        """Return the last answer when it is for ``scopes`` and still current, else ``None``.
+
+        No lock (`last`, `clean` and `writes` read first, the header last) and no copy: the
+        lists are `known`'s, to read only.
+        """
+        last, clean, shm = self.last, self.clean, self.shm
+        if (
+            last is not None
+            and clean is not None
+            and shm is not None
+            and last[1] == scopes
+            and last[0][0] == clean[1]
+            and last[0][1] == self.writes
+            and shm[:_WAL_HEADER] == clean[0]  # nothing committed since `clean`
+        ):
+            return last[2]
+        return None
 
     def _known(self, scopes: tuple[FragmentScope, ...]) -> list[tuple[int, list[Fragment]]] | None:
         out: list[tuple[int, list[Fragment]]] = []
