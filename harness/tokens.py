@@ -159,8 +159,14 @@ def message_key(message: Message) -> int:
         parts = content
     else:
         parts = tuple((p.type, p.text, _frozen(p.data)) for p in content)
-    # Most messages have no calls: their key skips running a generator for an empty tuple.
-    calls = tuple((c.name, c.arguments) for c in message.tool_calls) if message.tool_calls else ()
+    # Most messages have no calls, most others one: neither runs a generator.
+    tool_calls = message.tool_calls
+    if not tool_calls:
+        calls: tuple[tuple[str, str], ...] = ()
+    elif len(tool_calls) == 1:
+        calls = ((tool_calls[0].name, tool_calls[0].arguments),)
+    else:
+        calls = tuple([(c.name, c.arguments) for c in tool_calls])
     return hash((parts, calls, message.reasoning_content, message.name))
 
 

@@ -298,6 +298,9 @@ def test_two_messages_with_one_id_and_other_parts_get_their_own_counts() -> None
     calls = [ToolCall(id="c", name="run", arguments=json.dumps({"x": "y" * n})) for n in (1, 900)]
     short, long = (Message.assistant("", tool_calls=[c]).replace(id="same") for c in calls)
     assert est.count_message(short) < est.count_message(long)
+    first = ToolCall(id="b", name="run", arguments="{}")
+    short, long = (Message.assistant("", tool_calls=[first, c]).replace(id="two") for c in calls)
+    assert est.count_message(short) < est.count_message(long)
 
 
 def test_block_cache_is_keyed_by_text() -> None:
