@@ -5,12 +5,15 @@ connection holds it, the commit must wait for it in a worker thread (the loop ke
 and then succeed. SQLite's automatic WAL checkpoint is off on the store's connection, so the
 store must checkpoint itself: the WAL stops growing with the number of commits. The working
 ids are rows written as changes (`StoredState.unchanged`); they must always load back whole.
+Sessions committing side by side commit in worker threads (overlapping with the others'
+work on the loop); one session alone commits on the loop.
 """
 
 from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 from pathlib import Path
 
 import anyio
@@ -19,7 +22,7 @@ import msgspec
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, StoredState, open_store
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.sqlite import CHECKPOINT_EVERY
+from harness.sessions.sqlite import CHECKPOINT_EVERY, SqliteStore
 
 KEY = SessionKey("u", "agent", "s")
 
@@ -141,4 +144,46 @@ async def test_a_recorder_whose_ids_did_not_all_resolve_rewrites_them(tmp_path: 
     await recorder.commit(agent_state)
     loaded = await store.load(KEY)
     assert loaded is not None and loaded[0].working_ids == ("m0", "m1", "m2")
+    await store.aclose()
+
+
+async def test_one_session_commits_on_the_loop_and_sessions_side_by_side_in_a_thread(
+    tmp_path: Path,
+) -> None:
+    # Which thread runs each commit's INSERT INTO events, seen by SQLite's own trace hook.
+    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+    versions = {
+        KEY: await store.commit(KEY, expected_version=0, events=_round(0), state=StoredState())
+    }
+    threads: list[int] = []
+    assert isinstance(store, SqliteStore)
+    conn = store._conn  # the store's one connection, open after the first commit
+    assert conn is not None
+    conn.set_trace_callback(
+        lambda sql: threads.append(threading.get_ident()) if "INTO events" in sql else None
+    )
+    loop = threading.get_ident()
+
+    async def commit(key: SessionKey, i: int) -> None:
+        versions[key] = await store.commit(
+            key, expected_version=versions.get(key, 0), events=_round(i), state=StoredState()
+        )
+
+    await anyio.sleep(0.1)  # the first commit is no longer "close together" with the next
+    for i in range(1, 6):  # one session alone: every commit on the loop's thread
+        await commit(KEY, i)
+    assert threads == [loop] * 5
+
+    threads.clear()
+    other = SessionKey("u", "agent", "other")
+    for i in range(6, 12):  # two sessions taking turns within SIDE_BY_SIDE_S: worker threads
+        await commit(other if i % 2 else KEY, i)
+    # (At most a commit slower than SIDE_BY_SIDE_S on a loaded machine may break the turns.)
+    assert len(threads) == 6 and sum(t != loop for t in threads[1:]) >= 4
+
+    threads.clear()
+    await anyio.sleep(0.1)  # the other session went quiet: back on the loop
+    await commit(KEY, 12)
+    await commit(KEY, 13)
+    assert threads == [loop, loop]
     await store.aclose()
