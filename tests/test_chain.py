@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from harness import ConfigurationError, Message, ModelRequest, ModelResponse, compose
-from harness.types import Handler
+from harness.types import Handler, Middleware
 
 
 class Recorder:
@@ -65,3 +67,42 @@ def test_a_non_callable_in_the_stack_is_a_configuration_error() -> None:
 
     with pytest.raises(ConfigurationError, match=r"stack\[1\]"):
         compose([Recorder("a", []), "not a middleware"], client)  # type: ignore[list-item]
+
+
+class _Tagger:
+    """A middleware whose ``__call__`` is a static method: called without the instance."""
+
+    @staticmethod
+    async def __call__(request: ModelRequest, call_next: Handler) -> ModelResponse:
+        return await call_next(request.with_transforms("static"))
+
+
+class _Inherited(Recorder):
+    """A middleware whose ``__call__`` comes from its base class."""
+
+
+async def test_every_kind_of_callable_middleware_is_called_as_python_would() -> None:
+    """The composer binds a class's plain ``__call__`` once; other callables run as they are.
+
+    A static ``__call__``, an inherited one, a ``functools.partial`` and a callable
+    instance each see the request once, in order, as calling them directly would.
+    """
+    log: list[str] = []
+
+    async def tagged(request: ModelRequest, call_next: Handler, *, tag: str) -> ModelResponse:
+        return await call_next(request.with_transforms(tag))
+
+    seen: list[tuple[str, ...]] = []
+
+    async def client(request: ModelRequest) -> ModelResponse:
+        seen.append(request.transforms)
+        return ModelResponse(message=Message.assistant("ok"))
+
+    stack: list[Middleware] = [
+        _Tagger(),
+        _Inherited("inherited", log),
+        functools.partial(tagged, tag="partial"),
+    ]
+    await compose(stack, client)(ModelRequest(model="m"))
+    assert seen == [("static", "inherited", "partial")]
+    assert log == ["inherited-before", "inherited-after"]
