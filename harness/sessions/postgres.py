@@ -55,11 +55,13 @@ POOL_SIZE: Final = 10
 MAX_SETS: Final = 4096
 """Fragment sets a store keeps decoded (`PostgresStore.fragment_sets`)."""
 
-SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 2
+SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 3
 """The PostgreSQL layout: the shared tables (`_rows.SCHEMA_VERSION`) plus the events' recency
-index that newest-first search walks (+1) and ``harness_fragments_by_set`` (+2: a set is read,
-and searched up to a limit, in row order without a sort). Every statement is ``IF NOT
-EXISTS``: upgraded in place."""
+index that newest-first search walks (+1), ``harness_fragments_by_set`` (+2: a set is read,
+and searched up to a limit, in row order without a sort) and ``harness_working`` (+3: a
+session's working ids one row each, so a round's commit writes only the ids that changed
+instead of the whole list in the state). Every statement is ``IF NOT EXISTS``: upgraded in
+place; a session stored before +3 keeps its ids in its state until its next commit."""
 
 SEARCH_WALK_MS: Final = 50
 """How long a newest-first walk may take before search falls back to the trigram index."""
@@ -134,6 +136,14 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS harness_fragments_text "
     "ON harness_fragments USING gin (text gin_trgm_ops)",
     "CREATE INDEX IF NOT EXISTS harness_fragments_by_set ON harness_fragments (fset, id)",
+    """CREATE TABLE IF NOT EXISTS harness_working (
+        session bigint NOT NULL REFERENCES harness_sessions (id) ON DELETE CASCADE,
+        pos integer NOT NULL,
+        message_id text NOT NULL,
+        PRIMARY KEY (session, pos)
+    )""",
+    # NULL: the ids are in the state (written whole, or stored before harness_working).
+    "ALTER TABLE harness_sessions ADD COLUMN IF NOT EXISTS working_n integer",
 )
 
 
@@ -261,7 +271,7 @@ class PostgresStore:
         """Return the state and its working messages by id, or ``None`` for a new session."""
         async with self._connection() as conn:
             cursor = await conn.execute(
-                "SELECT id, state::text, version FROM harness_sessions "
+                "SELECT id, state::text, version, working_n FROM harness_sessions "
                 "WHERE user_id = %s AND agent_id = %s AND session_id = %s",
                 (key.user_id, key.agent_id, key.session_id),
             )
@@ -270,6 +280,12 @@ class PostgresStore:
                 return None
             state = _rows.STATE_DECODER.decode(row[1])
             state.version = row[2]
+            if row[3] is not None:  # the ids are rows of harness_working
+                cursor = await conn.execute(
+                    "SELECT message_id FROM harness_working WHERE session = %s ORDER BY pos",
+                    (row[0],),
+                )
+                state.working_ids = tuple(r[0] for r in await cursor.fetchall())
             return state, await _messages(conn, row[0], state.working_ids)
 
     async def commit(
@@ -277,20 +293,24 @@ class PostgresStore:
     ) -> int:
         """Append ``events`` and replace the state in one transaction; return the new version.
 
+        With ``state.unchanged`` the working ids are written as changes to the
+        ``harness_working`` rows (a round that appended writes its new ids, not the whole
+        history's); without it they go whole into the state.
+
         Raises:
             StateConflict: the stored version is not ``expected_version`` (nothing written).
         """
         batch = list(events)
         new_version = expected_version + 1
-        stored = msgspec.structs.replace(
-            state, working_ids=tuple(state.working_ids), version=new_version, unchanged=0
-        )
-        body = _rows.ENCODER.encode(stored).decode()
+        ids = tuple(state.working_ids)
+        unchanged = min(state.unchanged, len(ids))
+        # A hint: the ids go to rows, as changes (text rows cannot hold NUL; the state can).
+        rows = unchanged > 0 and "\x00" not in "".join(ids[unchanged:])
         messages = _rows.count_messages(batch)
         async with self._connection() as conn, conn.transaction():
             now = time.time()
             cursor = await conn.execute(
-                "SELECT id, version, n_events FROM harness_sessions "
+                "SELECT id, version, n_events, working_n FROM harness_sessions "
                 "WHERE user_id = %s AND agent_id = %s AND session_id = %s FOR UPDATE",
                 (key.user_id, key.agent_id, key.session_id),
             )
@@ -298,11 +318,19 @@ class PostgresStore:
             actual = 0 if row is None else row[1]
             if actual != expected_version:
                 raise _rows.conflict(key, expected_version, actual)
+            held = 0 if row is None else row[3] or 0
+            if rows and held < unchanged and "\x00" in "".join(ids[:unchanged]):
+                rows = False  # the unchanged ids were never written as rows, and cannot be
+            stored = msgspec.structs.replace(
+                state, working_ids=() if rows else ids, version=new_version, unchanged=0
+            )
+            body = _rows.ENCODER.encode(stored).decode()
+            count = len(ids) if rows else None
             if row is None:
                 cursor = await conn.execute(
                     "INSERT INTO harness_sessions (user_id, agent_id, session_id, state, "
-                    "version, title, created_at, updated_at, n_events, n_messages) "
-                    "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s) "
+                    "version, title, created_at, updated_at, n_events, n_messages, working_n) "
+                    "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (user_id, agent_id, session_id) DO NOTHING RETURNING id",
                     (
                         key.user_id,
@@ -315,6 +343,7 @@ class PostgresStore:
                         now,
                         len(batch),
                         messages,
+                        count,
                     ),
                 )
                 created = await cursor.fetchone()
@@ -325,10 +354,20 @@ class PostgresStore:
                 session, first = row[0], row[2] + 1
                 await conn.execute(
                     "UPDATE harness_sessions SET state = %s::json, version = %s, title = %s, "
-                    "updated_at = %s, n_events = n_events + %s, n_messages = n_messages + %s "
-                    "WHERE id = %s",
-                    (body, new_version, _text(state.title), now, len(batch), messages, session),
+                    "updated_at = %s, n_events = n_events + %s, n_messages = n_messages + %s, "
+                    "working_n = %s WHERE id = %s",
+                    (
+                        body,
+                        new_version,
+                        _text(state.title),
+                        now,
+                        len(batch),
+                        messages,
+                        count,
+                        session,
+                    ),
                 )
+            await _write_working(conn, session, ids if rows else (), state.unchanged, held)
             if batch:
                 async with conn.cursor() as insert:
                     await insert.executemany(
@@ -720,6 +759,31 @@ async def _session_for_log(
     return int(row[0]), int(row[1]) - n_events + 1
 
 
+async def _write_working(
+    conn: psycopg.AsyncConnection[Any],
+    session: int,
+    ids: tuple[str, ...],
+    unchanged: int,
+    held: int,
+) -> None:
+    """Make the ``harness_working`` rows of ``session`` hold ``ids`` (none: the state has them).
+
+    The first ``unchanged`` ids equal the stored ones (of which there are ``held``): those rows
+    stay, the rest are written anew.
+    """
+    kept = min(unchanged, held, len(ids))
+    if held > kept:
+        await conn.execute(
+            "DELETE FROM harness_working WHERE session = %s AND pos >= %s", (session, kept)
+        )
+    if len(ids) > kept:
+        async with conn.cursor() as insert:
+            await insert.executemany(
+                "INSERT INTO harness_working (session, pos, message_id) VALUES (%s, %s, %s)",
+                [(session, pos, ids[pos]) for pos in range(kept, len(ids))],
+            )
+
+
 async def _version(conn: psycopg.AsyncConnection[Any], key: SessionKey) -> int:
     cursor = await conn.execute(
         "SELECT version FROM harness_sessions "
@@ -737,7 +801,7 @@ async def _messages(
     cursor = await conn.execute(
         "SELECT body::text FROM harness_events "
         "WHERE session = %s AND message_id = ANY(%s::text[]) ORDER BY seq",
-        (session, list(dict.fromkeys(ids))),
+        (session, [i for i in dict.fromkeys(ids) if "\x00" not in i]),  # no text holds NUL
     )
     found: dict[str, Message] = {}
     for (body,) in await cursor.fetchall():

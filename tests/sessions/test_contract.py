@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import anyio
@@ -428,3 +429,37 @@ async def test_two_writers_from_one_version_exactly_one_conflict(store: SessionS
     assert sorted(map(type, results), key=str) == sorted([int, StateConflict], key=str)
     assert 2 in results
     assert [e.seq for e in await store.events(KEY)] == [1, 2, 3, 4]
+
+
+def _shared(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+async def test_working_ids_written_as_changes_load_back_whole(store: SessionStore) -> None:
+    # Rounds that append, rewrite one id, compact, change nothing, or hand no hint (the ids
+    # then go whole into the state), with ids a text column cannot hold (NUL) now and then:
+    # every load returns exactly the ids of the last commit.
+    rng = random.Random(7)
+    ids: tuple[str, ...] = ()
+    version, fresh = 0, iter(range(10**6))
+    changes = ["append", "append", "rewrite", "compact", "same", "no hint", "nul"]
+    for _ in range(60):
+        change = rng.choice(changes)
+        before = ids
+        if change in ("append", "no hint"):
+            ids = ids + tuple(f"m{next(fresh)}" for _ in range(rng.randint(1, 4)))
+        elif change == "nul":
+            ids = (*ids, f"m{next(fresh)}\x00odd")
+        elif change == "rewrite" and ids:
+            at = rng.randrange(len(ids))
+            ids = (*ids[:at], f"m{next(fresh)}~trim", *ids[at + 1 :])
+        elif change == "compact" and len(ids) > 3:
+            ids = (ids[0], f"summary{next(fresh)}", *ids[-2:])
+        hint = 0 if change == "no hint" else _shared(before, ids)
+        state = StoredState(working_ids=ids, unchanged=hint)
+        version = await store.commit(KEY, expected_version=version, events=[], state=state)
+        loaded = await store.load(KEY)
+        assert loaded is not None and loaded[0].working_ids == ids, change
