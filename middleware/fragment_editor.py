@@ -311,7 +311,8 @@ class FragmentEditor:
         slices. What the units came to, and the request parts assembled from them, are kept
         for the session (`_Memo`): the next round, with the same overlays, reuses both for
         the history prefix the two rounds share and scans, rebuilds and assembles only from
-        there — its cost is its new messages, plus copying the kept parts.
+        there — its cost is its new messages, plus the request's own tuples (the history
+        passed on, and with ``left_out`` the one kept).
         """
         history = request.history
         run = request.run
@@ -327,7 +328,7 @@ class FragmentEditor:
             self._unit(history[start:end], start, overlays, originals)
             for start, end in _touched_units(history, overlays, resume)
         ]
-        built = memo.built.upto(reused) if memo is not None else _Built()
+        built = memo.built.upto(reused) if memo is not None else _Built()  # kept: in place
         done = units[reused - 1].end if reused else 0
         for unit in units[reused:]:
             built.add(history, done, unit)
@@ -609,14 +610,15 @@ class _Built:
         self.marks: list[tuple[int, int, int, int, int]] = []
 
     def upto(self, units: int) -> _Built:
-        """Return a new one holding what the first ``units`` units came to (shared: none)."""
-        out = _Built()
-        if units:
-            kept, sent, stand_ins, transforms, left = self.marks[units - 1]
-            out.kept, out.sent = self.kept[:kept], self.sent[:sent]
-            out.stand_ins, out.transforms = self.stand_ins[:stand_ins], self.transforms[:transforms]
-            out.left, out.marks = self.left[:left], self.marks[:units]
-        return out
+        """Keep what the first ``units`` units came to, cutting the rest in place; return it.
+
+        Cut from the end, so a round that keeps every unit cuts nothing (no copy of the
+        history they hold). The caller replaces the session's parts with the result.
+        """
+        kept, sent, stand_ins, transforms, left = self.marks[units - 1] if units else (0,) * 5
+        del self.kept[kept:], self.sent[sent:], self.stand_ins[stand_ins:]
+        del self.transforms[transforms:], self.left[left:], self.marks[units:]
+        return self
 
     def add(self, history: tuple[Message, ...], done: int, unit: _Unit) -> None:
         """Append the history from ``done`` to ``unit`` and what ``unit`` came to."""
