@@ -416,49 +416,26 @@ async def test_summary_by_message_count_keeps_recent_messages_and_pins_the_task(
     assert f"history_compaction:{n}" in model.agent_requests[at].transforms
 
 
-async def test_a_newer_user_turn_folds_the_first_task_into_the_summary() -> None:
+@pytest.mark.parametrize("pin", [False, True], ids=["default", "pin_first_task"])
+async def test_a_newer_user_turn_folds_the_first_task_into_the_summary(pin: bool) -> None:
     model = ScriptedModel(["ok", *calls(8), "done"])
-    compaction = every_ten(
-        in_place_summary=False,  # the transcript form
-    )
-    a = agent(model, compaction)
+    a = agent(model, every_ten(in_place_summary=False, pin_first_task=pin))  # transcript form
     await a.call("first task", CTX)
     await a.call("second request: run the commands", CTX)
     requests = [r for r in model.agent_requests if compacted(r)]
     assert len(requests) >= 2
     current = (await a.history(CTX))[2]
     assert current.text == "second request: run the commands"
+    at = 1 if pin else 0  # where the summary is: after the pinned task, or first
     for request in requests:
         h = request.history
-        # The first task is not pinned any more: the summary leads, the newest turn follows.
-        assert h[0].meta("summary") and h[1] == current
-        assert all(m.text != "first task" for m in h)
-        assert h[2].role == "assistant" and check_pairs(h).ok
-    assert all("second request" not in prompt_of(r) for r in summaries(model))
-    first = prompt_of(summaries(model)[0])
-    assert "first task" in first and "ok" in first  # summarised, not lost
-
-
-async def test_pin_first_task_keeps_it_after_newer_user_turns() -> None:
-    model = ScriptedModel(["ok", *calls(8), "done"])
-    compaction = every_ten(
-        in_place_summary=False,  # the transcript form
-        pin_first_task=True,
-    )
-    a = agent(model, compaction)
-    await a.call("first task", CTX)
-    await a.call("second request: run the commands", CTX)
-    requests = [r for r in model.agent_requests if compacted(r)]
-    assert len(requests) >= 2
-    current = (await a.history(CTX))[2]
-    assert current.text == "second request: run the commands"
-    for request in requests:
-        h = request.history
-        assert h[0].text == "first task" and h[1].meta("summary") and h[2] == current
-        assert h[3].role == "assistant" and check_pairs(h).ok
-    assert all("second request" not in prompt_of(r) for r in summaries(model))
-    assert all("first task" not in prompt_of(r) for r in summaries(model))
-    assert "ok" in prompt_of(summaries(model)[0])
+        assert sum(m.text == "first task" for m in h) == (1 if pin else 0)
+        assert h[at].meta("summary") and h[at + 1] == current
+        assert h[at + 2].role == "assistant" and check_pairs(h).ok
+    prompts = [prompt_of(r) for r in summaries(model)]
+    assert all("second request" not in p for p in prompts)
+    assert ("first task" in prompts[0]) is not pin  # summarised (not lost), or still pinned
+    assert "ok" in prompts[0]
 
 
 async def test_the_full_record_is_kept_while_the_working_history_shrinks() -> None:
@@ -1214,6 +1191,18 @@ def in_place(request: ModelRequest) -> bool:
     return request.history[-1].text == IN_PLACE_PROMPT
 
 
+def shell_units(n: int, output: Callable[[str], str] = shell) -> list[Message]:
+    """Return ``n`` shell calls (commands ``old0``…, ids ``c0``…), each with its result."""
+    return [
+        m
+        for i in range(n)
+        for m in (
+            ScriptedModel.tool_call("shell", {"command": f"old{i}"}, id=f"c{i}"),
+            Message.tool(f"c{i}", output(f"old{i}"), name="shell"),
+        )
+    ]
+
+
 async def test_the_summary_is_asked_in_place_with_the_previous_requests_prefix() -> None:
     # One request per compaction, starting as the agent's previous request did (System,
     # tools, history up to the cut), so a provider's prompt cache serves the early part.
@@ -1243,15 +1232,7 @@ async def test_a_history_over_the_limit_is_summarised_in_place_then_as_a_transcr
     model = ScriptedModel(["done"], summary="SUMMARY-B")
     compaction = Compaction(trim_min_tokens=None, memory=None)
     a = agent(model, compaction, max_input_tokens=3_000)
-    long = [
-        m
-        for i in range(30)
-        for m in (
-            ScriptedModel.tool_call("shell", {"command": f"old{i}"}, id=f"c{i}"),
-            Message.tool(f"c{i}", shell(f"old{i}"), name="shell"),
-        )
-    ]
-    a.state(CTX).append(Message.user("the task"), *long)
+    a.state(CTX).append(Message.user("the task"), *shell_units(30))
     await a.call("go on", CTX)
     asks = summaries(model)
     # The longest prefix that fits is asked in place, the rest on top as a transcript.
@@ -1271,16 +1252,9 @@ async def test_a_long_text_at_the_end_of_the_early_part_is_cut_inside_the_one_re
     model = ScriptedModel(["done"], summary="SUMMARY-E")
     compaction = Compaction(trim_min_tokens=None, memory=None)
     a = agent(model, compaction, max_input_tokens=3_000)
-    units = [
-        m
-        for i in range(6)
-        for m in (
-            ScriptedModel.tool_call("shell", {"command": f"old{i}"}, id=f"c{i}"),
-            Message.tool(f"c{i}", f"$ old{i}\nok", name="shell"),
-        )
-    ]
     pasted = "PASTE-HEAD\n" + "".join(f"row {i}: a long pasted log line\n" for i in range(400))
     pasted += "PASTE-TAIL"
+    units = shell_units(6, lambda command: f"$ {command}\nok")
     a.state(CTX).append(Message.user("the task"), *units, Message.user(pasted))
     await a.call("go on", CTX)
     (ask,) = summaries(model)

@@ -4,14 +4,14 @@ A commit runs on the calling thread only while the write lock is free; when anot
 connection holds it, the commit must wait for it in a worker thread (the loop keeps running)
 and then succeed. SQLite's automatic WAL checkpoint is off on the store's connection, so the
 store must checkpoint itself: the WAL stops growing with the number of commits. The working
-ids are rows written as changes (`StoredState.unchanged`); they must always load back whole.
+ids are rows written as changes (`StoredState.unchanged`); that they always load back whole
+is part of the store contract (tests/sessions/test_contract.py).
 Sessions committing side by side commit in worker threads (overlapping with the others'
 work on the loop); one session alone commits on the loop.
 """
 
 from __future__ import annotations
 
-import random
 import sqlite3
 import threading
 from pathlib import Path
@@ -81,35 +81,6 @@ async def test_the_wal_is_checkpointed_by_the_store(tmp_path: Path) -> None:
     # is written again from its start.
     assert sizes[1] < 1.5 * sizes[0]
     assert len(await store.events(KEY, limit=10_000)) == 3 * CHECKPOINT_EVERY
-    await store.aclose()
-
-
-def _shared(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
-async def test_working_ids_written_as_changes_load_back_whole(tmp_path: Path) -> None:
-    rng = random.Random(7)
-    store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-    ids: tuple[str, ...] = ()
-    version, fresh = 0, iter(range(10**6))
-    for _ in range(80):
-        change = rng.choice(["append", "append", "rewrite", "compact", "same"])
-        before = ids
-        if change == "append":
-            ids = ids + tuple(f"m{next(fresh)}" for _ in range(rng.randint(1, 4)))
-        elif change == "rewrite" and ids:
-            at = rng.randrange(len(ids))
-            ids = (*ids[:at], f"m{next(fresh)}~trim", *ids[at + 1 :])
-        elif change == "compact" and len(ids) > 3:
-            ids = (ids[0], f"summary{next(fresh)}", *ids[-2:])
-        state = StoredState(working_ids=ids, unchanged=_shared(before, ids))
-        version = await store.commit(KEY, expected_version=version, events=[], state=state)
-        loaded = await store.load(KEY)
-        assert loaded is not None and loaded[0].working_ids == ids, change
     await store.aclose()
 
 
