@@ -312,14 +312,14 @@ class Compaction:
         request, _ = counted_near_limit(request)  # exact counts near the limit
         history = request.history
         est = request.estimator
-        transforms: list[str] = []
         budget = self._history_budget(request, est)
-        layout = layout_of(history)
-        reason = self._reason(request, history, est, budget, layout)
+        reason = self._reason(request, history, est, budget, None)
         if reason is None:
             # Nothing is due: the history stays byte for byte what the provider cached last
             # round. Trims and truncations wait for a round that rewrites the history anyway.
             return request
+        layout = layout_of(history)
+        transforms: list[str] = []
         history, trimmed = trim_tool_outputs(self.settings, history, est, budget)
         if trimmed:
             transforms.append(f"tool_output_trim:{trimmed}")
@@ -379,11 +379,18 @@ class Compaction:
         history: tuple[Message, ...],
         est: TokenEstimator,
         budget: int,
-        layout: Layout,
+        layout: Layout | None,
     ) -> str | None:
+        """Return why ``history`` must be compacted now, or ``None`` when nothing is due.
+
+        ``layout`` is ``history``'s, or ``None`` to find it only if asked (a pending
+        ``compact_conversation`` request): the round with nothing due does not look for it.
+        """
         if request.force_compaction:
             return "forced"
-        if self._pending_request(request, layout) is not None:
+        if self.settings.compact_tool and (
+            self._pending_request(request, layout or layout_of(history)) is not None
+        ):
             return "requested"
         if len(history) >= self.settings.trigger_messages:
             return "messages"
