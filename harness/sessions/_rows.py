@@ -1,4 +1,7 @@
-"""What both backends share: JSON codecs, the searchable text of an event, search terms, snippets.
+"""What both backends share: JSON codecs, searchable text, search terms, and values from rows.
+
+The values are built from rows alike in both: messages by id, log pages, session lists,
+search hits with their snippets, and the state as stored.
 
 A backend stores each event as its msgspec JSON (with the ``type`` tag) plus a few columns it
 queries by: the tag, the time, and for events that carry a message (`MessageEvent`,
@@ -8,7 +11,8 @@ place makes the two backends answer `search`, `messages` and `sessions` alike.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
 
 import msgspec
 
@@ -19,8 +23,11 @@ from harness.sessions.store import (
     CompactionEvent,
     Event,
     FragmentEvent,
+    LoggedEvent,
     MessageEvent,
     RewriteEvent,
+    SearchHit,
+    SessionInfo,
     SessionKey,
     StoredState,
 )
@@ -38,6 +45,10 @@ FRAGMENT_DECODER: Final = msgspec.json.Decoder(Fragment)
 
 SNIPPET_CHARS: Final = 160
 """About how long a search snippet is."""
+
+Stamp = tuple[int, int, float]
+"""A fragment set's row as the cache checks it: (row id, version, updated_at) — a set
+purged and written again gets a new stamp even where its row id and version repeat."""
 
 
 class EventRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,6 +91,62 @@ def event_rows(events: tuple[Event, ...] | list[Event], first_seq: int) -> list[
             )
         )
     return rows
+
+
+def stored_state(state: StoredState, version: int, *, with_ids: bool) -> StoredState:
+    """The state as a backend stores it: with its working ids, or without (they are rows)."""
+    ids = tuple(state.working_ids) if with_ids else ()
+    return msgspec.structs.replace(state, working_ids=ids, version=version, unchanged=0)
+
+
+def latest_messages(bodies: Iterable[bytes | str], ids: Sequence[str]) -> dict[str, Message]:
+    """Return the messages with these ids that logged events (oldest first) carry, by id.
+
+    The latest event wins for a repeated id; the result follows the order of ``ids``.
+    """
+    found: dict[str, Message] = {}
+    for body in bodies:
+        message = carried_message(EVENT_DECODER.decode(body))
+        if message is not None:
+            found[message.id] = message
+    return {i: found[i] for i in ids if i in found}
+
+
+def logged_events(rows: Iterable[Sequence[Any]]) -> list[LoggedEvent]:
+    """Return the log's events from rows of (seq, body)."""
+    return [LoggedEvent(seq=seq, event=EVENT_DECODER.decode(body)) for seq, body in rows]
+
+
+def session_infos(rows: Iterable[Sequence[Any]]) -> list[SessionInfo]:
+    """Return `SessionInfo` from rows of (agent, session, title, messages, events, created, updated)."""
+    return [
+        SessionInfo(
+            agent_id=agent,
+            session_id=session,
+            title=title,
+            messages=messages,
+            events=events,
+            created_at=created,
+            updated_at=updated,
+        )
+        for agent, session, title, messages, events, created, updated in rows
+    ]
+
+
+def search_hits(rows: Iterable[Sequence[Any]], terms: list[str]) -> list[SearchHit]:
+    """Return `SearchHit` from rows of (agent, session, seq, message id, role, text, at)."""
+    return [
+        SearchHit(
+            agent_id=r[0],
+            session_id=r[1],
+            seq=r[2],
+            message_id=r[3],
+            role=r[4],
+            snippet=snippet(r[5], terms),
+            at=r[6],
+        )
+        for r in rows
+    ]
 
 
 def searchable_text(message: Message) -> str:

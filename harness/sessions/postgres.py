@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
-import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.fragments import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions import _rows
+from harness.sessions._rows import Stamp
 from harness.sessions.store import (
     Event,
     LoggedEvent,
@@ -321,9 +321,7 @@ class PostgresStore:
             held = 0 if row is None else row[3] or 0
             if rows and held < unchanged and "\x00" in "".join(ids[:unchanged]):
                 rows = False  # the unchanged ids were never written as rows, and cannot be
-            stored = msgspec.structs.replace(
-                state, working_ids=() if rows else ids, version=new_version, unchanged=0
-            )
+            stored = _rows.stored_state(state, new_version, with_ids=not rows)
             body = _rows.ENCODER.encode(stored).decode()
             count = len(ids) if rows else None
             if row is None:
@@ -413,7 +411,7 @@ class PostgresStore:
                 ),
             )
             rows = await cursor.fetchall()
-        return [LoggedEvent(seq=seq, event=_rows.EVENT_DECODER.decode(body)) for seq, body in rows]
+        return _rows.logged_events(rows)
 
     async def messages(self, key: SessionKey, ids: Sequence[str]) -> dict[str, Message]:
         """Return the messages of the log with these ids (originals, copies and summaries)."""
@@ -439,18 +437,7 @@ class PostgresStore:
                 (user_id, agent_id, agent_id),
             )
             rows = await cursor.fetchall()
-        return [
-            SessionInfo(
-                agent_id=r[0],
-                session_id=r[1],
-                title=r[2],
-                messages=r[3],
-                events=r[4],
-                created_at=r[5],
-                updated_at=r[6],
-            )
-            for r in rows
-        ]
+        return _rows.session_infos(rows)
 
     async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
         """Full-text search over the messages of the user's sessions (CJK included)."""
@@ -479,18 +466,7 @@ class PostgresStore:
             except psycopg.errors.QueryCanceled:
                 await conn.execute("SET LOCAL enable_indexscan = off")  # the GIN bitmap path
                 rows = await (await conn.execute(sql, args)).fetchall()
-        return [
-            SearchHit(
-                agent_id=r[0],
-                session_id=r[1],
-                seq=r[2],
-                message_id=r[3],
-                role=r[4],
-                snippet=_rows.snippet(r[5], terms),
-                at=r[6],
-            )
-            for r in rows
-        ]
+        return _rows.search_hits(rows, terms)
 
     # ------------------------------------------------------------ fragments
     async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:
@@ -710,11 +686,6 @@ async def _schema_version(conn: psycopg.AsyncConnection[Any]) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-Stamp = tuple[int, int, float]
-"""A fragment set's row as the cache checks it: (row id, version, updated_at) — a set
-purged and written again gets a new stamp even where its row id and version repeat."""
-
-
 async def _stamp(conn: psycopg.AsyncConnection[Any], scope: FragmentScope) -> Stamp | None:
     cursor = await conn.execute(
         "SELECT id, version, updated_at FROM harness_fragment_sets "
@@ -803,12 +774,7 @@ async def _messages(
         "WHERE session = %s AND message_id = ANY(%s::text[]) ORDER BY seq",
         (session, [i for i in dict.fromkeys(ids) if "\x00" not in i]),  # no text holds NUL
     )
-    found: dict[str, Message] = {}
-    for (body,) in await cursor.fetchall():
-        message = _rows.carried_message(_rows.EVENT_DECODER.decode(body))
-        if message is not None:
-            found[message.id] = message
-    return {i: found[i] for i in ids if i in found}
+    return _rows.latest_messages((body for (body,) in await cursor.fetchall()), ids)
 
 
 def _text(value: str) -> str:

@@ -1,0 +1,118 @@
+"""The SQLite store's row helpers: the statements its transactions share.
+
+Each takes the store's connection, already locked by the caller, and runs inside the
+caller's transaction (or, for `checkpointed` and `rollback`, right after it): finding a
+session's row, reading logged messages by id, logging fragment events into a session,
+deleting a session with everything it owns. The store's methods hold what they alone need.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from harness.messages import Message
+from harness.sessions import _rows
+from harness.sessions.store import SessionKey
+
+IN_CHUNK: Final = 500
+"""Ids per ``IN (…)`` query (SQLite's variable limit is 32766, but short queries plan better)."""
+
+
+def session_row(conn: sqlite3.Connection, key: SessionKey) -> int | None:
+    """Return the row id of the session ``key``, or ``None`` when it was never stored."""
+    row = conn.execute(
+        "SELECT id FROM sessions WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+        (key.user_id, key.agent_id, key.session_id),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def logged_messages(
+    conn: sqlite3.Connection, session: int, ids: Sequence[str]
+) -> dict[str, Message]:
+    """Return the logged messages with these ids (the latest event wins for a repeated id)."""
+    return _rows.latest_messages(_bodies(conn, session, list(dict.fromkeys(ids))), ids)
+
+
+def _bodies(conn: sqlite3.Connection, session: int, unique: list[str]) -> Iterator[bytes]:
+    """Yield the bodies of the session's events carrying these message ids, by seq per chunk."""
+    for start in range(0, len(unique), IN_CHUNK):
+        chunk = unique[start : start + IN_CHUNK]
+        rows = conn.execute(
+            f"SELECT body FROM events WHERE session = ? AND message_id IN "
+            f"({', '.join('?' * len(chunk))}) ORDER BY seq",
+            (session, *chunk),
+        ).fetchall()
+        for (body,) in rows:
+            yield body
+
+
+def insert_events(conn: sqlite3.Connection, session: int, rows: list[_rows.EventRow]) -> None:
+    """Append the encoded events to the session's log."""
+    conn.executemany(
+        "INSERT INTO events (session, seq, tag, body, at, message_id, role, text) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(session, r.seq, r.tag, r.body, r.at, r.message_id, r.role, r.text) for r in rows],
+    )
+
+
+def session_for_log(
+    conn: sqlite3.Connection, key: SessionKey, now: float, n_events: int
+) -> tuple[int, int]:
+    """Return the session row to log ``n_events`` in (created empty when new) and the first seq."""
+    row = conn.execute(
+        "SELECT id, n_events FROM sessions WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+        (key.user_id, key.agent_id, key.session_id),
+    ).fetchone()
+    if row is None:
+        cursor = conn.execute(
+            "INSERT INTO sessions (user_id, agent_id, session_id, state, version, title, "
+            "created_at, updated_at, n_events, n_messages) VALUES (?, ?, ?, ?, 0, '', ?, ?, ?, 0)",
+            (key.user_id, key.agent_id, key.session_id, _rows.empty_state(), now, now, n_events),
+        )
+        return int(cursor.lastrowid or 0), 1
+    conn.execute(
+        "UPDATE sessions SET n_events = n_events + ?, updated_at = ? WHERE id = ?",
+        (n_events, now, row[0]),
+    )
+    return int(row[0]), int(row[1]) + 1
+
+
+def delete_session(conn: sqlite3.Connection, session: int) -> None:
+    """Delete a session's row, events, working ids and session fragments (caller's transaction)."""
+    conn.execute(
+        "DELETE FROM fragment_sets WHERE id IN (SELECT f.id FROM fragment_sets f JOIN sessions s "
+        "ON f.user_id = s.user_id AND f.agent_id = s.agent_id AND f.scope = 'session' "
+        "AND f.name = s.session_id WHERE s.id = ?)",
+        (session,),
+    )
+    conn.execute("DELETE FROM events WHERE session = ?", (session,))
+    conn.execute("DELETE FROM working WHERE session = ?", (session,))
+    conn.execute("DELETE FROM sessions WHERE id = ?", (session,))
+    # A rowid above every remaining row may be handed out again: keep the marks at or below
+    # the highest remaining rowid so that a reused rowid is indexed (the texts_delete trigger
+    # has already removed the indexed texts of the deleted events, fragments by theirs).
+    conn.execute(
+        "UPDATE fts_marks SET upto = min(upto, coalesce((SELECT max(id) FROM events), 0)) "
+        "WHERE name = 'events'"
+    )
+    conn.execute(
+        "UPDATE fts_marks SET upto = min(upto, "
+        "coalesce((SELECT max(rowid) FROM fragment_versions), 0)) WHERE name = 'fragments'"
+    )
+
+
+def checkpointed(conn: sqlite3.Connection, version: int) -> int:
+    """Copy the WAL into the database after a commit (passive: never waits for readers)."""
+    with contextlib.suppress(sqlite3.Error):  # the commit stands; the next one checkpoints
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    return version
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """End a transaction left open by a failure (nothing when none is)."""
+    if conn.in_transaction:
+        conn.rollback()

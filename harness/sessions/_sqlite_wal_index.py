@@ -1,0 +1,74 @@
+"""SQLite's wal-index header, mapped: the lock-free sign that a database file changed.
+
+Every connection to a WAL database, in any process, maps the same ``-shm`` file, and SQLite
+rewrites its first 48 bytes at every commit. Reading them is a copy, no system call and no
+lock, so the fragment-set cache (`harness.sessions._sqlite_set_cache`) tells on the event
+loop that nothing was committed since it last looked. Kept apart because it reads SQLite's
+file format directly and owns process-wide descriptors that are never closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Final
+
+WAL_HEADER: Final = 48
+"""Bytes of the wal-index header (SQLite's file format: ``WalIndexHdr`` at the start of
+``-shm``, machine byte order); its change counter ``iChange`` is the u32 at offset 8."""
+
+_WAL_INDEXES: dict[tuple[int, int], tuple[int, mmap.mmap | None]] = {}
+"""``-shm`` file (device, inode) → a descriptor and its header mapped, kept for the process."""
+_WAL_INDEXES_LOCK = threading.Lock()
+_MAX_WAL_INDEXES: Final = 64
+"""Files beyond this many read the data version every time (descriptors stay bounded)."""
+
+
+def changes(header: bytes) -> int:
+    """Return the header's change counter (``iChange``, +1 per commit of any connection)."""
+    return int.from_bytes(header[8:12], sys.byteorder)
+
+
+def wal_index(path: Path) -> mmap.mmap | None:
+    """Return ``path``'s wal-index header mapped read-only, or ``None`` where there is none.
+
+    Called once the store's connection is open in WAL mode: the ``-shm`` file then exists
+    and stays the same file, at least its first page long, while that connection is open
+    (SQLite, which maps the same page itself, replaces or truncates it only when no
+    connection has it open), so reading the mapping can fault only where SQLite's own
+    reads would. The header is only read while the connection is open. A read is a copy of
+    48 bytes: no system call (``pread`` cost 1–3 µs right after a commit).
+
+    Descriptor and mapping are **never closed**: SQLite locks the file with POSIX locks,
+    which closing any descriptor of it in the process would release for every connection
+    of the process. So one of each per file and process, kept (an inode in use is never
+    reused, so the key stays unique), at most `_MAX_WAL_INDEXES` files.
+    """
+    if os.name != "posix":
+        return None  # elsewhere: the data version every time
+    name = f"{path}-shm"
+    try:
+        found = os.stat(name)
+    except OSError:
+        return None
+    key = (found.st_dev, found.st_ino)
+    with _WAL_INDEXES_LOCK:
+        kept = _WAL_INDEXES.get(key)
+        if kept is not None:
+            return kept[1]
+        if len(_WAL_INDEXES) >= _MAX_WAL_INDEXES or found.st_size < WAL_HEADER:
+            return None
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        opened = os.fstat(fd)
+        mapped: mmap.mmap | None = None
+        with contextlib.suppress(OSError, ValueError):
+            mapped = mmap.mmap(fd, WAL_HEADER, access=mmap.ACCESS_READ)
+        _WAL_INDEXES[(opened.st_dev, opened.st_ino)] = (fd, mapped)  # fd kept open, even so
+        return mapped if (opened.st_dev, opened.st_ino) == key else None
