@@ -59,7 +59,6 @@ from harness.sessions._sqlite_fragments import (
 from harness.sessions._sqlite_rows import (
     checkpointed,
     delete_session,
-    insert_events,
     logged_messages,
     rollback,
     session_row,
@@ -67,6 +66,7 @@ from harness.sessions._sqlite_rows import (
 from harness.sessions._sqlite_schema import SCHEMA_VERSION, migrate
 from harness.sessions._sqlite_search import find_fragments, find_messages
 from harness.sessions._sqlite_set_cache import SetCache
+from harness.sessions._sqlite_state import encode_round, read_state, write_round
 from harness.sessions._sqlite_url import SYNCHRONOUS, check_file, parse
 from harness.sessions._sqlite_wal_index import wal_index
 from harness.sessions.store import (
@@ -200,27 +200,7 @@ class SqliteStore:
     # ------------------------------------------------------------------ the API
     async def load(self, key: SessionKey) -> tuple[StoredState, dict[str, Message]] | None:
         """Return the state and its working messages by id, or ``None`` for a new session."""
-
-        def work(conn: sqlite3.Connection) -> tuple[StoredState, dict[str, Message]] | None:
-            row = conn.execute(
-                "SELECT id, state, version, working_n FROM sessions "
-                "WHERE user_id = ? AND agent_id = ? AND session_id = ?",
-                (key.user_id, key.agent_id, key.session_id),
-            ).fetchone()
-            if row is None:
-                return None
-            state = _rows.STATE_DECODER.decode(row[1])
-            state.version = row[2]
-            if row[3] is not None:
-                state.working_ids = tuple(
-                    i
-                    for (i,) in conn.execute(
-                        "SELECT message_id FROM working WHERE session = ? ORDER BY pos", (row[0],)
-                    )
-                )
-            return state, logged_messages(conn, row[0], state.working_ids)
-
-        return await self._run(work)
+        return await self._run(lambda conn: read_state(conn, key))
 
     async def commit(
         self, key: SessionKey, *, expected_version: int, events: Sequence[Event], state: StoredState
@@ -239,68 +219,10 @@ class SqliteStore:
         Raises:
             StateConflict: the stored version is not ``expected_version`` (nothing written).
         """
-        batch = list(events)
-        new_version = expected_version + 1
-        ids = tuple(state.working_ids)
-        # With a hint the ids go to ``working`` as changes; without, whole into the blob.
-        rows = min(state.unchanged, len(ids)) > 0
-        body = _rows.ENCODER.encode(_rows.stored_state(state, new_version, with_ids=not rows))
-        count = len(ids) if rows else None
-        messages = _rows.count_messages(batch)
+        prepared = encode_round(list(events), state, expected_version + 1)
 
         def work(conn: sqlite3.Connection) -> int:
-            now = time.time()
-            conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute(
-                "SELECT id, version, n_events, working_n FROM sessions "
-                "WHERE user_id = ? AND agent_id = ? AND session_id = ?",
-                (key.user_id, key.agent_id, key.session_id),
-            ).fetchone()
-            actual = 0 if row is None else row[1]
-            if actual != expected_version:
-                raise _rows.conflict(key, expected_version, actual)
-            if row is None:
-                cursor = conn.execute(
-                    "INSERT INTO sessions (user_id, agent_id, session_id, state, version, title, "
-                    "created_at, updated_at, n_events, n_messages, working_n) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        key.user_id,
-                        key.agent_id,
-                        key.session_id,
-                        body,
-                        new_version,
-                        state.title,
-                        now,
-                        now,
-                        len(batch),
-                        messages,
-                        count,
-                    ),
-                )
-                session, first, stored = int(cursor.lastrowid or 0), 1, 0
-            else:
-                session, first, stored = row[0], row[2] + 1, row[3] or 0
-                conn.execute(
-                    "UPDATE sessions SET state = ?, version = ?, title = ?, updated_at = ?, "
-                    "n_events = n_events + ?, n_messages = n_messages + ?, working_n = ? "
-                    "WHERE id = ?",
-                    (body, new_version, state.title, now, len(batch), messages, count, session),
-                )
-            # The rows the stored state shares with this one stay; the rest are written anew.
-            kept = min(state.unchanged, stored, len(ids)) if rows else 0
-            if stored > kept:
-                conn.execute("DELETE FROM working WHERE session = ? AND pos >= ?", (session, kept))
-            if rows and len(ids) > kept:
-                conn.executemany(
-                    "INSERT INTO working (session, pos, message_id) VALUES (?, ?, ?)",
-                    [(session, pos, ids[pos]) for pos in range(kept, len(ids))],
-                )
-            insert_events(conn, session, _rows.event_rows(batch, first))
-            before = self._sets.header()  # the write lock is held: no one else commits now
-            conn.commit()
-            self._sets.committed(before)
-            return new_version
+            return write_round(conn, self._sets, key, expected_version, prepared)
 
         alone = not self._side_by_side(key)
         if self._unchecked < CHECKPOINT_EVERY:
