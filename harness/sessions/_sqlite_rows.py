@@ -2,8 +2,8 @@
 
 Each takes the store's connection, already locked by the caller, and runs inside the
 caller's transaction (or, for `checkpointed` and `rollback`, right after it): finding a
-session's row, reading logged messages by id, logging fragment events into a session,
-deleting a session with everything it owns. The store's methods hold what they alone need.
+session's row, reading logged messages by id, appending events (a round's, or a fragment
+change's into a session created for the log), deleting a session with everything it owns.
 """
 
 from __future__ import annotations
