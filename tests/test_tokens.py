@@ -44,8 +44,11 @@ from harness.tokens import (
     image_size,
     image_tokens,
     openai_image_tokens,
+    period,
     shared_exact,
 )
+from tests._texts import KINDS
+from tests._texts import generate as budget_text
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 
@@ -447,3 +450,79 @@ def test_cached_names_count_as_counting_them_does(calls: list[tuple[str, str]]) 
             assert est.count_message(result) == (
                 MESSAGE_OVERHEAD + est.count(arguments) + 1 + est.count(name)
             )
+
+
+# ------------------------------------------------------- periodic short words (the floor)
+SHORT_GAPS = {"english", "base64"}
+"""Under 400 characters, random letter words and base64 go under the floor on some seeds
+(0.46–0.56 at 60 characters): one sample of a few words, priced per character, not fixed here."""
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_generated_text_of_the_budget_tests_goes_under_the_floor(family: str, kind: str) -> None:
+    est, exact = approximate(family), shared_exact(family)
+    sizes = [400, 3_000] if kind in SHORT_GAPS else [60, 400, 3_000]
+    failures = []
+    for seed in range(6):
+        for n in sizes:
+            text = budget_text(kind, n, seed)
+            if est.count(text) < est.floor * exact.count(text):
+                failures.append((seed, n, text[:20]))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_periodic_short_words_stay_above_the_floor(family: str) -> None:
+    # Over 300 seeds of this generator, 13 were under the floor (worst 0.24, 'aee aee …').
+    est, exact = approximate(family), shared_exact(family)
+    texts = [budget_text("periodic", 400, seed) for seed in range(300)]
+    texts += [unit * 300 for unit in ["aee ", "a ", "ee ", "ok ", "x, ", "aeebaaee a "]]
+    under = [
+        (t[:12], round(est.count(t) / exact.count(t), 2))
+        for t in texts
+        if est.count(t) < est.floor * exact.count(t)
+    ]
+    assert not under, under
+
+
+def test_the_periodic_text_the_budget_test_sent_over_its_limit_is_priced_above_the_floor() -> None:
+    text = budget_text("periodic", 90_000, 12_735)
+    assert text.startswith("aeebaaee a aeebaaee a ")
+    for family in FAMILIES:
+        est = approximate(family)
+        assert est.count(text) >= est.floor * shared_exact(family).count(text), family
+
+
+@pytest.mark.parametrize("name", ["prose", "code", "mixed-code", "json-minified", "crlf-prose"])
+def test_ordinary_text_is_not_priced_as_periodic(name: str) -> None:
+    # The periodic ceiling never reaches real text: its estimate keeps the normal error.
+    rng = random.Random(name)
+    for _ in range(20):
+        text = WIDE_CLASSES[name](rng, rng.randint(100, 3000))
+        assert period(text.encode()) == 0
+        for family in FAMILIES:
+            ratio = approximate(family).count(text) / shared_exact(family).count(text)
+            assert FAMILY_FLOOR[family] <= ratio <= 2.0, (family, ratio)
+
+
+def test_a_periodic_text_changed_anywhere_is_counted_again() -> None:
+    # The ceiling follows the text: a unit repeated counts its bytes x floor; once one
+    # repetition differs, it is not periodic and is counted by its weights again.
+    est = approximate()
+    text = "ok " * 400
+    assert est.count(text) == math.ceil(est.floor * len(text))
+    changed = text[:600] + "no " + text[603:]
+    assert period(changed.encode()) == 0
+    assert est.count(changed) < est.floor * len(changed)
+    longer = "ok " * 800
+    assert est.count(longer) == math.ceil(est.floor * len(longer))
+
+
+def test_runs_and_units_without_a_word_start_keep_their_estimate() -> None:
+    # Tokenizers merge these across units into long tokens: bytes x floor would be 5-50x over.
+    # (Mixed whitespace units such as "\r\n" are a known gap of the weights, see KNOWN_GAPS.)
+    for text in ["=" * 3000, "ab" * 3000, "x\n" * 10 + "=" * 3000]:
+        for family in FAMILIES:
+            exact = shared_exact(family).count(text)
+            assert approximate(family).count(text) <= 2 * exact + 8, (family, text[:4])
