@@ -642,12 +642,27 @@ def period(low: bytes) -> int:
     """Return the length of the unit of at most `PERIOD_MAX` bytes that ``low`` repeats, or 0.
 
     At least two units and a partial last one; the shortest such unit. The search for the
-    first bytes' next occurrence is bounded, so a text that is not periodic costs nearly nothing.
+    first bytes' next occurrence is bounded, so a text that is not periodic costs nearly nothing;
+    a text that only starts periodic (indentation, a ``====`` rule) fails on a window in its
+    middle or at its end before the whole text is compared.
     """
+    size = len(low)
     probe = low[:_PERIOD_PROBE]
     unit = low.find(probe, 1, _PERIOD_END)
-    while unit > 0 and 2 * unit <= len(low):
-        if low[unit:] == low[:-unit]:
+    if unit == 1:  # it starts with a run: a unit within the run would make it all one run
+        head = low[:_PERIOD_END]
+        run = len(head) - len(head.lstrip(probe[:1]))
+        if run == len(head):
+            return 1 if low[1:] == low[:-1] else 0
+        unit = low.find(probe, run + 1, _PERIOD_END)
+    while unit > 0 and 2 * unit <= size:
+        window = min(_PERIOD_END, size - unit)
+        middle = (size - unit - window) // 2
+        if (
+            low[size - window :] == low[size - window - unit : size - unit]
+            and low[middle : middle + window] == low[middle + unit : middle + unit + window]
+            and low[unit:] == low[:-unit]
+        ):
             return unit
         unit = low.find(probe, unit + 1, _PERIOD_END)
     return 0

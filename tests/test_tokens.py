@@ -26,6 +26,7 @@ from harness.tokens import (
     FAMILY_FLOOR,
     IMAGE_BOUND,
     MESSAGE_OVERHEAD,
+    PERIOD_MAX,
     RUN_BLOCK,
     RUN_CHARS,
     RUN_LONG,
@@ -526,3 +527,25 @@ def test_runs_and_units_without_a_word_start_keep_their_estimate() -> None:
         for family in FAMILIES:
             exact = shared_exact(family).count(text)
             assert approximate(family).count(text) <= 2 * exact + 8, (family, text[:4])
+
+
+@given(
+    unit=st.binary(min_size=1, max_size=40).map(lambda b: b.translate(bytes(b"ab =" * 64))),
+    run=st.integers(0, 50),
+    n=st.integers(32, 400),
+    change=st.none() | st.integers(0, 399),
+)
+def test_period_finds_every_unit_a_full_scan_finds(
+    unit: bytes, run: int, n: int, change: int | None
+) -> None:
+    # The search is bounded and skips candidates inside a leading run: it must agree with
+    # the definition (some unit of at most PERIOD_MAX bytes repeats to the end).
+    text = bytearray((unit[:1] * run + unit) * (n // len(unit) + 2))[:n]
+    if change is not None and change < n:
+        text[change] = ord("x")
+    low = bytes(text)
+    units = [p for p in range(1, PERIOD_MAX + 1) if 2 * p <= n and low[p:] == low[:-p]]
+    found = period(low)
+    assert bool(found) == bool(units)
+    if found:
+        assert low[found:] == low[:-found]
