@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from collections.abc import AsyncIterator
@@ -370,6 +371,29 @@ async def test_sqlite_sets_see_a_commit_landing_right_after_an_own_commit(
     finally:
         await mine.aclose()
         await other.aclose()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+async def test_many_databases_opened_and_closed_keep_the_header_check(tmp_path: Path) -> None:
+    """A process that opens and drops many databases keeps the lock-free header check.
+
+    Each closed database's ``-shm`` file is deleted by SQLite; the descriptors and mappings
+    kept for them are closed once the kept maximum is reached, so neither the fast path
+    nor the process's descriptors run out.
+    """
+    scopes = (FragmentScope.of_session(KEY), FragmentScope.of_project(KEY.agent_id))
+    descriptors: list[int] = []
+    for i in range(3 * 64):
+        store = open_store(f"sqlite:///{tmp_path / f'db{i}.db'}")
+        assert isinstance(store, SqliteStore)
+        try:
+            await record(store, Message.user("first"))
+            assert store._sets.shm is not None  # the header is mapped, not the fallback
+            assert await read_sets(store, scopes) == [(0, []), (0, [])]
+        finally:
+            await store.aclose()
+        descriptors.append(len(os.listdir("/proc/self/fd")))
+    assert max(descriptors) - descriptors[0] <= 8  # closed with their files, not kept each
 
 
 async def test_sqlite_sets_match_a_fresh_read_whatever_the_order_of_writes(

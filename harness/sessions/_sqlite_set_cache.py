@@ -93,11 +93,12 @@ class SetCache:
 
     def header(self) -> bytes | None:
         """Return the wal-index header (moves with every commit), or ``None``."""
-        if self.shm is None:
+        shm = self.shm  # once: `close` may drop it from another thread
+        if shm is None:
             return None
         try:
-            return self.shm[:WAL_HEADER]
-        except ValueError:
+            return shm[:WAL_HEADER]
+        except ValueError:  # closed: its file was deleted (`wal_index`)
             return None
 
     def committed(self, before: bytes | None) -> None:
@@ -186,15 +187,14 @@ class SetCache:
         No lock (`last`, `clean` and `writes` read first, the header last) and no copy: the
         lists are `known`'s, to read only.
         """
-        last, clean, shm = self.last, self.clean, self.shm
+        last, clean = self.last, self.clean
         if (
             last is not None
             and clean is not None
-            and shm is not None
             and last[1] == scopes
             and last[0][0] == clean[1]
             and last[0][1] == self.writes
-            and shm[:WAL_HEADER] == clean[0]  # nothing committed since `clean`
+            and self.header() == clean[0]  # nothing committed since `clean`
         ):
             return last[2]
         return None

@@ -46,7 +46,8 @@ def wal_index(path: Path) -> mmap.mmap | None:
     Descriptor and mapping are **never closed**: SQLite locks the file with POSIX locks,
     which closing any descriptor of it in the process would release for every connection
     of the process. So one of each per file and process, kept (an inode in use is never
-    reused, so the key stays unique), at most `_MAX_WAL_INDEXES` files.
+    reused, so the key stays unique), at most `_MAX_WAL_INDEXES` files; those of files SQLite
+    deleted meanwhile are closed whenever another file is mapped (`_drop_deleted`).
     """
     if os.name != "posix":
         return None  # elsewhere: the data version every time
@@ -60,6 +61,7 @@ def wal_index(path: Path) -> mmap.mmap | None:
         kept = _WAL_INDEXES.get(key)
         if kept is not None:
             return kept[1]
+        _drop_deleted()  # a new file: first let go of those SQLite deleted
         if len(_WAL_INDEXES) >= _MAX_WAL_INDEXES or found.st_size < WAL_HEADER:
             return None
         try:
@@ -72,3 +74,25 @@ def wal_index(path: Path) -> mmap.mmap | None:
             mapped = mmap.mmap(fd, WAL_HEADER, access=mmap.ACCESS_READ)
         _WAL_INDEXES[(opened.st_dev, opened.st_ino)] = (fd, mapped)  # fd kept open, even so
         return mapped if (opened.st_dev, opened.st_ino) == key else None
+
+
+def _drop_deleted() -> None:
+    """Close the kept descriptors and mappings of ``-shm`` files that were deleted (lock held).
+
+    SQLite deletes a ``-shm`` file only when the last connection to its database, in any
+    process, closes: nothing holds a lock on it any more, so closing ours releases none. A
+    process that opens and drops many databases (tests, one file per tenant) keeps using the
+    header, and its descriptors, instead of falling back once `_MAX_WAL_INDEXES` files were
+    seen. One ``fstat`` per kept file, when a store opens a database.
+    """
+    for key, (fd, mapped) in list(_WAL_INDEXES.items()):
+        try:
+            deleted = os.fstat(fd).st_nlink == 0
+        except OSError:
+            deleted = True
+        if deleted:
+            del _WAL_INDEXES[key]
+            if mapped is not None:
+                mapped.close()
+            with contextlib.suppress(OSError):
+                os.close(fd)
