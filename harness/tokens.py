@@ -24,9 +24,10 @@ weights over the whole text, read contiguously with C-speed primitives only:
   word piece (lowercase→uppercase, letter→digit, symbol→letter), counted with
   ``bytes.count`` on a class map. A per-character model cannot price both prose and base64.
 - an ASCII text that repeats one unit of up to 32 characters holding a word start ("ok ok ok",
-  "aee aee", "| a | b |") is one sample, priced at ``floor`` × its bytes when its weights say
-  less (every token is at least one byte); one bounded ``find`` of its first 8 bytes rules
-  that out for nearly every other text (the common path: within the timing noise).
+  "aee aee", "| a | b |") is one sample, which its weights can price at a quarter of its
+  tokens: the family's exact tokenizer counts two blocks of four units and the rest is
+  multiplied (`periodic_tokens`), without a tokenizer ``floor`` × its bytes. One bounded
+  ``find`` of its first 8 bytes rules that out for nearly every other text.
 
 Summing a weight table runs in C (``bytes.translate`` and ``zlib.adler32`` over 2 KB
 chunks), so a count costs about as much as two copies of the text. The weights are fitted
@@ -668,6 +669,26 @@ def period(low: bytes) -> int:
     return 0
 
 
+_PERIODIC_BLOCK = 4
+"""Units a block holds when `periodic_tokens` counts a periodic text by blocks."""
+
+
+def periodic_tokens(low: bytes, unit: int, count: Callable[[str], int]) -> int:
+    """Return the tokens of ASCII ``low``, which repeats a ``unit``-byte unit, by ``count``.
+
+    ``count`` reads the first block of units with the partial rest and the next block; every
+    further block costs what that next one did. A unit with a word start tokenizes alike in
+    every repetition, so this is the exact count up to a token at the ends of blocks.
+    """
+    block = unit * _PERIODIC_BLOCK
+    blocks, rest = divmod(len(low), block)
+    if blocks <= 2:
+        return count(low.decode("ascii"))
+    head = count(low[: block + rest].decode("ascii"))
+    step = count(low[: 2 * block + rest].decode("ascii")) - head
+    return head + (blocks - 1) * step
+
+
 def rare_cjk_count(text: str, single: str = "") -> int:
     """Return how many rare CJK ideographs ``text`` holds.
 
@@ -895,23 +916,27 @@ class ApproximateEstimator(CachedEstimator):
         return 1 if estimate < 1.0 else math.ceil(estimate)
 
     def _periodic_bound(self, low: bytes, estimate: float) -> float:
-        """Return ``estimate``, or ``floor`` × the bytes of ASCII ``low`` if it repeats a unit.
+        """Return ``estimate``, or what ASCII ``low`` costs if it repeats one unit.
 
         A text that repeats one short unit (`period`) with a word start in it is one sample
         of a class, not a class: the floor, measured over classes, does not hold for it.
         Per-character weights fitted on prose price short words of common letters ("a a a",
-        "ok ok", "aee aee") at a quarter to a third of their tokens, and the tokenizer counts
-        each repetition alike. Such a text is priced at ``floor`` × its bytes, its most tokens
-        times the floor (a byte-level token is at least one byte), when that is more. Units
-        without a word start (runs, ``abab``, CRLF) merge across units into long
-        tokens: they keep their estimate.
+        "ok ok", "aee aee") at a quarter to a third of their tokens. The tokenizer counts each
+        repetition alike (every word start begins a new piece), so the family's exact
+        tokenizer counts a few units and the rest is multiplied (`periodic_tokens`). Without
+        one (custom coefficients, the bound), ``floor`` × its bytes: a byte-level token is at
+        least one byte. Units without a word start (runs, ``abab``, CRLF) merge across units
+        into long tokens: they keep their estimate.
         """
-        ceiling = self.floor * len(low)
-        if ceiling > estimate:
-            unit = period(low)
-            if unit and b" a" in low[: 2 * unit].translate(_WORD_CLASSES):
-                return ceiling
-        return estimate
+        if self.floor * len(low) <= estimate:
+            return estimate
+        unit = period(low)
+        if not unit or b" a" not in low[: 2 * unit].translate(_WORD_CLASSES):
+            return estimate
+        exact = self.exact_counter
+        if exact is None:
+            return self.floor * len(low)
+        return max(estimate, periodic_tokens(low, unit, exact.count))
 
     def _dense_count(self, low: bytes) -> float:
         """Return the dense table's sum and transition terms of ASCII ``low`` (runs not out)."""

@@ -508,16 +508,27 @@ def test_ordinary_text_is_not_priced_as_periodic(name: str) -> None:
 
 
 def test_a_periodic_text_changed_anywhere_is_counted_again() -> None:
-    # The ceiling follows the text: a unit repeated counts its bytes x floor; once one
-    # repetition differs, it is not periodic and is counted by its weights again.
-    est = approximate()
+    # A unit repeated counts what the tokenizer charges (a few units counted, the rest
+    # multiplied); a longer text follows, and once one repetition differs the text is
+    # not periodic and is counted by its weights again.
+    est, exact = approximate(), shared_exact("o200k")
+    for unit in ["ok ", "aee ", "lorem ", "x, ", "aeebaaee a "]:
+        for repeats in (40, 401, 3000):
+            text = unit * repeats + unit[:2]
+            tokens = exact.count(text)
+            assert tokens <= est.count(text) <= 1.25 * tokens + 3, (unit, repeats)
     text = "ok " * 400
-    assert est.count(text) == math.ceil(est.floor * len(text))
     changed = text[:600] + "no " + text[603:]
     assert period(changed.encode()) == 0
-    assert est.count(changed) < est.floor * len(changed)
-    longer = "ok " * 800
-    assert est.count(longer) == math.ceil(est.floor * len(longer))
+    assert est.count(changed) != est.count(text)
+
+
+def test_without_a_tokenizer_a_periodic_text_costs_floor_times_its_bytes() -> None:
+    custom = ApproximateEstimator("custom", FAMILY_COEFFICIENTS["o200k"], floor=0.5)
+    assert custom.exact_counter is None
+    assert custom.count("ok " * 400) == 600
+    bound = estimator_for("gemini-2.0-flash")
+    assert bound.count("ok " * 400) == 1200
 
 
 def test_runs_and_units_without_a_word_start_keep_their_estimate() -> None:
