@@ -43,6 +43,17 @@ async def fstore(store_url: str) -> AsyncIterator[SessionStore]:
         await opened.aclose()
 
 
+async def commit_round(store: SessionStore, version: int, text: str) -> int:
+    """Commit one round of one user message, as the agent's recorder would; return the version."""
+    message = Message.user(text)
+    return await store.commit(
+        KEY,
+        expected_version=version,
+        events=[MessageEvent(message=message)],
+        state=StoredState(working_ids=(message.id,)),
+    )
+
+
 async def record(store: SessionStore, *messages: Message) -> None:
     """Record messages as the agent would: logged and in the working history."""
     await store.commit(
@@ -308,13 +319,7 @@ async def test_sqlite_sets_follow_another_connections_writes_between_own_commits
 
         async def a_round() -> None:
             nonlocal version
-            message = Message.user(f"round {next(rounds)}")
-            version = await mine.commit(
-                KEY,
-                expected_version=version,
-                events=[MessageEvent(message=message)],
-                state=StoredState(working_ids=(message.id,)),
-            )
+            version = await commit_round(mine, version, f"round {next(rounds)}")
 
         await a_round()
         assert await read_sets(mine, scopes) == [(0, []), (0, [])]
@@ -410,13 +415,7 @@ async def test_sqlite_sets_match_a_fresh_read_whatever_the_order_of_writes(
         for step in range(60):
             action = chooser.choice(["round", "round", "mine", "other", "other", "purge"])
             if action == "round":
-                message = Message.user(f"round {step}")
-                version = await mine.commit(
-                    KEY,
-                    expected_version=version,
-                    events=[MessageEvent(message=message)],
-                    state=StoredState(working_ids=(message.id,)),
-                )
+                version = await commit_round(mine, version, f"round {step}")
             elif action == "purge":
                 await other.purge(KEY)
                 version = 0
