@@ -140,8 +140,10 @@ class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
 
     history: tuple[Message, ...]
     """The history as the leaving-out layer received it; its order places what comes back."""
-    sent: frozenset[str]
-    """Ids of the ``history`` messages passed on as they are."""
+    sent: frozenset[str] | None = None
+    """Ids of the ``history`` messages passed on as they are; ``None``: those of ``passed``,
+    worked out only when `restore` must place messages (building the set every request
+    cost O(history) at every round with a message left out)."""
     stand_ins: tuple[tuple[str, str], ...] = ()
     """Copies passed on in place of a ``history`` message, as (copy id, original id): an
     assistant message sent without the calls whose results were left out."""
@@ -159,12 +161,11 @@ class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
             if shared_prefix(self.passed, kept) == len(kept) and self._calls_kept():
                 return self.history
         history = self.history
+        sent = self.sent if self.sent is not None else frozenset(m.id for m in self.passed)
         where = {m.id: i for i, m in enumerate(history)}
         stand_ins = dict(self.stand_ins)
         standing = set(stand_ins.values())
-        waiting = [
-            i for i, m in enumerate(history) if m.id not in self.sent and m.id not in standing
-        ]
+        waiting = [i for i, m in enumerate(history) if m.id not in sent and m.id not in standing]
         back = {history[i].id for i in waiting}
         out: list[Message] = []
         k = 0

@@ -78,7 +78,7 @@ from harness.fragments import (
 )
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
-from harness.prefix import shared_items, shared_prefix
+from harness.prefix import shared_prefix
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.types import Concern, Handler
 
@@ -86,7 +86,6 @@ if TYPE_CHECKING:
     from harness.sessions.store import FragmentStore, SessionKey
 
 OMITTED: str = "omitted_for_budget:fragment:"
-_ID = operator.attrgetter("id")
 
 
 class FragmentEditor:
@@ -343,7 +342,6 @@ class FragmentEditor:
         if built.left:  # for this request only: the agent keeps them
             left_out = LeftOut(
                 history=tuple(built.kept) + tail,
-                sent=_sent_ids(memo, passed),
                 stand_ins=tuple(built.stand_ins),
                 passed=passed,
                 left=tuple(built.left),
@@ -550,11 +548,9 @@ class _Memo:
         "now",
         "parts",
         "parts_for",
-        "passed",
         "reverted",
         "scanned",
         "scopes",
-        "sent_ids",
         "session",
         "store",
         "units",
@@ -574,10 +570,6 @@ class _Memo:
         self.units: list[_Unit] = []
         self.built = _Built()
         """The parts assembled from ``units`` (one mark per unit)."""
-        self.passed: tuple[Message, ...] = ()
-        """The last history passed on with messages left out …"""
-        self.sent_ids: frozenset[str] = frozenset()
-        """… and its messages' ids."""
         self.scanned: tuple[Message, ...] = ()
         """The last history scanned for copies of messages whose overlay is ``reverted`` …"""
         self.reverted: frozenset[str] = frozenset()
@@ -640,17 +632,6 @@ class _Built:
                 len(self.left),
             )
         )
-
-
-def _sent_ids(memo: _Memo | None, passed: tuple[Message, ...]) -> frozenset[str]:
-    """Return the ids of ``passed``: from the last ones when it extends that history."""
-    if memo is not None and memo.passed and shared_items(memo.passed, passed) == len(memo.passed):
-        ids = memo.sent_ids.union(map(_ID, passed[len(memo.passed) :]))
-    else:
-        ids = frozenset(map(_ID, passed))
-    if memo is not None:
-        memo.passed, memo.sent_ids = passed, ids
-    return ids
 
 
 def _unit_start(history: tuple[Message, ...], shared: int) -> int:
