@@ -710,7 +710,7 @@ FITTED = re.compile(r"# BEGIN FITTED\n.*?# END FITTED\n", re.S)
 
 
 def format_block(results: dict[str, Coefficients], floors: dict[str, float]) -> str:
-    """Return the fitted block of `harness/tokens.py`."""
+    """Return the fitted block of `harness/_fitted_coefficients.py`."""
     lines = ["# BEGIN FITTED", "FAMILY_COEFFICIENTS: dict[str, Coefficients] = {"]
     for family, c in results.items():
         lines.append(f'    "{family}": Coefficients(')
@@ -757,7 +757,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--family", nargs="*", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument("--no-lofo", action="store_true", help="skip the leave-one-family-out fits")
-    parser.add_argument("--write", action="store_true", help="write the fit into harness/tokens.py")
+    parser.add_argument(
+        "--write", action="store_true", help="write the fit into harness/_fitted_coefficients.py"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     shared = SHARED.exists() and not args.no_shared
@@ -816,7 +818,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     block = format_block(results, floors)
     if args.write:
-        path = Path(__file__).resolve().parent.parent / "harness" / "tokens.py"
+        path = Path(__file__).resolve().parent.parent / "harness" / "_fitted_coefficients.py"
         source = path.read_text("utf-8")
         path.write_text(FITTED.sub(lambda _: block, source, count=1), "utf-8")
         print(f"\nwrote the fit into {path}")

@@ -1,0 +1,215 @@
+"""The fast approximate estimator, the default: fitted weights, corrected for text shapes.
+
+`ApproximateEstimator` prices a text by its family's `Coefficients`
+(``harness/_token_weights.py``, fitted in ``harness/_fitted_coefficients.py``), corrected
+for runs, dense ASCII and repeated units (``harness/_text_shapes.py``). One count reads the
+whole text in a few C calls, about as much as two copies of the text.
+
+**The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
+any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
+a caller recounts with ``exact_counter`` (one shared, lazily loaded exact estimator per
+family). Exact estimators have ``floor = 1``. An approximate family's floor is the lowest
+summed ratio of any text class seen out-of-sample on the wide evaluation set
+(``benchmarks/textgen.py``), minus a margin (see `FAMILY_FLOOR`).
+"""
+
+from __future__ import annotations
+
+import math
+from zlib import adler32
+
+from harness._count_cache import CachedEstimator
+from harness._exact_tokens import FAMILIES, shared_exact
+from harness._fitted_coefficients import FAMILY_COEFFICIENTS, FAMILY_FLOOR
+from harness._text_shapes import (
+    _LETTER_CLASSES,
+    _PERIOD_END,
+    _PERIOD_PROBE,
+    _RUN_MARK,
+    _SPARSE_PROBE,
+    _STRIDE,
+    _WORD_CLASSES,
+    RUN_BLOCK,
+    RUN_LONG,
+    RUN_MIN_TEXT,
+    _by_low_byte,
+    _Run,
+    _run_savings,
+    period,
+    periodic_tokens,
+)
+from harness._token_estimator import TokenEstimator
+from harness._token_images import image_rule
+from harness._token_weights import (
+    _CHUNK,
+    _NOT_CJK_PAGES,
+    Coefficients,
+    _rare_cjk,
+    _weigh,
+    rare_cjk_count,
+)
+from harness.errors import ConfigurationError
+
+
+class ApproximateEstimator(CachedEstimator):
+    """Fast estimate from non-negative per-character weights, calibrated per tokenizer family.
+
+    One count reads the whole text in a few C calls; see `Coefficients` and the module
+    docstring. ``floor`` is the family's measured lower bound of estimate ÷ exact.
+    """
+
+    exact = False
+
+    def __init__(
+        self,
+        family: str = "o200k",
+        coefficients: Coefficients | None = None,
+        *,
+        floor: float | None = None,
+    ) -> None:
+        # The family's own table counts alike in every instance: one shared cache. Custom
+        # coefficients or a subclass (which may count otherwise) keep a private one.
+        alike = coefficients is None and type(self) is ApproximateEstimator
+        super().__init__(shared_as=f"approximate:{family}" if alike else None)
+        if coefficients is None:
+            if family not in FAMILY_COEFFICIENTS:
+                raise ConfigurationError(
+                    f"unknown tokenizer family {family!r}; use one of {sorted(FAMILY_COEFFICIENTS)}"
+                )
+            coefficients = FAMILY_COEFFICIENTS[family]
+        self.family = family
+        self.method = f"approximate:{family}"
+        self.floor = FAMILY_FLOOR.get(family, 0.5) if floor is None else floor
+        self.images = image_rule(family)
+        self.coefficients = coefficients
+        self._low = coefficients.weights
+        self._pages = bytes.fromhex(coefficients.pages)
+        self._unit = coefficients.unit
+        self._page_unit = coefficients.page_unit
+        self._rare = coefficients.rare_cjk
+        self._cjk_single = coefficients.cjk_single
+        if self._cjk_single:
+            _rare_cjk(self._cjk_single)  # validated and compiled once, up front
+        self._fixed = coefficients.fixed
+        self._dense = bytes.fromhex(coefficients.dense)
+        self._dense_unit = coefficients.dense_unit
+        self._case = coefficients.dense_case
+        self._digit = coefficients.dense_digit
+        self._symbol = coefficients.dense_symbol
+        self._transitions = bool(self._case or self._digit or self._symbol)
+        # ASCII text is dense from this many tokens per character (0: no dense table)
+        self._dense_gate = coefficients.dense_gate if coefficients.dense_unit else 0.0
+        runs = self._run_savings(coefficients, dense=False)
+        self._runs = _by_low_byte(runs)
+        self._ascii_runs = _by_low_byte(r for r in runs if r[0].isascii())
+        self._dense_runs = _by_low_byte(
+            self._run_savings(coefficients, dense=True) if coefficients.dense_unit else ()
+        )
+
+    @staticmethod
+    def _run_savings(coefficients: Coefficients, *, dense: bool) -> tuple[_Run, ...]:
+        """Return the `_Run` of each run character (ASCII ones only when ``dense``)."""
+        runs = []
+        per_long = RUN_LONG // RUN_BLOCK
+        for char, alone, long_run in coefficients.runs:
+            if dense and not char.isascii():
+                continue
+            per_char = coefficients.char_tokens(char, dense=dense)
+            runs.append(
+                (
+                    char * RUN_BLOCK,
+                    RUN_BLOCK * per_char - alone,
+                    char * RUN_LONG,
+                    per_long * alone - long_run,
+                )
+            )
+        return tuple(runs)
+
+    @property
+    def exact_counter(self) -> TokenEstimator | None:
+        """The family's shared exact estimator, loaded on first use."""
+        return shared_exact(self.family) if self.family in FAMILIES else None
+
+    def count(self, text: str) -> int:
+        """Return the estimated token count of ``text`` (0 for empty text, else ≥ 1)."""
+        size = len(text)
+        if not size:
+            return 0
+        ascii_text = text.isascii()
+        if ascii_text:
+            low = text.encode("ascii")
+            weights = low.translate(self._low)
+            steps = (adler32(weights) & 0xFFFF) - 1 if size <= _CHUNK else _weigh(weights)
+            total = steps * self._unit
+            runs = self._ascii_runs
+            dense = self._dense_gate
+        else:
+            data = text.encode("utf-16-le", "surrogatepass")
+            low, high = data[0::2], data[1::2]
+            total = (
+                _weigh(low.translate(self._low)) * self._unit
+                + _weigh(high.translate(self._pages)) * self._page_unit
+            )
+            if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
+                total += self._rare * rare_cjk_count(text, self._cjk_single)
+            runs = self._runs
+            dense = 0.0
+        # A run of RUN_BLOCK characters covers RUN_BLOCK // _STRIDE consecutive samples of
+        # every _STRIDE-th code unit, all run characters and all equal. Testing the samples
+        # is cheap and rules out nearly every real text; the rest is scanned for each run.
+        sample = None
+        if size >= RUN_MIN_TEXT:
+            sample = low[::_STRIDE]
+            if _SPARSE_PROBE in sample.translate(_RUN_MARK):
+                total -= _run_savings(text, sample, runs)
+            else:
+                sample = None
+        # Dense: the main estimate, runs counted as runs, is at least dense_gate per character.
+        if dense and total >= dense * size:
+            total = self._dense_count(low)
+            if sample is not None:
+                total -= _run_savings(text, sample, self._dense_runs)
+        estimate = total + self._fixed
+        # One bounded search of the first bytes rules out nearly every text that is not periodic.
+        if (
+            ascii_text
+            and size >= RUN_MIN_TEXT
+            and low.find(low[:_PERIOD_PROBE], 1, _PERIOD_END) > 0
+        ):
+            estimate = self._periodic_bound(low, estimate)
+        return 1 if estimate < 1.0 else math.ceil(estimate)
+
+    def _periodic_bound(self, low: bytes, estimate: float) -> float:
+        """Return ``estimate``, or what ASCII ``low`` costs if it repeats one unit.
+
+        A text that repeats one short unit (`period`) with a word start in it is one sample
+        of a class, not a class: the floor, measured over classes, does not hold for it.
+        Per-character weights fitted on prose price short words of common letters ("a a a",
+        "ok ok", "aee aee") at a quarter to a third of their tokens. The tokenizer counts each
+        repetition alike (every word start begins a new piece), so the family's exact
+        tokenizer counts a few units and the rest is multiplied (`periodic_tokens`). Without
+        one (custom coefficients, the bound), ``floor`` × its bytes: a byte-level token is at
+        least one byte. Units without a word start (runs, ``abab``, CRLF) merge across units
+        into long tokens: they keep their estimate.
+        """
+        if self.floor * len(low) <= estimate:
+            return estimate
+        unit = period(low)
+        if not unit or b" a" not in low[: 2 * unit].translate(_WORD_CLASSES):
+            return estimate
+        exact = self.exact_counter
+        if exact is None:
+            return self.floor * len(low)
+        return max(estimate, periodic_tokens(low, unit, exact.count))
+
+    def _dense_count(self, low: bytes) -> float:
+        """Return the dense table's sum and transition terms of ASCII ``low`` (runs not out)."""
+        total = _weigh(low.translate(self._dense)) * self._dense_unit
+        if self._transitions:
+            classes = low.translate(_LETTER_CLASSES)
+            total += (
+                self._case * classes.count(b"aA")
+                + self._digit * (classes.count(b"a0") + classes.count(b"A0"))
+                + self._symbol * (classes.count(b".a") + classes.count(b".A"))
+            )
+        return total

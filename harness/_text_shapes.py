@@ -1,0 +1,171 @@
+"""Shapes of text that per-character weights misprice: runs, dense ASCII, repeated units.
+
+- runs of one character (spaces, ``=``, ``-``, newlines, zeros …) are counted per block of
+  32 and 256 characters at what the tokenizer really charges for them, since tokenizers
+  merge such runs into a few long tokens (every 4th code unit is tested first: a block
+  shows as eight samples in a row that are run characters, and the characters counted are
+  only those seen in eight equal samples; `_run_savings`);
+- *dense* ASCII text — whose main estimate (runs counted as runs) is at least
+  ``dense_gate`` tokens per character: base64, hex, hashes, UUIDs, numbers, random ASCII,
+  about 3 % of real agent messages — is counted with its own table plus the places where
+  tokenizers start a new word piece (lowercase→uppercase, letter→digit, symbol→letter),
+  counted with ``bytes.count`` on a class map (`dense_features`). A per-character model
+  cannot price both prose and base64.
+- an ASCII text that repeats one unit of up to 32 characters holding a word start ("ok ok ok",
+  "aee aee", "| a | b |") is one sample, which its weights can price at a quarter of its
+  tokens: the family's exact tokenizer counts two blocks of four units and the rest is
+  multiplied (`periodic_tokens`), without a tokenizer ``floor`` × its bytes. One bounded
+  ``find`` of its first 8 bytes rules that out for nearly every other text (`period`).
+
+``harness/_approximate.py`` applies them; ``benchmarks/fit_estimator.py`` measures the runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+RUN_CHARS = " \t\n\r=-_*#.~0/+|:<>\\`'\"─━═"
+"""Characters whose runs tokenizers merge into long tokens; counted per block (see `RUN_BLOCK`)."""
+RUN_BLOCK = 32
+"""A run of this many characters counts its measured cost instead of its characters' weights."""
+RUN_LONG = 256
+"""… and each block of this many, inside a longer run, its measured long-run cost."""
+RUN_MIN_TEXT = RUN_BLOCK
+"""Texts shorter than a block skip the run check."""
+_RUN_MARK = bytes(
+    1 if (b < 0x80 and chr(b) in RUN_CHARS) or b in (0x00, 0x01, 0x50) else 0 for b in range(256)
+)
+"""Marks the (low) bytes of run characters: one C scan tells whether any block can exist."""
+_RUN_PROBE = b"\x01" * RUN_BLOCK
+_STRIDE = 4
+_SPARSE = RUN_BLOCK // _STRIDE
+"""A run of `RUN_BLOCK` holds this many consecutive samples."""
+_SPARSE_PROBE = b"\x01" * _SPARSE
+_SPARSE_RUNS = tuple(bytes((byte,)) * _SPARSE for byte in range(256))
+"""XOR of consecutive samples: this many zero bytes in a row mark four equal samples."""
+
+
+_LETTER_CLASSES = (
+    bytes(
+        ord("a")
+        if chr(b).islower()
+        else ord("A")
+        if chr(b).isupper()
+        else ord("0")
+        if chr(b).isdigit()
+        else ord(" ")
+        if chr(b).isspace()
+        else ord(".")
+        for b in range(128)
+    )
+    + b" " * 128
+)
+"""Maps ASCII to its class: ``a`` lowercase, ``A`` uppercase, ``0`` digit, ``.`` other
+visible, space otherwise."""
+
+
+def dense_features(text: str) -> tuple[int, int, int]:
+    """Return the transitions of ASCII ``text`` where tokenizers start a new word piece.
+
+    (lowercase letters followed by an uppercase one, letters followed by a digit, symbols
+    followed by a letter).
+    """
+    classes = text.encode("ascii").translate(_LETTER_CLASSES)
+    return (
+        classes.count(b"aA"),
+        classes.count(b"a0") + classes.count(b"A0"),
+        classes.count(b".a") + classes.count(b".A"),
+    )
+
+
+_WORD_CLASSES = bytes(0x20 if b in b" \t\n\v\f\r" else 0x61 for b in range(256))
+"""Maps ASCII whitespace (what the tokenizers' ``\\s`` matches) to a space, the rest to ``a``:
+``b" a"`` marks a word start, where every family's pre-tokenizer starts a new piece."""
+PERIOD_MAX = RUN_BLOCK
+"""The longest unit `period` looks for."""
+_PERIOD_PROBE = 8
+_PERIOD_END = PERIOD_MAX + _PERIOD_PROBE
+
+
+def period(low: bytes) -> int:
+    """Return the length of the unit of at most `PERIOD_MAX` bytes that ``low`` repeats, or 0.
+
+    At least two units and a partial last one; the shortest such unit. The search for the
+    first bytes' next occurrence is bounded, so a text that is not periodic costs nearly nothing;
+    a text that only starts periodic (indentation, a ``====`` rule) fails on a window in its
+    middle or at its end before the whole text is compared.
+    """
+    size = len(low)
+    probe = low[:_PERIOD_PROBE]
+    unit = low.find(probe, 1, _PERIOD_END)
+    if unit == 1:  # it starts with a run: a unit within the run would make it all one run
+        head = low[:_PERIOD_END]
+        run = len(head) - len(head.lstrip(probe[:1]))
+        if run == len(head):
+            return 1 if low[1:] == low[:-1] else 0
+        unit = low.find(probe, run + 1, _PERIOD_END)
+    while unit > 0 and 2 * unit <= size:
+        window = min(_PERIOD_END, size - unit)
+        middle = (size - unit - window) // 2
+        if (
+            low[size - window :] == low[size - window - unit : size - unit]
+            and low[middle : middle + window] == low[middle + unit : middle + unit + window]
+            and low[unit:] == low[:-unit]
+        ):
+            return unit
+        unit = low.find(probe, unit + 1, _PERIOD_END)
+    return 0
+
+
+_PERIODIC_BLOCK = 4
+"""Units a block holds when `periodic_tokens` counts a periodic text by blocks."""
+
+
+def periodic_tokens(low: bytes, unit: int, count: Callable[[str], int]) -> int:
+    """Return the tokens of ASCII ``low``, which repeats a ``unit``-byte unit, by ``count``.
+
+    ``count`` reads the first block of units with the partial rest and the next block; every
+    further block costs what that next one did. A unit with a word start tokenizes alike in
+    every repetition, so this is the exact count up to a token at the ends of blocks.
+    """
+    block = unit * _PERIODIC_BLOCK
+    blocks, rest = divmod(len(low), block)
+    if blocks <= 2:
+        return count(low.decode("ascii"))
+    head = count(low[: block + rest].decode("ascii"))
+    step = count(low[: 2 * block + rest].decode("ascii")) - head
+    return head + (blocks - 1) * step
+
+
+_Run = tuple[str, float, str, float]
+"""(block, what a block saves, long block, what a long block saves more)."""
+
+
+def _run_savings(text: str, sample: bytes, runs: dict[int, tuple[_Run, ...]]) -> float:
+    """Return what the runs of one character in ``text`` save over their weights.
+
+    ``sample`` holds every `_STRIDE`-th low byte of ``text``; ``runs`` maps a low byte to
+    the runs of characters with that low byte. A run of `RUN_BLOCK` shows as `_SPARSE`
+    equal samples: only characters seen so are counted, in the whole text.
+    """
+    saved = 0.0
+    per_long = RUN_LONG // RUN_BLOCK
+    for byte, byte_runs in runs.items():
+        if _SPARSE_RUNS[byte] not in sample:
+            continue
+        for block, saving, long_block, long_saving in byte_runs:
+            blocks = text.count(block)
+            if blocks:
+                saved += blocks * saving
+                if blocks >= per_long:
+                    saved += text.count(long_block) * long_saving
+    return saved
+
+
+def _by_low_byte(runs: Iterable[_Run]) -> dict[int, tuple[_Run, ...]]:
+    """Return ``runs`` grouped by the low byte of their character."""
+    out: dict[int, tuple[_Run, ...]] = {}
+    for run in runs:
+        byte = ord(run[0][0]) & 0xFF
+        out[byte] = (*out.get(byte, ()), run)
+    return out
