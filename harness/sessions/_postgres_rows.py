@@ -1,0 +1,106 @@
+"""The PostgreSQL store's row helpers: the statements its transactions share.
+
+Each takes a connection of the store's pool and runs inside the caller's transaction (or in
+autocommit, where the caller opened none): finding a session's row and version, reading
+logged messages by id, appending events (a round's, or a fragment change's into a session
+created for the log). Text columns cannot hold NUL (`text`); the JSON bodies keep the exact
+text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import WorkspaceError
+from harness.messages import Message
+from harness.sessions import _rows
+from harness.sessions.store import SessionKey
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+def text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; the JSON body keeps the exact text."""
+    return value.replace("\x00", "\ufffd")
+
+
+async def session_row(conn: psycopg.AsyncConnection[Any], key: SessionKey) -> int | None:
+    """Return the row id of the session ``key``, or ``None`` when it was never stored."""
+    cursor = await conn.execute(
+        "SELECT id FROM harness_sessions WHERE user_id = %s AND agent_id = %s AND session_id = %s",
+        (key.user_id, key.agent_id, key.session_id),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+async def version(conn: psycopg.AsyncConnection[Any], key: SessionKey) -> int:
+    """Return the stored version of the session ``key`` (0 when it was never stored)."""
+    cursor = await conn.execute(
+        "SELECT version FROM harness_sessions "
+        "WHERE user_id = %s AND agent_id = %s AND session_id = %s",
+        (key.user_id, key.agent_id, key.session_id),
+    )
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def logged_messages(
+    conn: psycopg.AsyncConnection[Any], session: int, ids: Sequence[str]
+) -> dict[str, Message]:
+    """Return the logged messages with these ids (the latest event wins for a repeated id)."""
+    cursor = await conn.execute(
+        "SELECT body::text FROM harness_events "
+        "WHERE session = %s AND message_id = ANY(%s::text[]) ORDER BY seq",
+        (session, [i for i in dict.fromkeys(ids) if "\x00" not in i]),  # no text holds NUL
+    )
+    return _rows.latest_messages((body for (body,) in await cursor.fetchall()), ids)
+
+
+async def insert_events(
+    conn: psycopg.AsyncConnection[Any], session: int, rows: list[_rows.EventRow]
+) -> None:
+    """Append the encoded events to the session's log (searchable texts without NUL)."""
+    async with conn.cursor() as insert:
+        await insert.executemany(
+            "INSERT INTO harness_events "
+            "(session, seq, tag, body, at, message_id, role, text) "
+            "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s)",
+            [
+                (
+                    session,
+                    r.seq,
+                    r.tag,
+                    r.body.decode(),
+                    r.at,
+                    r.message_id,
+                    r.role,
+                    None if r.text is None else text(r.text),
+                )
+                for r in rows
+            ],
+        )
+
+
+async def session_for_log(
+    conn: psycopg.AsyncConnection[Any], key: SessionKey, now: float, n_events: int
+) -> tuple[int, int]:
+    """Return the session row to log ``n_events`` in (created empty when new) and the first seq."""
+    await conn.execute(
+        "INSERT INTO harness_sessions (user_id, agent_id, session_id, state, version, title, "
+        "created_at, updated_at, n_events, n_messages) "
+        "VALUES (%s, %s, %s, %s::json, 0, '', %s, %s, 0, 0) "
+        "ON CONFLICT (user_id, agent_id, session_id) DO NOTHING",
+        (key.user_id, key.agent_id, key.session_id, _rows.empty_state().decode(), now, now),
+    )
+    cursor = await conn.execute(
+        "UPDATE harness_sessions SET n_events = n_events + %s, updated_at = %s "
+        "WHERE user_id = %s AND agent_id = %s AND session_id = %s RETURNING id, n_events",
+        (n_events, now, key.user_id, key.agent_id, key.session_id),
+    )
+    row = await cursor.fetchone()
+    if row is None:  # pragma: no cover - the row was just made
+        raise WorkspaceError(f"the session {key.session_id!r} vanished while logging")
+    return int(row[0]), int(row[1]) - n_events + 1
