@@ -707,6 +707,8 @@ def floor_of(ratios: Sequence[float]) -> float:
 
 
 FITTED = re.compile(r"# BEGIN FITTED\n.*?# END FITTED\n", re.S)
+FITTED_FILE = Path(__file__).resolve().parent.parent / "harness" / "_fitted_coefficients.py"
+"""The module whose FITTED block ``--write`` replaces."""
 
 
 def format_block(results: dict[str, Coefficients], floors: dict[str, float]) -> str:
@@ -818,10 +820,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     block = format_block(results, floors)
     if args.write:
-        path = Path(__file__).resolve().parent.parent / "harness" / "_fitted_coefficients.py"
-        source = path.read_text("utf-8")
-        path.write_text(FITTED.sub(lambda _: block, source, count=1), "utf-8")
-        print(f"\nwrote the fit into {path}")
+        source = FITTED_FILE.read_text("utf-8")
+        FITTED_FILE.write_text(FITTED.sub(lambda _: block, source, count=1), "utf-8")
+        print(f"\nwrote the fit into {FITTED_FILE}")
     else:
         print("\n" + block)
     print(f"# {time.perf_counter() - started:.1f} s", file=sys.stderr)
