@@ -35,11 +35,7 @@ from harness.request import ModelClientLike, ModelRequest
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from middleware._layout import SUMMARY_ROOM
 
-DEFAULT_SUMMARY_PROMPT: Final = """\
-You are compacting the conversation of an AI agent so that it can continue its task with \
-less context. The agent will see your summary in place of the messages below, followed by \
-the most recent messages, which are kept word for word.
-{previous_summary}
+SUMMARY_SECTIONS: Final = """\
 Write a concise summary in Markdown with exactly these sections:
 
 ## Session goal
@@ -52,11 +48,24 @@ Files read, created or changed, commands run and other artefacts, each with its 
 What remains to be done or verified.
 
 Keep identifiers, paths, names and numbers exact. Do not add anything that is not in the \
-messages.
+"""
+"""What every summary must hold, asked alike by the transcript and the in-place summariser;
+it ends mid-sentence, on what the summary must stay within (the messages, the conversation)."""
+
+DEFAULT_SUMMARY_PROMPT: Final = (
+    """\
+You are compacting the conversation of an AI agent so that it can continue its task with \
+less context. The agent will see your summary in place of the messages below, followed by \
+the most recent messages, which are kept word for word.
+{previous_summary}
+"""
+    + SUMMARY_SECTIONS
+    + """messages.
 
 <messages>
 {messages}
 </messages>"""
+)
 """The default summary prompt: goal, key conclusions, files and artefacts, next steps."""
 
 UPDATE_PREAMBLE: Final = """

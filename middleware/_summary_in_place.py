@@ -28,28 +28,20 @@ from harness.policy import OUTPUT_SETTINGS
 from harness.request import ModelClientLike, ModelRequest, is_stable
 from harness.tokens import TokenEstimator
 from middleware._history import safe_cut
-from middleware._summariser import fit_text, send_summary_request
+from middleware._summariser import SUMMARY_SECTIONS, fit_text, send_summary_request
 
-IN_PLACE_PROMPT: Final = """\
+IN_PLACE_PROMPT: Final = (
+    """\
 Pause the task here: do not call any tool and do not continue the work. The conversation \
 above is being compacted. Write the summary that will replace it: the agent will see your \
 summary in its place, followed by the most recent messages word for word. If the \
 conversation begins with an earlier summary, fold it in: keep what still holds, correct \
 what changed, add what is new.
 
-Write a concise summary in Markdown with exactly these sections:
-
-## Session goal
-What the user asked for, with every constraint and preference they stated.
-## Key conclusions
-What was found, decided or ruled out, with the evidence that matters (errors, test results).
-## Files and artefacts
-Files read, created or changed, commands run and other artefacts, each with its role.
-## Next steps
-What remains to be done or verified.
-
-Keep identifiers, paths, names and numbers exact. Do not add anything that is not in the \
-conversation."""
+"""
+    + SUMMARY_SECTIONS
+    + "conversation."
+)
 """The instruction appended to the agent's own conversation (the default prompt's sections)."""
 
 CUT_SLACK: Final = 64
