@@ -180,7 +180,7 @@ class ApproximateEstimator(CachedEstimator):
         return 1 if estimate < 1.0 else math.ceil(estimate)
 
     def _periodic_bound(self, low: bytes, estimate: float) -> float:
-        """Return ``estimate``, or what ASCII ``low`` costs if it repeats one unit.
+        r"""Return ``estimate``, or what ASCII ``low`` costs if it repeats one unit.
 
         A text that repeats one short unit (`period`) with a word start in it is one sample
         of a class, not a class: the floor, measured over classes, does not hold for it.
@@ -189,18 +189,23 @@ class ApproximateEstimator(CachedEstimator):
         repetition alike (every word start begins a new piece), so the family's exact
         tokenizer counts a few units and the rest is multiplied (`periodic_tokens`). Without
         one (custom coefficients, the bound), ``floor`` × its bytes: a byte-level token is at
-        least one byte. Units without a word start (runs, ``abab``, CRLF) merge across units
-        into long tokens: they keep their estimate.
+        least one byte. A unit without a word start (``"  \n"``, CRLF, ``abab``) may merge
+        across units or not, by family (Anthropic's tokenizer gives ``"  \n"`` a token each,
+        about twice the weights' price): with the exact tokenizer it is counted the same way,
+        over blocks long enough for merges to repeat alike; without one it keeps its
+        estimate. Runs of one character keep theirs (the weights price runs, `_run_savings`).
         """
         if self.floor * len(low) <= estimate:
             return estimate
         unit = period(low)
-        if not unit or b" a" not in low[: 2 * unit].translate(_WORD_CLASSES):
+        if unit < 2:
             return estimate
         exact = self.exact_counter
-        if exact is None:
+        if exact is not None:
+            return max(estimate, periodic_tokens(low, unit, exact.count))
+        if b" a" in low[: 2 * unit].translate(_WORD_CLASSES):
             return self.floor * len(low)
-        return max(estimate, periodic_tokens(low, unit, exact.count))
+        return estimate
 
     def _dense_count(self, low: bytes) -> float:
         """Return the dense table's sum and transition terms of ASCII ``low`` (runs not out)."""

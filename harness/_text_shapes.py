@@ -118,7 +118,10 @@ def period(low: bytes) -> int:
 
 
 _PERIODIC_BLOCK = 4
-"""Units a block holds when `periodic_tokens` counts a periodic text by blocks."""
+"""Units a block holds at the least when `periodic_tokens` counts a periodic text by blocks …"""
+_PERIODIC_BLOCK_BYTES = 128
+"""… and bytes at the least: whitespace units merge across units in some families, and a
+block this long repeats the same merges as the next one."""
 
 
 def periodic_tokens(low: bytes, unit: int, count: Callable[[str], int]) -> int:
@@ -126,9 +129,11 @@ def periodic_tokens(low: bytes, unit: int, count: Callable[[str], int]) -> int:
 
     ``count`` reads the first block of units with the partial rest and the next block; every
     further block costs what that next one did. A unit with a word start tokenizes alike in
-    every repetition, so this is the exact count up to a token at the ends of blocks.
+    every repetition, so this is the exact count up to a token at the ends of blocks; a
+    whitespace unit that merges with its neighbours does so alike in every block of at
+    least `_PERIODIC_BLOCK_BYTES`.
     """
-    block = unit * _PERIODIC_BLOCK
+    block = unit * max(_PERIODIC_BLOCK, -(-_PERIODIC_BLOCK_BYTES // unit))
     blocks, rest = divmod(len(low), block)
     if blocks <= 2:
         return count(low.decode("ascii"))

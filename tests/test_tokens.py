@@ -488,6 +488,21 @@ def test_periodic_short_words_stay_above_the_floor(family: str) -> None:
     assert not under, under
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_repeated_whitespace_units_stay_above_the_floor(family: str) -> None:
+    # Anthropic's tokenizer gives "  \n" a token per unit where others merge units: the
+    # weights priced it at 0.48x (13 of 200 seeds of the wide set's whitespace-runs under the
+    # floor, which made test_no_text_class_goes_under_the_floor fail on some draws).
+    est, exact = approximate(family), shared_exact(family)
+    texts = [unit * 200 for unit in ["  \n", "\t\n", "\r\n", "  \n  \n\n", "\r\n\r\n"]]
+    for seed in range(40):
+        rng = random.Random(f"{seed}:whitespace-runs")
+        texts.append(WIDE_CLASSES["whitespace-runs"](rng, rng.randint(300, 1500)))
+    counts = [(t[:8], est.count(t), exact.count(t)) for t in texts]
+    assert not [c for c in counts if c[1] < est.floor * c[2]], counts
+    assert all(c[1] <= 2 * c[2] + 8 for c in counts if c[0].startswith(("  \n", "\t\n"))), counts
+
+
 def test_the_periodic_text_the_budget_test_sent_over_its_limit_is_priced_above_the_floor() -> None:
     text = budget_text("periodic", 90_000, 12_735)
     assert text.startswith("aeebaaee a aeebaaee a ")
@@ -532,7 +547,7 @@ def test_without_a_tokenizer_a_periodic_text_costs_floor_times_its_bytes() -> No
     assert bound.count("ok " * 400) == 1200
 
 
-def test_runs_and_units_without_a_word_start_keep_their_estimate() -> None:
+def test_runs_and_units_without_a_word_start_are_not_priced_far_over() -> None:
     # Tokenizers merge these across units into long tokens: bytes x floor would be 5-50x over.
     # (Mixed whitespace units such as "\r\n" are a known gap of the weights, see KNOWN_GAPS.)
     for text in ["=" * 3000, "ab" * 3000, "x\n" * 10 + "=" * 3000]:
