@@ -23,7 +23,7 @@ from harness.messages import Message
 from harness.redaction import redact_message
 from providers.scripted import ScriptedModel
 
-SYSTEMS_OVERHEAD = {"ours", "LangChain", "litellm"}
+SYSTEMS_OVERHEAD = {"ours", "ours, in its agent", "LangChain", "litellm"}
 
 
 def _numbers(value: Any) -> list[float]:
@@ -283,8 +283,8 @@ def test_overhead_smoke_times_every_configuration_like_for_like(tmp_path: Path) 
     assert set(data) >= {"compacting", "same concerns, compacting", "no compaction", "memory_peak"}
     assert "BudgetFit" in data["same concerns, compacting"]["ours does"]
     for config, systems in (
-        ("compacting", {"ours", "LangChain"}),
-        ("same concerns, compacting", {"ours", "LangChain"}),
+        ("compacting", {"ours", "ours, in its agent", "LangChain"}),
+        ("same concerns, compacting", {"ours", "ours, in its agent", "LangChain"}),
         ("no compaction", SYSTEMS_OVERHEAD),
     ):
         block = data[config]
@@ -300,6 +300,16 @@ def test_overhead_smoke_times_every_configuration_like_for_like(tmp_path: Path) 
                     assert entry[phase]["p10"] <= entry[phase]["median"] <= entry[phase]["p90"]
                 if system != "ours":
                     assert entry["warm_ratio_vs_ours"]["median"] > 0
+                if system == "LangChain":  # also against our stack inside its agent
+                    assert entry["warm_ratio_vs_in_agent"]["median"] > 0
+    # our stack driven as hooks prepared what it prepares inside its agent (which adds the
+    # call's user message)
+    for config in data:
+        if config != "memory_peak":
+            for n, hooks in data[config]["ours"].items():
+                if n != "flatness":
+                    agent = data[config]["ours, in its agent"][n]
+                    assert 0 <= agent["sent_warm"] - hooks["sent_warm"] <= 1, (config, n)
     # compacting: both sides summarised the 120-message history down to about the same size
     for config in ("compacting", "same concerns, compacting"):
         ours, langchain = data[config]["ours"]["120"], data[config]["LangChain"]["120"]
