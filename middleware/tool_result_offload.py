@@ -216,9 +216,10 @@ class ToolResultOffload:
                     content=self._inline_preview(text, reason, keep),
                 )
                 transforms.append(f"offload_failed:{key}:{reason}")
-        if replaced:
-            new_history = tuple(replaced.get(i, m) for i, m in enumerate(history))
-            request = request.replace(history=new_history).with_transforms(*transforms)
+        if replaced:  # new results only: the messages before the first are kept as a slice
+            first = min(replaced)
+            tail = tuple(replaced.get(i, history[i]) for i in range(first, len(history)))
+            request = request.replace(history=history[:first] + tail).with_transforms(*transforms)
         if notes is not None:
             notes.passed_on(request)
         return await call_next(request)

@@ -637,3 +637,39 @@ async def test_a_kept_decision_follows_the_input_limit_and_the_session() -> None
     assert seen[-1].transforms == ("tool_result_offload:c",)
     await offload(request(4_000, other), record)
     assert seen[-1].transforms == ("tool_result_offload:c",)
+
+
+async def test_only_the_oversized_results_change_and_every_other_message_keeps_its_place() -> None:
+    """Two calls answered in one round, the first result oversized: the history keeps its
+    order and every message but that result is the very object it was."""
+    offload = ToolResultOffload(max_result_chars=5_000, preview_chars=100)
+    calls = [ToolCall(id=f"c{i}", name="sh", arguments="{}") for i in (1, 2, 3)]
+    history = (
+        Message.user("go", id="u"),
+        Message.assistant(id="a1", tool_calls=calls[:1]),
+        Message.tool("c1", "small", id="t1"),
+        Message.assistant(id="a2", tool_calls=calls[1:]),
+        Message.tool("c2", big_text(9_000), id="t2"),
+        Message.tool("c3", big_text(9_000, "x"), id="t3"),
+        Message.user("and now?", id="u2"),
+    )
+    seen: list[ModelRequest] = []
+
+    async def record(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(message=Message.assistant("ok"))
+
+    request = ModelRequest(
+        model="gpt-4o",
+        history=history,
+        policy=ContextPolicy().resolve("gpt-4o"),
+        input_limit=1_000_000,
+        run=RunScope(workspace=Workspace("memory://offload-in-place")),
+        ids=RequestIds(session_id="s", user_id="u"),
+    )
+    await offload(request, record)
+    sent = seen[-1].history
+    assert [(m.role, m.tool_call_id) for m in sent] == [(m.role, m.tool_call_id) for m in history]
+    assert [i for i, m in enumerate(sent) if m is not history[i]] == [4, 5]
+    assert all(m.meta("offloaded") for m in sent[4:6])
+    assert seen[-1].transforms == ("tool_result_offload:c2", "tool_result_offload:c3")
