@@ -335,18 +335,17 @@ class PostgresStore:
     async def purge_older_than(self, seconds: float) -> list[SessionKey]:
         """Delete every session whose last activity is older; return their keys."""
         async with self._connection() as conn:
+            # One statement: the sessions and their session-scoped fragment sets go together.
             cursor = await conn.execute(
-                "DELETE FROM harness_sessions WHERE updated_at < %s "
-                "RETURNING user_id, agent_id, session_id",
+                "WITH gone AS (DELETE FROM harness_sessions WHERE updated_at < %s "
+                "RETURNING user_id, agent_id, session_id), "
+                "sets AS (DELETE FROM harness_fragment_sets f USING gone g "
+                "WHERE f.user_id = g.user_id AND f.agent_id = g.agent_id "
+                "AND f.scope = 'session' AND f.name = g.session_id) "
+                "SELECT user_id, agent_id, session_id FROM gone",
                 (time.time() - seconds,),
             )
             rows = await cursor.fetchall()
-            for r in rows:
-                await conn.execute(
-                    "DELETE FROM harness_fragment_sets WHERE user_id = %s AND agent_id = %s "
-                    "AND scope = 'session' AND name = %s",
-                    (r[0], r[1], r[2]),
-                )
         return [SessionKey(r[0], r[1], r[2]) for r in rows]
 
     async def aclose(self) -> None:

@@ -351,6 +351,37 @@ async def test_purge_older_than(store: SessionStore) -> None:
     assert await store.search("bob", "question") == []
 
 
+async def test_purge_older_than_takes_the_purged_sessions_fragments_only(
+    store: SessionStore,
+) -> None:
+    from harness.fragments import Fragment, FragmentChange, FragmentScope
+    from harness.sessions import FragmentStore
+
+    assert isinstance(store, FragmentStore)
+    old, other_user = SessionKey("bob", "agent", "old"), SessionKey("carol", "agent", "old")
+    scopes = [
+        FragmentScope.of_session(old),
+        FragmentScope.of_session(other_user),  # same agent and session id, another user
+        FragmentScope.of_project("agent"),
+    ]
+    for n, scope in enumerate(scopes):
+        note = Fragment(id=f"n{n}", kind="user", title="note", content=f"note {n}")
+        await store.commit_fragments(
+            scope,
+            expected_version=0,
+            changes=[FragmentChange(fragment=note, op="add", old_version=0)],
+        )
+    await store.commit(old, expected_version=0, events=round_of(1), state=StoredState())
+    await anyio.sleep(0.05)
+    cutoff_start = time.time()
+    await store.commit(other_user, expected_version=0, events=round_of(1), state=StoredState())
+    assert await store.purge_older_than(time.time() - cutoff_start + 0.01) == [old]
+    assert await store.fragments(scopes[0]) == (0, [])
+    for scope in scopes[1:]:
+        version, kept = await store.fragments(scope)
+        assert version == 1 and len(kept) == 1, scope
+
+
 async def test_concurrent_commits_on_different_sessions(store: SessionStore) -> None:
     async def writer(n: int) -> None:
         key = SessionKey(f"user{n % 5}", "agent", f"s{n}")
