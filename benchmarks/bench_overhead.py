@@ -413,6 +413,7 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     workload = ""
     langchain_peer("")  # import the peers before anything is timed
     trim_messages()
+    await _warm_up(warm)
     steps = len(sizes) * repeats * len(configs)
     bar = _report.ProgressBar(progress, "rounds timed", steps)
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
@@ -454,6 +455,20 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     result = _result(mode, sizes, raw, configs, skipped, workload, cap)
     _add_memory(result, memory)
     return result
+
+
+async def _warm_up(warm: int) -> None:
+    """Run every system once on a short history, untimed: first-use costs (imports, lazily
+    built tables, the first tokenizer load) are paid before the first timed round."""
+    session = history(120)
+    outputs = tool_results(session)
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-warm-up-") as tmp:
+        for concerns_only in (False, True):
+            await measure_ours_as_hooks(
+                session, outputs, warm, Path(tmp), concerns_only=concerns_only
+            )
+            await measure_ours(session, outputs, warm, Path(tmp), concerns_only=concerns_only)
+        measure_langchain(session, outputs, warm, compacting=True)
 
 
 async def _memory_peak(
