@@ -211,6 +211,8 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     # the first round of the session's next call, per variant and size
     first: dict[str, dict[int, list[float]]] = {v: {n: [] for n in sizes} for v in variants}
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as tmp:
+        # Untimed: first-use costs (imports, lazily built tables) land before the first size.
+        await warm_rounds(sessions[sizes[0]], WARM_ROUNDS[mode], Path(tmp))
         for rep in range(repeats):
             for variant, without in variants.items():
                 for n in sizes:
