@@ -182,6 +182,17 @@ def _our_layers(compaction: bool, concerns_only: bool) -> list[Any]:
     return our_stack(compaction=_compaction() if compaction else False)
 
 
+def _scripted(compaction: bool, default: Any) -> ScriptedModel:
+    """Return the model of a configuration: its window, the reply, summaries at once."""
+    return ScriptedModel(
+        model="gpt-4o",
+        window=WINDOW if compaction else HUGE_WINDOW,
+        default=default,
+        summary=FIXED_SUMMARY,
+        estimator=approximate(),
+    )
+
+
 async def measure_ours(
     session: Session,
     outputs: list[Message],
@@ -198,14 +209,7 @@ async def measure_ours(
     """
     clock = PrepClock()
     reply, bash = replay_turns(outputs, warm)
-
-    model = ScriptedModel(
-        model="gpt-4o",
-        window=WINDOW if compaction else HUGE_WINDOW,
-        default=reply,
-        summary=FIXED_SUMMARY,
-        estimator=approximate(),
-    )
+    model = _scripted(compaction, reply)
     stack = _our_layers(compaction, concerns_only)
     agent = HarnessAgent(
         model=model,
@@ -252,13 +256,7 @@ async def measure_ours_as_hooks(
     checkpointer.
     """
     clock = PrepClock()
-    model = ScriptedModel(
-        model="gpt-4o",
-        window=WINDOW if compaction else HUGE_WINDOW,
-        default=Message.assistant("ok"),
-        summary=FIXED_SUMMARY,
-        estimator=approximate(),
-    )
+    model = _scripted(compaction, Message.assistant("ok"))
     _, bash = replay_turns(outputs, warm)
     layers = _our_layers(compaction, concerns_only)
     agent = HarnessAgent(
