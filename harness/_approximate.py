@@ -2,8 +2,11 @@
 
 `ApproximateEstimator` prices a text by its family's `Coefficients`
 (``harness/_token_weights.py``, fitted in ``harness/_fitted_coefficients.py``), corrected
-for runs, dense ASCII and repeated units (``harness/_text_shapes.py``). One count reads the
-whole text in a few C calls, about as much as two copies of the text.
+for runs, dense ASCII, repeated units and short texts (``harness/_text_shapes.py``). One count
+reads the whole text in a few C calls, about as much as two copies of the text. A short text
+(under 512 characters) of a shape the weights misprice — a run shorter than a block, a random
+string, random accented words — is counted by the family's exact tokenizer instead, a few
+microseconds more; ordinary short texts pay two early-stopping searches for ruling that out.
 
 **The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
 any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
@@ -26,15 +29,21 @@ from harness._text_shapes import (
     _PERIOD_END,
     _PERIOD_PROBE,
     _RUN_MARK,
+    _SHORT_MIN,
+    _SHORT_RUN,
+    _SHORT_TEXT,
     _SPARSE_PROBE,
     _STRIDE,
     _WORD_CLASSES,
     RUN_BLOCK,
     RUN_LONG,
     RUN_MIN_TEXT,
+    _accented,
     _by_low_byte,
+    _random_string,
     _Run,
     _run_savings,
+    _short_run,
     period,
     periodic_tokens,
 )
@@ -170,14 +179,44 @@ class ApproximateEstimator(CachedEstimator):
             if sample is not None:
                 total -= _run_savings(text, sample, self._dense_runs)
         estimate = total + self._fixed
-        # One bounded search of the first bytes rules out nearly every text that is not periodic.
-        if (
-            ascii_text
-            and size >= RUN_MIN_TEXT
-            and low.find(low[:_PERIOD_PROBE], 1, _PERIOD_END) > 0
-        ):
-            estimate = self._periodic_bound(low, estimate)
+        if ascii_text:
+            # One bounded search of the first bytes rules out nearly every text that is not periodic.
+            if size >= RUN_MIN_TEXT and low.find(low[:_PERIOD_PROBE], 1, _PERIOD_END) > 0:
+                bound = self._periodic_bound(low, estimate)
+                if bound != estimate:
+                    return 1 if bound < 1.0 else math.ceil(bound)
+            # A short text with a space is not a random string, and a run in it shorter than
+            # a block costs a few tokens more than its weights say: only a text shorter than
+            # a block can be mostly such a run. One C search on most real text.
+            if _SHORT_MIN <= size < _SHORT_TEXT:
+                spaced = b" " in low
+                if not spaced or _SHORT_RUN <= size < RUN_MIN_TEXT:
+                    estimate = self._short_bound(low, estimate, spaced=spaced)
+        # Random accented words cost about 0.3 a character by their weights; real text in
+        # other scripts far more, and it skips the scan.
+        elif _SHORT_MIN <= size < _SHORT_TEXT and 2 * estimate < size and _accented(text, high):
+            exact = self.exact_counter
+            if exact is not None:
+                estimate = exact.count(text)
         return 1 if estimate < 1.0 else math.ceil(estimate)
+
+    def _short_bound(self, low: bytes, estimate: float, *, spaced: bool) -> float:
+        """Return ``estimate``, or the exact count of short ASCII ``low`` where it is mispriced.
+
+        A short text is one sample of a few pieces, and two shapes of it go far under the
+        floor: a run shorter than a block (`_short_run`), and a string without a space
+        (``spaced`` false) that reads as random (`_random_string`: a 21-character password
+        at 7 tokens for 16, base64 at 0.48). Such a text is counted by the family's exact
+        tokenizer. Without one, a random string costs at least its dense count and a run
+        keeps its estimate (the dense table would price a run of tabs at three times over).
+        """
+        random = not spaced and _random_string(low)
+        if not random and not _short_run(low):
+            return estimate
+        exact = self.exact_counter
+        if exact is not None:
+            return exact.count(low.decode("ascii"))
+        return max(estimate, self._dense_count(low) + self._fixed) if random else estimate
 
     def _periodic_bound(self, low: bytes, estimate: float) -> float:
         r"""Return ``estimate``, or what ASCII ``low`` costs if it repeats one unit.

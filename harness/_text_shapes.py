@@ -15,7 +15,12 @@
   "aee aee", "| a | b |") is one sample, which its weights can price at a quarter of its
   tokens: the family's exact tokenizer counts two blocks of four units and the rest is
   multiplied (`periodic_tokens`), without a tokenizer ``floor`` × its bytes. One bounded
-  ``find`` of its first 8 bytes rules that out for nearly every other text (`period`).
+  ``find`` of its first 8 bytes rules that out for nearly every other text (`period`);
+- a short text (under `_SHORT_TEXT` characters) is one sample of a few pieces, and three
+  shapes of it go far under the floor: a run shorter than a block (`_short_run`), a string
+  without a space that reads as random (`_random_string`: passwords, keys, base64), and
+  random accented words (`_accented`). The caller counts those exactly; a space rules the
+  second out at once, and the first in a text of a block or more.
 
 ``harness/_approximate.py`` applies them; ``benchmarks/fit_estimator.py`` measures the runs.
 """
@@ -76,6 +81,85 @@ def dense_features(text: str) -> tuple[int, int, int]:
         classes.count(b"a0") + classes.count(b"A0"),
         classes.count(b".a") + classes.count(b".A"),
     )
+
+
+_SHORT_TEXT = 512
+"""Texts shorter than this are one sample of a few pieces, which per-character weights can
+price at a third of their tokens: `_short_run` and the caller look for the shapes that do …"""
+_SHORT_MIN = 8
+"""… from this many characters (shorter texts are a few tokens: under the floor by one or two
+as a text, never as a message, whose framing adds five or more)."""
+_SHORT_RUN = RUN_BLOCK // 2
+"""Run characters in a row that make a short text a run (the run rule starts at `RUN_BLOCK`) …"""
+_SHORT_RUN_SHARE = 2
+"""… when at least one character in this many is a run character (a run of 16 inside 300
+characters of prose costs a few tokens more than its weights say, not a third of the text)."""
+_SHORT_ODD = 8
+"""A short text without a space reads as a random string (`_random_string`) when it mixes
+cases or one character in this many is a symbol of `_ODD_SYMBOLS`."""
+_ODD_SYMBOLS = b"!#$%&'*;<>?@\\^`|~"
+"""Symbols that JSON, paths, URLs and identifiers seldom hold, and random ASCII does."""
+_CASE_CLASSES = bytes(
+    ord("!")
+    if b in _ODD_SYMBOLS
+    else ord("a")
+    if b < 0x80 and chr(b).islower()
+    else ord("A")
+    if b < 0x80 and chr(b).isupper()
+    else ord(".")
+    for b in range(256)
+)
+"""Maps ASCII to ``!`` an odd symbol, ``a`` lowercase, ``A`` uppercase, ``.`` the rest."""
+_SHORT_RUN_PROBE = b"\x01" * _SHORT_RUN
+
+
+def _short_run(low: bytes) -> bool:
+    r"""Return whether ASCII ``low`` is mostly runs: `_SHORT_RUN` run characters in a row.
+
+    The weights price run characters near zero (inside prose and code they merge into
+    words), and the run rule starts at a `RUN_BLOCK`: ``"end" + "\t" * 31`` counts 2 for 5,
+    ``"<" * 23`` 1 for 5: in a text of a few such runs (or one, and little else) that is
+    most of its tokens. A text of one character repeated is a run whatever the character
+    (``"a" * 29``: 2 for 4 by Anthropic's tokenizer).
+    """
+    if not low.strip(low[:1]):
+        return True
+    marks = low.translate(_RUN_MARK)
+    return _SHORT_RUN_PROBE in marks and marks.count(1) * _SHORT_RUN_SHARE >= len(low)
+
+
+def _random_string(low: bytes) -> bool:
+    """Return whether the ASCII text ``low`` (without a space) reads as a random string.
+
+    Passwords, keys, base64 and line noise mix cases or hold odd symbols (`_SHORT_ODD`).
+    Their weights and their dense count can both stay near half their tokens (a 17-character
+    one 6 for 14), while JSON arguments, paths and snake_case names have neither.
+    """
+    classes = low.translate(_CASE_CLASSES)
+    if b"a" in classes and b"A" in classes:
+        return True
+    return classes.count(b"!") * _SHORT_ODD >= len(low)
+
+
+_SHORT_ACCENTED = 8
+"""A short text with at least one accented Latin letter in this many characters is counted
+exactly: the weights price an accented letter as the word it usually sits in (about a
+twentieth of a token), but in names, codes and random words each one starts a new piece."""
+_NOT_LATIN_PAGES = bytes(range(3, 256))
+"""High bytes of UTF-16 code units outside U+0000–02FF (ASCII, Latin-1, Latin Extended, IPA)."""
+
+
+def _accented(text: str, high: bytes) -> bool:
+    """Return whether `_SHORT_ACCENTED` or more of ``text``'s characters are Latin beyond ASCII.
+
+    ``high`` holds the high bytes of its UTF-16 code units. Text in another script is ruled
+    out by one C call; Latin text pays an ASCII encode more.
+    """
+    size = len(text)
+    latin = len(high.translate(None, _NOT_LATIN_PAGES))
+    if latin * _SHORT_ACCENTED < size:
+        return False
+    return (latin - len(text.encode("ascii", "ignore"))) * _SHORT_ACCENTED >= size
 
 
 _WORD_CLASSES = bytes(0x20 if b in b" \t\n\v\f\r" else 0x61 for b in range(256))

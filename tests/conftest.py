@@ -13,6 +13,20 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT_ROOT.parent / "shared"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def exact_tokenizers_loaded() -> None:
+    """Load every family's exact tokenizer once, before any test runs.
+
+    The approximate estimator counts a few short texts exactly (random strings, short runs),
+    loading the tokenizer on first use (0.4–1.8 s): hypothesis deadlines must time the code
+    under test, not that load.
+    """
+    from harness.tokens import FAMILIES, shared_exact
+
+    for family in FAMILIES:
+        shared_exact(family).count("x")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Run async tests on asyncio (trio runs are opted into per test)."""
