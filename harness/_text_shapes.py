@@ -94,9 +94,9 @@ _SHORT_RUN = RUN_BLOCK // 2
 _SHORT_RUN_SHARE = 2
 """… when at least one character in this many is a run character (a run of 16 inside 300
 characters of prose costs a few tokens more than its weights say, not a third of the text)."""
-_SHORT_ODD = 8
-"""A short text without a space reads as a random string (`_random_string`) when it mixes
-cases or one character in this many is a symbol of `_ODD_SYMBOLS`."""
+_SHORT_RANDOM = 8
+"""A short text without a space reads as a random string (`_random_string`) when one character
+in this many is an uppercase letter among lowercase ones or a symbol of `_ODD_SYMBOLS`."""
 _ODD_SYMBOLS = b"!#$%&'*;<>?@\\^`|~"
 """Symbols that JSON, paths, URLs and identifiers seldom hold, and random ASCII does."""
 _CASE_CLASSES = bytes(
@@ -131,14 +131,15 @@ def _short_run(low: bytes) -> bool:
 def _random_string(low: bytes) -> bool:
     """Return whether the ASCII text ``low`` (without a space) reads as a random string.
 
-    Passwords, keys, base64 and line noise mix cases or hold odd symbols (`_SHORT_ODD`).
+    Passwords, keys, base64 and line noise mix cases and hold odd symbols (`_SHORT_RANDOM`).
     Their weights and their dense count can both stay near half their tokens (a 17-character
-    one 6 for 14), while JSON arguments, paths and snake_case names have neither.
+    one 6 for 14), while JSON arguments, paths and snake_case names have few of either.
     """
     classes = low.translate(_CASE_CLASSES)
-    if b"a" in classes and b"A" in classes:
-        return True
-    return classes.count(b"!") * _SHORT_ODD >= len(low)
+    marked = classes.count(b"!")
+    if b"a" in classes:
+        marked += classes.count(b"A")
+    return marked * _SHORT_RANDOM >= len(low)
 
 
 _SHORT_ACCENTED = 8
