@@ -6,7 +6,7 @@ for runs, dense ASCII, repeated units and short texts (``harness/_text_shapes.py
 reads the whole text in a few C calls, about as much as two copies of the text. A short text
 (under 512 characters) of a shape the weights misprice — a run shorter than a block, a random
 string, random accented words — is counted by the family's exact tokenizer instead, a few
-microseconds more; ordinary short texts pay two early-stopping searches for ruling that out.
+microseconds more; an ordinary short text pays one search for a space to rule that out.
 
 **The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
 any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit

@@ -151,7 +151,7 @@ _NOT_LATIN_PAGES = bytes(range(3, 256))
 
 
 def _accented(text: str, high: bytes) -> bool:
-    """Return whether `_SHORT_ACCENTED` or more of ``text``'s characters are Latin beyond ASCII.
+    """Return whether one character of ``text`` in `_SHORT_ACCENTED` is Latin beyond ASCII.
 
     ``high`` holds the high bytes of its UTF-16 code units. Text in another script is ruled
     out by one C call; Latin text pays an ASCII encode more.
