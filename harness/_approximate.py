@@ -5,8 +5,9 @@
 for runs, dense ASCII, repeated units and short texts (``harness/_text_shapes.py``). One count
 reads the whole text in a few C calls, about as much as two copies of the text. A short text
 (under 512 characters) of a shape the weights misprice — a run shorter than a block, a random
-string, random accented words — is counted by the family's exact tokenizer instead, a few
-microseconds more; an ordinary short text pays one search for a space to rule that out.
+string, random accented words — costs at least ``floor`` × its bytes instead: a byte-level
+token holds a byte or more, so that is safe without loading a tokenizer far from the limit.
+An ordinary short text pays one search for a space to rule that out.
 
 **The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
 any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
@@ -195,28 +196,28 @@ class ApproximateEstimator(CachedEstimator):
         # Random accented words cost about 0.3 a character by their weights; real text in
         # other scripts far more, and it skips the scan.
         elif _SHORT_MIN <= size < _SHORT_TEXT and 2 * estimate < size and _accented(text, high):
-            exact = self.exact_counter
-            if exact is not None:
-                estimate = exact.count(text)
+            estimate = max(estimate, self.floor * len(text.encode("utf-8", "surrogatepass")))
         return 1 if estimate < 1.0 else math.ceil(estimate)
 
     def _short_bound(self, low: bytes, estimate: float, *, spaced: bool) -> float:
-        """Return ``estimate``, or the exact count of short ASCII ``low`` where it is mispriced.
+        """Return ``estimate``, or a safe count of short ASCII ``low`` where it is mispriced.
 
         A short text is one sample of a few pieces, and two shapes of it go far under the
-        floor: a run shorter than a block (`_short_run`), and a string without a space
-        (``spaced`` false) that reads as random (`_random_string`: a 21-character password
-        at 7 tokens for 16, base64 at 0.48). Such a text is counted by the family's exact
-        tokenizer. Without one, a random string costs at least its dense count and a run
-        keeps its estimate (the dense table would price a run of tabs at three times over).
+        floor. A string without a space (``spaced`` false) that reads as random
+        (`_random_string`: a 21-character password at 7 tokens for 16, base64 at 0.48) costs
+        ``floor`` × its bytes: every tokenizer here is byte-level (a token holds a byte or
+        more), so that is at least ``floor`` × its exact count without loading a tokenizer
+        (0.75-1.1x exact on random strings; CamelCase names and paths it catches too, a few
+        tokens over). A text that is mostly runs shorter than a block (`_short_run`: ``"<"``
+        × 26 is 1 for 4) is counted by the family's exact tokenizer, as bytes would price it
+        five times over; without one it keeps its estimate.
         """
-        random = not spaced and _random_string(low)
-        if not random and not _short_run(low):
-            return estimate
-        exact = self.exact_counter
-        if exact is not None:
-            return exact.count(low.decode("ascii"))
-        return max(estimate, self._dense_count(low) + self._fixed) if random else estimate
+        if _short_run(low):  # rare, and bytes would price it five times over or more
+            exact = self.exact_counter
+            return exact.count(low.decode("ascii")) if exact is not None else estimate
+        if not spaced and _random_string(low):
+            return max(estimate, self.floor * len(low))
+        return estimate
 
     def _periodic_bound(self, low: bytes, estimate: float) -> float:
         r"""Return ``estimate``, or what ASCII ``low`` costs if it repeats one unit.

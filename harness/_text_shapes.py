@@ -19,8 +19,9 @@
 - a short text (under `_SHORT_TEXT` characters) is one sample of a few pieces, and three
   shapes of it go far under the floor: a run shorter than a block (`_short_run`), a string
   without a space that reads as random (`_random_string`: passwords, keys, base64), and
-  random accented words (`_accented`). The caller counts those exactly; a space rules the
-  second out at once, and the first in a text of a block or more.
+  random accented words (`_accented`). The caller counts the first exactly and prices the
+  others at ``floor`` × their bytes (a byte-level token holds a byte or more); a space rules
+  the second out at once, and the first in a text of a block or more.
 
 ``harness/_approximate.py`` applies them; ``benchmarks/fit_estimator.py`` measures the runs.
 """
@@ -143,9 +144,10 @@ def _random_string(low: bytes) -> bool:
 
 
 _SHORT_ACCENTED = 8
-"""A short text with at least one accented Latin letter in this many characters is counted
-exactly: the weights price an accented letter as the word it usually sits in (about a
-twentieth of a token), but in names, codes and random words each one starts a new piece."""
+"""A short text with at least one accented Latin letter in this many characters costs at
+least ``floor`` × its bytes: the weights price an accented letter as the word it usually sits
+in (about a twentieth of a token), but in names, codes and random words each one starts a
+new piece."""
 _NOT_LATIN_PAGES = bytes(range(3, 256))
 """High bytes of UTF-16 code units outside U+0000–02FF (ASCII, Latin-1, Latin Extended, IPA)."""
 

@@ -17,9 +17,10 @@ SHARED = PROJECT_ROOT.parent / "shared"
 def exact_tokenizers_loaded() -> None:
     """Load every family's exact tokenizer once, before any test runs.
 
-    The approximate estimator counts a few short texts exactly (random strings, short runs),
-    loading the tokenizer on first use (0.4–1.8 s): hypothesis deadlines must time the code
-    under test, not that load.
+    The approximate estimator counts a few texts exactly far from the limit (short texts that
+    are mostly runs, periodic texts), loading the tokenizer on first use (0.4–1.8 s), and
+    hypothesis draws such texts often: its deadlines must time the code under test, not that
+    load.
     """
     from harness.tokens import FAMILIES, shared_exact
 
