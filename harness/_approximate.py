@@ -4,10 +4,11 @@
 (``harness/_token_weights.py``, fitted in ``harness/_fitted_coefficients.py``), corrected
 for runs, dense ASCII, repeated units and short texts (``harness/_text_shapes.py``). One count
 reads the whole text in a few C calls, about as much as two copies of the text. A short text
-(under 512 characters) of a shape the weights misprice — a run shorter than a block, a random
-string, random accented words — costs at least ``floor`` × its bytes instead: a byte-level
-token holds a byte or more, so that is safe without loading a tokenizer far from the limit.
-An ordinary short text pays one search for a space to rule that out.
+(under 512 characters) of a shape the weights misprice costs at least ``floor`` × its bytes
+when it is a random string or random accented words (a byte-level token holds a byte or more,
+so that is safe without loading a tokenizer far from the limit), and its exact count when it
+is mostly runs shorter than a block (rare). An ordinary short text pays one search for a space
+to rule that out.
 
 **The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
 any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
