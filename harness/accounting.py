@@ -431,7 +431,9 @@ class _Measured:
     identity checks and one of the estimator, instead of finding the session's tally and
     asking it again; the parts are held, so no other tuple can take their ``id`` meanwhile.
     Every part is immutable and an estimator counts a given content alike each time, so
-    a request that carries the same objects has the same counts.
+    a request that carries the same objects has the same counts. One object per run,
+    refilled by each new measurement (`refill`): a round allocates nothing for it, and the
+    next request of the same estimator and purpose finds its tally here without a look-up.
     """
 
     __slots__ = (
@@ -441,32 +443,50 @@ class _Measured:
         "fixed",
         "history",
         "history_tokens",
+        "purpose",
         "system",
+        "tally",
         "tools",
         "total",
     )
 
-    def __init__(
-        self,
-        request: ModelRequest,
-        estimator: TokenEstimator,
-        fixed: int,
-        history: int,
-        blocks: int,
-    ) -> None:
-        self.estimator = estimator
+    def __init__(self, tally: HistoryTally, purpose: str) -> None:
+        self.tally = tally
+        """The session's tally it was measured with (`tally.estimator` is ``estimator``)."""
+        self.purpose = purpose
+        """The purpose of the request measured (tallies are per estimator and purpose)."""
+        self.estimator: TokenEstimator | None = None
+        self.system: tuple[SystemPart, ...] | None = None
+        self.tools: tuple[ToolSchema, ...] | None = None
+        self.history: tuple[Message, ...] | None = None
+        self.blocks: tuple[ContextBlock, ...] | None = None
+        self.fixed = 0
+        """System, tool schemas and reply priming."""
+        self.history_tokens = 0
+        """The history's tokens."""
+        self.total = 0
+        """The whole request's estimate (`estimate_request`)."""
+        self.far_from: int | None = None
+        """An input limit this estimate was found far from (`near_limit` is false for it)."""
+
+    def refill(self, request: ModelRequest, tally: HistoryTally, run: RunScope | None) -> None:
+        """Measure ``request`` with ``tally`` (its estimator's, its purpose's) and keep it."""
+        costs = tally.costs
+        fixed = costs.fixed(request)
+        history = tally.measure(request.history, run)
+        blocks = costs.blocks(request.blocks) if request.blocks else 0
+        self.estimator = None  # unmatchable until every field below is this request's
+        self.tally = tally
+        self.purpose = request.ids.purpose
         self.system = request.system
         self.tools = request.tools
         self.history = request.history
         self.blocks = request.blocks
         self.fixed = fixed
-        """System, tool schemas and reply priming."""
         self.history_tokens = history
-        """The history's tokens."""
         self.total = fixed + history + blocks
-        """The whole request's estimate (`estimate_request`)."""
-        self.far_from: int | None = None
-        """An input limit this estimate was found far from (`near_limit` is false for it)."""
+        self.far_from = None
+        self.estimator = tally.estimator
 
 
 def _last_measured(request: ModelRequest, estimator: TokenEstimator) -> _Measured | None:
@@ -497,13 +517,22 @@ def _measured(request: ModelRequest, estimator: TokenEstimator) -> _Measured | N
 
 
 def _measure_request(request: ModelRequest, estimator: TokenEstimator, run: RunScope) -> _Measured:
-    """Measure ``request`` with the session's running totals and keep it as the run's last."""
-    tally = _run_tally(run, request, estimator)
-    costs = tally.costs
-    fixed = costs.fixed(request)
-    history = tally.measure(request.history, run)
-    blocks = costs.blocks(request.blocks) if request.blocks else 0
-    last = run.slots[_LAST_KEY] = _Measured(request, estimator, fixed, history, blocks)
+    """Measure ``request`` with the session's running totals and keep it as the run's last.
+
+    The run's last measurement lends its tally when it was made with the same estimator for
+    the same purpose (the usual case: the round's new request after the last one's manifest).
+    """
+    last: _Measured | None = run.slots.get(_LAST_KEY)
+    if last is None:
+        last = run.slots[_LAST_KEY] = _Measured(
+            _run_tally(run, request, estimator), request.ids.purpose
+        )
+        tally = last.tally
+    elif last.tally.estimator is estimator and last.purpose == request.ids.purpose:
+        tally = last.tally
+    else:
+        tally = _run_tally(run, request, estimator)
+    last.refill(request, tally, run)
     return last
 
 
@@ -561,6 +590,9 @@ def manifest_items(
     System, block and tool items are kept while those parts stay the same (`HistoryTally`).
     """
     est = estimator or request.estimator
+    last = _last_measured(request, est)  # the round's request was measured just before
+    if last is not None and last.purpose == request.ids.purpose:
+        return last.tally.manifest_items(request)
     tally = _tally(request, est) or HistoryTally(est)
     return tally.manifest_items(request)
 

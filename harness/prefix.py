@@ -37,8 +37,11 @@ def shared_prefix(
     comparisons stop at the first difference. With ``run``, the answers for the last few
     pairs asked in that run are reused.
     """
-    answers = run.slot(_Answers, _Answers) if run is not None else None
-    if answers is not None:
+    answers: _Answers | None = None
+    if run is not None:  # run.slot(_Answers, _Answers), inlined: asked a few times a round
+        answers = run.slots.get(_ANSWERS_KEY)
+        if answers is None:
+            answers = run.slots[_ANSWERS_KEY] = _Answers()
         for answer in answers:
             if answer[1] is new and answer[0] is old:
                 return answer[2]
@@ -131,3 +134,8 @@ class _Answers(list[tuple[tuple[Message, ...], tuple[Message, ...], int]]):
 
     Holding both histories keeps their ids theirs while the answer is kept.
     """
+
+
+_ANSWERS_KEY = id(_Answers)
+"""Where a run keeps its `_Answers` (`RunScope.slots` is keyed by owner ids; the class is the
+owner, alive as long as the module)."""

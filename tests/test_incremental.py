@@ -432,3 +432,36 @@ def test_shared_prefix_of_long_histories_compares_identities_then_content() -> N
     rewritten = (*history[:400], history[400].replace(content="changed"), *history[401:])
     assert shared_prefix(history, rewritten) == 400
     assert shared_prefix(rewritten, history[:450]) == 400
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    history=messages,
+    steps=st.lists(
+        st.tuples(st.sampled_from(["agent", "summary"]), st.booleans(), st.integers(0, 13)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_the_runs_measurement_lends_its_tally_only_to_its_own_estimator_and_purpose(
+    history: tuple[Message, ...], steps: list[tuple[str, bool, int]]
+) -> None:
+    """Requests of two purposes and two estimators interleave in one run, each history
+    rewritten at some message: every total and manifest equals the one counted from scratch."""
+    from harness.request import RequestIds
+
+    run = RunScope(session=SessionScratch())
+    estimators = (ApproximateEstimator("o200k"), ApproximateEstimator("cl100k"))
+    for step, (purpose, other, at) in enumerate(steps):
+        if history and at < len(history):  # a rewrite in the middle: the prefix ends there
+            changed = history[at].replace(content=f"rewritten {step}")
+            history = (*history[:at], changed, *history[at + 1 :])
+        history = (*history, Message.user(f"new {step}"))
+        request = _request(history, run).replace(
+            ids=RequestIds(purpose=purpose),
+            policy=ContextPolicy(estimator=estimators[other]),
+        )
+        alone = request.replace(run=None)
+        assert counted_near_limit(request)[1] == estimate_request(alone)
+        assert history_tokens(request) == history_tokens(alone)
+        assert manifest_items(request) == manifest_items(alone)
