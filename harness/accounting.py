@@ -145,9 +145,13 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     """
     est = request.estimator
     limit = request.input_limit
-    measured = _measured(request, est)
-    if measured is not None and measured.far_from == limit:
-        return request, measured.total  # decided for these very parts this round
+    run = request.run
+    if run is None:
+        measured = None
+    else:
+        measured = _last_measured(request, est) or _measure_request(request, est, run)
+        if measured.far_from == limit:
+            return request, measured.total  # decided for these very parts this round
     tokens = measured.total if measured is not None else estimate_request(request, est)
     # near_limit first: far from the limit the exact tokenizer is not even loaded (loading
     # one takes seconds, which the first request of a fresh process would block on).

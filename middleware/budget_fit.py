@@ -127,7 +127,13 @@ class BudgetFit:
         est = request.estimator
         limit = request.input_limit
         run = request.run
-        memo = run.session_slot(self, _Memo) if run is not None else _Memo()
+        memo: _Memo | None = run.slots.get(id(self)) if run is not None else None
+        if memo is None:  # the session's memo, then held in the run's slots for its rounds
+            memo = (
+                _Memo()
+                if run is None
+                else run.slots.setdefault(id(self), run.session_slot(self, _Memo))
+            )
         parts = memo.blocks_of(request.blocks, est)
         fixed = fixed_tokens(request, est)  # measured above: the run's last measurement
         if parts.fixed:

@@ -107,7 +107,10 @@ class PairValidation:
         history = request.history
         if request.run is None:
             return pairs_valid(history)
-        seen = request.run.session_slot(self, _Valid)  # kept across the session's calls
+        slots = request.run.slots  # the session's slot (kept across its calls), held per call
+        seen: _Valid | None = slots.get(id(self))
+        if seen is None:
+            seen = slots[id(self)] = request.run.session_slot(self, _Valid)
         start = _unit_start(history, shared_prefix(seen.history, history, request.run))
         ok = pairs_valid(history, start)
         if ok:

@@ -50,7 +50,7 @@ from harness.tokens import (
     shared_exact,
 )
 from harness.workspace import Workspace
-from middleware import Compaction, ToolResultOffload, default_stack
+from middleware import BudgetFit, Compaction, ToolResultOffload, default_stack
 from middleware._history import safe_cut
 from middleware._layout import current_user, last_unit_start, layout, minimum
 from middleware.pair_validation import PairValidation
@@ -465,3 +465,27 @@ def test_the_runs_measurement_lends_its_tally_only_to_its_own_estimator_and_purp
         assert counted_near_limit(request)[1] == estimate_request(alone)
         assert history_tokens(request) == history_tokens(alone)
         assert manifest_items(request) == manifest_items(alone)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rounds=st.lists(st.tuples(messages, st.booleans()), min_size=1, max_size=6))
+async def test_slots_held_by_a_run_follow_the_session_across_calls(
+    rounds: list[tuple[tuple[Message, ...], bool]],
+) -> None:
+    """Pair checks and fits in runs of one session — some rounds in a new call of it (a new
+    run over the same scratch) — agree with the checks and fits made without any run."""
+    check, fit = PairValidation(), BudgetFit()
+    session = SessionScratch()
+    run = RunScope(session=session)
+    for history, new_call in rounds:
+        if new_call:
+            run = RunScope(session=session)
+        outcomes = []
+        for scope in (run, None):
+            request = _request(history, scope, limit=10_000)
+            try:
+                await check(request, _send)
+                outcomes.append(("sent", fit.fit(request).history_budget))
+            except InvalidToolPairs as exc:
+                outcomes.append((f"{exc.dangling_calls}{exc.orphan_results}", None))
+        assert outcomes[0] == outcomes[1]
