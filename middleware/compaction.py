@@ -296,7 +296,11 @@ class Compaction:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Compact ``request``'s history as needed and pass it on."""
-        return await call_next(await self.prepare(request))
+        if request.history:  # `prepare`, without a coroutine on the round with nothing due
+            request, budget, reason = self._due(request)
+            if reason is not None:
+                request = await self._rewrite(request, budget, reason)
+        return await call_next(request)
 
     # ------------------------------------------------------------------ stages
     async def prepare(self, request: ModelRequest) -> ModelRequest:
@@ -306,18 +310,31 @@ class Compaction:
             ConfigurationError: when a summary is needed but there is no summariser.
             ProviderError: when the summariser fails.
         """
-        history = request.history
-        if not history:
+        if not request.history:
             return request
-        request, _ = counted_near_limit(request)  # exact counts near the limit
-        history = request.history
-        est = request.estimator
-        budget = self._history_budget(request, est)
-        reason = self._reason(request, history, est, budget, None)
+        request, budget, reason = self._due(request)
         if reason is None:
             # Nothing is due: the history stays byte for byte what the provider cached last
             # round. Trims and truncations wait for a round that rewrites the history anyway.
             return request
+        return await self._rewrite(request, budget, reason)
+
+    def _due(self, request: ModelRequest) -> tuple[ModelRequest, int, str | None]:
+        """Return ``request`` (exact near its limit), its history budget, why it is due.
+
+        The reason is ``None`` when nothing is due.
+        """
+        request, _ = counted_near_limit(request)  # exact counts near the limit
+        est = request.estimator
+        budget = self._history_budget(request, est)
+        return request, budget, self._reason(request, request.history, est, budget, None)
+
+    async def _rewrite(
+        self, request: ModelRequest, budget: int, reason: str | None
+    ) -> ModelRequest:
+        """Return ``request`` with its history trimmed, truncated and summarised for ``reason``."""
+        history = request.history
+        est = request.estimator
         layout = layout_of(history)
         transforms: list[str] = []
         history, trimmed = trim_tool_outputs(self.settings, history, est, budget)

@@ -22,7 +22,9 @@ other structured state changed). The agent does not commit a request that failed
 Incremental: within a session the pair check starts at the first unit the previous valid
 history did not share (`harness.prefix.shared_prefix`) and reads the history in place from
 there (`middleware._history.pairs_valid`, no slice): the rule is per unit, and the units
-before it are unchanged and were valid. The budget check reads the session's running totals
+before it are unchanged and were valid. When the whole previous history is shared and a new
+unit follows it (the usual round: a tool call and its results appended), its last unit is
+complete and the check reads the new messages only. The budget check reads the session's running totals
 (`harness.accounting.HistoryTally`). So a warm round costs O(new messages) here.
 """
 
@@ -111,7 +113,12 @@ class PairValidation:
         seen: _Valid | None = slots.get(id(self))
         if seen is None:
             seen = slots[id(self)] = request.run.session_slot(self, _Valid)
-        start = _unit_start(history, shared_prefix(seen.history, history, request.run))
+        old = seen.history
+        shared = shared_prefix(old, history, request.run)
+        if shared < len(old) or (shared < len(history) and history[shared].role == "tool"):
+            start = _unit_start(history, shared)  # its last unit lost or gained messages
+        else:  # the whole valid history, then a new unit (or nothing): only the new is read
+            start = shared
         ok = pairs_valid(history, start)
         if ok:
             seen.history = history
