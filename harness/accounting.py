@@ -27,7 +27,9 @@ tool, history and block tuples they got (each replaces other fields), so the run
 last measurement with the parts and estimator it was made from, and the input limit it was
 found far from (`_Measured`): BudgetFit measures the round's request, and Compaction,
 PairValidation and `fixed_tokens`/`history_tokens` get the same answer from five identity
-checks. Any other tuple or estimator is measured anew.
+checks, the manifest its items from the tally it was made with. Any other tuple or
+estimator is measured anew; the next round's request of the same estimator and purpose
+borrows that tally instead of looking the session's up.
 
 What a warm round still pays per message of the history: the manifest's ``items`` tuple is
 one copy of the kept item list (a pointer and a reference count per message; at 10,000
