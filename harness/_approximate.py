@@ -28,6 +28,7 @@ from harness._exact_tokens import FAMILIES, shared_exact
 from harness._fitted_coefficients import FAMILY_COEFFICIENTS, FAMILY_FLOOR
 from harness._text_shapes import (
     _LETTER_CLASSES,
+    _LETTER_RUN_GATE,
     _PERIOD_END,
     _PERIOD_PROBE,
     _RUN_MARK,
@@ -42,6 +43,7 @@ from harness._text_shapes import (
     RUN_MIN_TEXT,
     _accented,
     _by_low_byte,
+    _letter_runs_in,
     _random_string,
     _Run,
     _run_savings,
@@ -187,6 +189,10 @@ class ApproximateEstimator(CachedEstimator):
                 bound = self._periodic_bound(low, estimate)
                 if bound != estimate:
                     return 1 if bound < 1.0 else math.ceil(bound)
+            # A run of one letter or digit is priced as letters inside words (q x 100 inside
+            # text: 5 for 53); only a text estimated under the gate can hold enough of one.
+            if size >= RUN_MIN_TEXT and estimate < _LETTER_RUN_GATE * size:
+                estimate = self._letter_runs(low, estimate)
             # A short text with a space is not a random string, and a run in it shorter than
             # a block costs a few tokens more than its weights say: only a text shorter than
             # a block can be mostly such a run. One C search on most real text.
@@ -199,6 +205,32 @@ class ApproximateEstimator(CachedEstimator):
         elif _SHORT_MIN <= size < _SHORT_TEXT and 2 * estimate < size and _accented(text, high):
             estimate = max(estimate, self.floor * len(text.encode("utf-8", "surrogatepass")))
         return 1 if estimate < 1.0 else math.ceil(estimate)
+
+    def _letter_runs(self, low: bytes, estimate: float) -> float:
+        """Return the count of ASCII ``low`` with its letter and digit runs counted as runs.
+
+        A run of one letter is split by the tokenizer into pieces of 2 to 8 (``q`` × 100: 50
+        tokens), while the dense table its weights send the text to prices it near nothing
+        (``"key: "`` + ``q`` × 100: 5 for 53). The family's exact tokenizer counts each run
+        (`periodic_tokens`, a few blocks at most) and the rest of the text is estimated
+        without them; without a tokenizer a run costs ``floor`` × its length (a byte-level
+        token holds a byte or more).
+        """
+        spans = list(_letter_runs_in(low))
+        if not spans:
+            return estimate
+        exact = self.exact_counter
+        pieces: list[bytes] = []
+        cost = 0.0
+        at = 0
+        for start, end in spans:
+            pieces.append(low[at:start])
+            run = low[start:end]
+            cost += periodic_tokens(run, 1, exact.count) if exact else self.floor * len(run)
+            at = end
+        pieces.append(low[at:])
+        rest = b"".join(pieces)
+        return cost + (self.count(rest.decode("ascii")) if rest else 0)
 
     def _short_bound(self, low: bytes, estimate: float, *, spaced: bool) -> float:
         """Return ``estimate``, or a safe count of short ASCII ``low`` where it is mispriced.
