@@ -560,9 +560,7 @@ def _tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
 
 
 def _run_tally(run: RunScope, request: ModelRequest, est: TokenEstimator) -> HistoryTally:
-    tallies = run.slots.get(_RUN_KEY)  # this call's shortcut to the session's tallies
-    if tallies is None:
-        tallies = run.slots[_RUN_KEY] = run.session_slot(_Tallies, _Tallies)  # one per session
+    tallies = run.session_slot(_Tallies, _Tallies)  # one per session
     key = (id(est), request.ids.purpose)
     tally = tallies.get(key)
     if tally is None or tally.estimator is not est:
@@ -570,11 +568,6 @@ def _run_tally(run: RunScope, request: ModelRequest, est: TokenEstimator) -> His
             tallies.clear()
         tally = tallies[key] = HistoryTally(est)
     return tally
-
-
-_RUN_KEY = id(_Tallies)
-"""Where a run keeps its session's `_Tallies` (`RunScope.slots` is keyed by owner ids; the
-class is the owner, alive as long as the module)."""
 
 
 def tally_of(request: ModelRequest, estimator: TokenEstimator | None = None) -> HistoryTally:

@@ -108,11 +108,15 @@ class RunScope(msgspec.Struct, kw_only=True):
         """Return ``owner``'s value for this session, kept across its calls (else per call).
 
         For running state that is safe to reuse after the history changed (it compares
-        histories): a new call's first round then costs only the new messages.
+        histories): a new call's first round then costs only the new messages. The value is
+        held in this call's slots once found, so the call's later rounds pay one look-up.
         """
-        if self.session is None:
-            return self.slot(owner, make)
-        return self.session.slot(owner, make)
+        key = id(owner)
+        value: T | None = self.slots.get(key)
+        if value is None:
+            found = make() if self.session is None else self.session.slot(owner, make)
+            value = self.slots[key] = found
+        return value
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

@@ -127,13 +127,7 @@ class BudgetFit:
         est = request.estimator
         limit = request.input_limit
         run = request.run
-        memo: _Memo | None = run.slots.get(id(self)) if run is not None else None
-        if memo is None:  # the session's memo, then held in the run's slots for its rounds
-            memo = (
-                _Memo()
-                if run is None
-                else run.slots.setdefault(id(self), run.session_slot(self, _Memo))
-            )
+        memo = run.session_slot(self, _Memo) if run is not None else _Memo()
         parts = memo.blocks_of(request.blocks, est)
         fixed = fixed_tokens(request, est)  # measured above: the run's last measurement
         if parts.fixed:

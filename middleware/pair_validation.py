@@ -109,10 +109,7 @@ class PairValidation:
         history = request.history
         if request.run is None:
             return pairs_valid(history)
-        slots = request.run.slots  # the session's slot (kept across its calls), held per call
-        seen: _Valid | None = slots.get(id(self))
-        if seen is None:
-            seen = slots[id(self)] = request.run.session_slot(self, _Valid)
+        seen = request.run.session_slot(self, _Valid)  # kept across the session's calls
         old = seen.history
         shared = shared_prefix(old, history, request.run)
         if shared < len(old) or (shared < len(history) and history[shared].role == "tool"):

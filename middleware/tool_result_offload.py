@@ -166,11 +166,7 @@ class ToolResultOffload:
         run = request.run
         ws = self.workspace if self.workspace is not None else run.workspace if run else None
         # What was decided is kept across the session's calls; the sweep is once per call.
-        notes: _Notes | None = None
-        if run is not None:  # the session's notes, kept in the run's slots for its later rounds
-            notes = run.slots.get(id(self))
-            if notes is None:
-                notes = run.slots[id(self)] = run.session_slot(self, _Notes)
+        notes = run.session_slot(self, _Notes) if run is not None else None
         if ws is not None and run is not None and notes is not None and self._sweep_due(notes, run):
             await self._sweep(ws)
         history = request.history
