@@ -383,7 +383,7 @@ def realistic_rounds(
         )
     info = {
         "tool_result_chars_mean": statistics.fmean(map(len, outputs)) if outputs else 0.0,
-        "manifest_bytes_mean": statistics.fmean(len(msgspec.json.encode(m)) for m in manifests),
+        "manifest_bytes_mean": statistics.fmean(len(m.to_json()) for m in manifests),
         "cjk_rounds": sum(1 for text in outputs if CJK.search(text)),
     }
     return rounds, info

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     )
     from harness.events import AgentEvent
     from harness.fragments import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
-    from harness.manifest import ContextManifest, ManifestItem
+    from harness.manifest import ContextManifest, ManifestItem, ManifestItems
     from harness.messages import ContentPart, Message, ToolCall, ToolSchema
     from harness.permissions import PermissionRule, ToolPermissions
     from harness.policy import ContextPolicy
@@ -82,6 +82,7 @@ _HOMES: dict[str, str] = {
     "InvalidInputError": "harness.errors",
     "InvalidToolPairs": "harness.errors",
     "ManifestItem": "harness.manifest",
+    "ManifestItems": "harness.manifest",
     "MaxRoundsExceeded": "harness.errors",
     "Message": "harness.messages",
     "Middleware": "harness.types",
@@ -154,6 +155,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidToolPairs",
     "ManifestItem",
+    "ManifestItems",
     "MaxRoundsExceeded",
     "Message",
     "Middleware",

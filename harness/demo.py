@@ -21,8 +21,6 @@ import tempfile
 import time
 from typing import Any
 
-import msgspec
-
 from harness.agent import HarnessAgent, RuntimeContext
 from harness.blocks import ContextBlock
 from harness.errors import HarnessError, WorkspaceError
@@ -293,7 +291,7 @@ async def _run(
     def observer(manifest: Any) -> None:
         nonlocal rounds
         if as_json:
-            print(msgspec.json.encode(manifest).decode())
+            print(manifest.to_json().decode())
         else:
             print(
                 format_manifest(manifest, round_no=rounds if manifest.purpose == "agent" else None)

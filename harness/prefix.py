@@ -53,11 +53,6 @@ def shared_prefix(
     return shared
 
 
-def shared_items(old: tuple[T, ...], new: tuple[T, ...]) -> int:
-    """Return how many leading items ``new`` shares with ``old`` (the same or equal ones)."""
-    return _compare(old, new)
-
-
 def _compare(old: tuple[T, ...], new: tuple[T, ...]) -> int:
     n = min(len(old), len(new))
     if n == 0:

@@ -18,6 +18,7 @@ import msgspec
 
 from harness.errors import StateConflict
 from harness.fragments import Fragment, FragmentChange, FragmentScope
+from harness.manifest import dec_hook, enc_hook
 from harness.messages import Message
 from harness.sessions.store import (
     CompactionEvent,
@@ -38,8 +39,8 @@ SCHEMA_VERSION: Final = 2
 2 added the fragment tables (every statement is ``IF NOT EXISTS``, so a version-1 database is
 upgraded in place)."""
 
-ENCODER: Final = msgspec.json.Encoder()
-EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+ENCODER: Final = msgspec.json.Encoder(enc_hook=enc_hook)
+EVENT_DECODER: Final = msgspec.json.Decoder(Event, dec_hook=dec_hook)
 STATE_DECODER: Final = msgspec.json.Decoder(StoredState)
 FRAGMENT_DECODER: Final = msgspec.json.Decoder(Fragment)
 

@@ -342,7 +342,7 @@ async def _show(store: SessionStore, args: argparse.Namespace, out: Output) -> N
     events = await all_events(store, key, tuple(args.kind or ()), args.offset, args.limit)
     if out.as_json:
         for logged in events:
-            out.json(msgspec.to_builtins(logged))
+            out.json(logged)
         return
     out.note(f"session {key.session_id!r} · agent {key.agent_id!r} · user {key.user_id!r}")
     out.table(

@@ -15,6 +15,11 @@ from typing import Any
 
 import msgspec
 
+from harness.manifest import enc_hook
+
+_JSON = msgspec.json.Encoder(enc_hook=enc_hook)
+"""Encodes any printed value, manifests' items included."""
+
 BAR_WIDTH = 20
 """Characters of a full `bar`."""
 
@@ -27,7 +32,7 @@ class Output:
 
     def json(self, value: Any) -> None:
         """Print one JSON line."""
-        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+        sys.stdout.write(_JSON.encode(value).decode() + "\n")
 
     def text(self, text: str) -> None:
         """Print human text (only in table mode)."""

@@ -17,8 +17,7 @@ from typing import Final
 import msgspec
 
 from harness.errors import WorkspaceError
-from harness.manifest import ContextManifest, ManifestItem
-from harness.prefix import shared_items
+from harness.manifest import ContextManifest, ManifestItems
 from harness.sessions.store import ManifestEvent
 
 CHAIN: Final = 32
@@ -30,7 +29,7 @@ MIN_SHARED: Final = 16
 
 class _Last(msgspec.Struct):
     call_id: str
-    items: tuple[ManifestItem, ...]
+    items: ManifestItems
     depth: int
 
 
@@ -53,7 +52,7 @@ class ManifestDeltas:
             last = self._next.get(manifest.purpose)
             items = manifest.items
             if last is not None and last.depth < CHAIN:
-                shared = shared_items(last.items, items)
+                shared = last.items.shared_with(items)
                 if shared >= MIN_SHARED:
                     self._next[manifest.purpose] = _Last(manifest.call_id, items, last.depth + 1)
                     delta = msgspec.structs.replace(manifest, items=items[shared:])

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from harness.errors import StateConflict
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, enc_hook
 from harness.messages import ContentPart, Message, ToolCall
 from harness.sessions import (
     CompactionEvent,
@@ -103,8 +103,10 @@ async def test_round_trip_of_every_event_kind(store: SessionStore) -> None:
     logged = await store.events(KEY, limit=1000)
     assert [entry.seq for entry in logged] == list(range(1, len(events) + 1))
     assert [entry.event for entry in logged] == events
-    # Byte-exact through JSON: the multi-part content, tool calls, reasoning and extras survive.
-    assert msgspec.json.encode([e.event for e in logged]) == msgspec.json.encode(events)
+    # Byte-exact through JSON: the multi-part content, tool calls, reasoning and extras survive
+    # (a manifest's items need the manifest module's hook, like any msgspec encoding of them).
+    encode = msgspec.json.Encoder(enc_hook=enc_hook).encode
+    assert encode([e.event for e in logged]) == encode(events)
 
 
 async def test_load_after_commit_returns_the_working_messages(store: SessionStore) -> None:

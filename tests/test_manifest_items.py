@@ -1,0 +1,146 @@
+"""`ManifestItems`: a tuple-like sequence whose chunks consecutive manifests share."""
+
+from __future__ import annotations
+
+import pickle
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.manifest import (
+    CHUNK,
+    ContextManifest,
+    ItemsDraft,
+    ManifestItem,
+    ManifestItems,
+    dec_hook,
+    enc_hook,
+)
+
+
+def _item(n: int) -> ManifestItem:
+    return ManifestItem(kind="message", source_id=f"history/m{n}", tokens=n, role="user")
+
+
+ITEMS = tuple(_item(n) for n in range(3 * CHUNK + 17))
+
+
+def _manifest(items: tuple[ManifestItem, ...] | ManifestItems) -> ContextManifest:
+    return ContextManifest(
+        call_id="c1",
+        purpose="agent",
+        model="m",
+        estimated_input_tokens=sum(i.tokens for i in items),
+        input_limit=1_000_000,
+        counting_method="approximate:o200k",
+        exact=False,
+        items=items,  # type: ignore[arg-type]  # a tuple is wrapped, as a user may pass one
+    )
+
+
+@pytest.mark.parametrize("length", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, len(ITEMS)])
+def test_reads_like_the_tuple_it_was_made_from(length: int) -> None:
+    flat = ITEMS[:length]
+    items = ManifestItems(flat)
+    assert len(items) == length and bool(items) == bool(flat)
+    assert tuple(items) == flat and list(reversed(items)) == list(reversed(flat))
+    assert [items[i] for i in range(-length, length)] == [flat[i] for i in range(-length, length)]
+    for bad in (length, -length - 1):
+        with pytest.raises(IndexError):
+            items[bad]
+    for cut in (slice(0, length // 2), slice(3, None), slice(None, None, 3), slice(None, None, -1)):
+        assert items[cut] == flat[cut] and isinstance(items[cut], ManifestItems)
+    assert items == flat and items == ManifestItems(flat) and hash(items) == hash(flat)
+    extra = (_item(-1),)
+    assert items != (*flat, *extra) and items != list(flat)
+    assert items + extra == (*flat, *extra)  # `+` is what is tested
+    assert extra + items == (*extra, *flat)
+    if flat:
+        assert flat[-1] in items and items.index(flat[-1]) == length - 1
+    assert pickle.loads(pickle.dumps(items)) == items
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["cut", "extend", "build"]), st.integers(0, 3 * CHUNK)),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS)
+def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) -> None:
+    """Cutting, extending and building in any order: the same items as a plain list."""
+    draft, kept, made = ItemsDraft(), [], 0
+    last: ManifestItems | None = None
+    for op, n in ops:
+        if op == "cut":
+            n = min(n, len(kept))
+            draft.cut(n)
+            del kept[n:]
+        elif op == "extend":
+            new = [_item(made + k) for k in range(n % (CHUNK + 9))]
+            made += len(new)
+            draft.extend(new)
+            kept.extend(new)
+        else:
+            tail = tuple(_item(-k - 1) for k in range(n % 5))
+            items = draft.items(tail)
+            assert len(draft) == len(kept)
+            assert items == tuple(kept) + tail and len(items) == len(kept) + len(tail)
+            assert [items[i] for i in range(len(items))] == kept + list(tail)
+            if last is not None:  # agrees with a brute-force count of the shared prefix
+                brute = next(
+                    (i for i, (a, b) in enumerate(zip(last, items, strict=False)) if a != b),
+                    min(len(last), len(items)),
+                )
+                assert last.shared_with(items) == brute == items.shared_with(last)
+            last = items
+
+
+def test_a_cut_past_the_end_is_refused() -> None:
+    draft = ItemsDraft(ITEMS[:5])
+    with pytest.raises(ValueError, match="cannot cut 5 items to 6"):
+        draft.cut(6)
+
+
+def test_consecutive_manifests_share_their_full_chunks() -> None:
+    """What makes a round cost its new items: the earlier chunks are the very same objects."""
+    draft = ItemsDraft(ITEMS[: 2 * CHUNK + 3])
+    before = draft.items((_item(-1),))
+    draft.extend(ITEMS[2 * CHUNK + 3 :])
+    after = draft.items((_item(-1),))
+    assert after._chunks[0] is before._chunks[0] and after._chunks[1] is before._chunks[1]
+    draft.cut(CHUNK + 5)  # a message rewritten in the second chunk: only the first stays
+    rewritten = draft.items()
+    assert rewritten._chunks[0] is before._chunks[0]
+    assert rewritten == ITEMS[: CHUNK + 5]
+    assert before.shared_with(rewritten) == CHUNK + 5
+
+
+def test_a_draft_started_from_items_continues_them() -> None:
+    for length in (0, CHUNK, CHUNK + 7):
+        draft = ItemsDraft(ManifestItems(ITEMS[:length]))
+        draft.extend(ITEMS[length : length + 70])
+        assert draft.items() == ITEMS[: length + 70]
+
+
+def test_a_manifest_round_trips_through_json_as_a_plain_array() -> None:
+    manifest = _manifest(ITEMS)
+    assert isinstance(manifest.items, ManifestItems)  # the tuple given was wrapped
+    data = manifest.to_json()
+    assert msgspec.json.decode(data)["items"][CHUNK]["source_id"] == ITEMS[CHUNK].source_id
+    assert ContextManifest.from_json(data) == manifest
+    assert manifest.to_dict()["items"] == [msgspec.to_builtins(i) for i in ITEMS]
+    # The hooks serve any msgspec codec that holds manifests (events, a user's own log).
+    packed = msgspec.msgpack.encode([manifest], enc_hook=enc_hook)
+    back = msgspec.msgpack.decode(packed, type=list[ContextManifest], dec_hook=dec_hook)
+    assert back == [manifest] and isinstance(back[0].items, ManifestItems)
+
+
+def test_without_the_hook_encoding_fails_loudly_instead_of_dropping_items() -> None:
+    with pytest.raises(TypeError, match="ManifestItems"):
+        msgspec.json.encode(_manifest(ITEMS[:3]))
+    with pytest.raises(NotImplementedError, match="cannot encode objects of type set"):
+        enc_hook({1})
