@@ -72,7 +72,8 @@ OPS = st.lists(
 @given(OPS)
 def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) -> None:
     """Cutting, extending and building in any order: the same items as a plain list."""
-    draft, kept, made = ItemsDraft(), [], 0
+    draft, made = ItemsDraft(), 0
+    kept: list[ManifestItem] = []
     last: ManifestItems | None = None
     for op, n in ops:
         if op == "cut":
