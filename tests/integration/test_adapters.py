@@ -142,7 +142,10 @@ async def test_a_long_history_arrives_fitted_with_valid_pairs_and_the_callers_li
 async def test_system_dicts_become_the_system_message_and_are_never_summarised(
     openai_server: OpenAIServer,
 ) -> None:
-    await acompletion(MODEL, _long_history(), [WEATHER], **_kw(openai_server))
+    # Its own conversation: the same opening as another test's would continue that one's
+    # session, already compacted in this process, and send no summary request.
+    history = _long_history(user="System dicts. ")
+    await acompletion(MODEL, history, [WEATHER], **_kw(openai_server))
     for body in _agent_requests(openai_server):
         roles = [m["role"] for m in body["messages"]]
         assert roles.count("system") == 1 and roles[0] == "system"
