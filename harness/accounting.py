@@ -44,6 +44,7 @@ from array import array
 from collections.abc import Sequence
 
 from harness.blocks import ContextBlock, content_hash
+from harness.errors import ContextBuildError, validation_of
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ItemsDraft, ManifestItem, ManifestItems
 from harness.markers import is_summary
@@ -610,6 +611,25 @@ def build_manifest(
         session_id=request.ids.session_id,
         run_id=request.ids.run_id,
         calibration=getattr(est, "factor", 1.0),
+    )
+
+
+def failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
+    """Return the manifest of ``request`` whose preparation stopped with ``error`` (no items)."""
+    return ContextManifest(
+        call_id=request.ids.call_id,
+        purpose=request.ids.purpose,
+        model=request.model,
+        estimated_input_tokens=-1,
+        input_limit=request.input_limit,
+        counting_method="unavailable",
+        exact=False,
+        transforms=error.transforms if isinstance(error, ContextBuildError) else (),
+        validation=validation_of(error),
+        agent_id=request.ids.agent_id,
+        session_id=request.ids.session_id,
+        run_id=request.ids.run_id,
+        error=type(error).__name__,
     )
 
 

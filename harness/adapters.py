@@ -57,15 +57,13 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from harness.accounting import build_manifest, report_manifest
+from harness.accounting import build_manifest, failed_manifest, report_manifest
 from harness.chain import compose
 from harness.errors import (
     ConfigurationError,
-    ContextBuildError,
     InvalidInputError,
     ProviderError,
     StateConflict,
-    validation_of,
 )
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolSchema, history_message
@@ -401,7 +399,7 @@ async def _run(handler: Handler, request: ModelRequest) -> None:
             raise native from None
         raise
     except Exception as exc:
-        report_manifest(_failed_manifest(request, exc), request)
+        report_manifest(failed_manifest(request, exc), request)
         raise
 
 
@@ -975,21 +973,3 @@ def _attach(raw: Any, manifest: ContextManifest | None) -> None:
             return
     if isinstance(hidden, dict):
         hidden[MANIFEST_KEY] = manifest
-
-
-def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
-    return ContextManifest(
-        call_id=request.ids.call_id,
-        purpose=request.ids.purpose,
-        model=request.model,
-        estimated_input_tokens=-1,
-        input_limit=request.input_limit,
-        counting_method="unavailable",
-        exact=False,
-        transforms=error.transforms if isinstance(error, ContextBuildError) else (),
-        validation=validation_of(error),
-        agent_id=request.ids.agent_id,
-        session_id=request.ids.session_id,
-        run_id=request.ids.run_id,
-        error=type(error).__name__,
-    )

@@ -36,18 +36,16 @@ from typing import Any, cast
 import anyio
 import msgspec
 
-from harness.accounting import build_manifest, report_manifest
+from harness.accounting import build_manifest, failed_manifest, report_manifest
 from harness.calibration import CalibratedEstimator, updated_factor
 from harness.chain import compose
 from harness.errors import (
     ConfigurationError,
-    ContextBuildError,
     HarnessError,
     MaxRoundsExceeded,
     ProviderError,
     ProviderUnavailable,
     StateConflict,
-    validation_of,
 )
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest
@@ -386,7 +384,7 @@ class HarnessAgent:
             (answer,) = outcome
             if isinstance(answer, Exception):
                 if not isinstance(answer, ProviderError):  # a provider error passed building
-                    report_manifest(_failed_manifest(request, answer), request)
+                    report_manifest(failed_manifest(request, answer), request)
                 for event in outbox.drain():
                     yield event
                 raise answer
@@ -833,25 +831,6 @@ class _Watches:
 
 
 _NO_WATCH = _Watches([])
-
-
-def _failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
-    transforms = error.transforms if isinstance(error, ContextBuildError) else ()
-    return ContextManifest(
-        call_id=request.ids.call_id,
-        purpose=request.ids.purpose,
-        model=request.model,
-        estimated_input_tokens=-1,
-        input_limit=request.input_limit,
-        counting_method="unavailable",
-        exact=False,
-        transforms=transforms,
-        validation=validation_of(error),
-        agent_id=request.ids.agent_id,
-        session_id=request.ids.session_id,
-        run_id=request.ids.run_id,
-        error=type(error).__name__,
-    )
 
 
 def _has(middleware: object, method: str) -> bool:
