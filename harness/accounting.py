@@ -397,19 +397,27 @@ class HistoryTally:
     def manifest_items(self, request: ModelRequest) -> tuple[int, ManifestItems]:
         """Return the total and the manifest items of ``request``, made only for what is new."""
         costs = self.costs
-        history = request.history
-        total = costs.fixed(request) + self.measure(history, request.run)
+        total = costs.fixed(request) + self.measure(request.history, request.run)
         total += costs.blocks(request.blocks)  # also when there are none: the items follow
+        return total, self.items(request)
+
+    def items(self, request: ModelRequest) -> ManifestItems:
+        """Return the manifest items of ``request``, made only for what is new.
+
+        The tally's costs must have seen ``request``'s System parts, tool schemas and blocks
+        last (`manifest_items` does; so does the measurement `_last_measured` returns).
+        """
+        costs = self.costs
+        history = request.history
+        if history is not self.history:
+            self.measure(history, request.run)
         head = costs.head_items(request)
-        draft = self._draft
         if head is not self._head:  # other System parts: their items lead, start over
-            draft = self._draft = ItemsDraft(head)
+            self._draft = ItemsDraft(head)
             self._head = head
             self.made = 0
-        else:  # cut back to the shared prefix
-            draft.cut(len(head) + self.made)
-        sums = self.sums
-        draft.extend(
+        made, sums = self.made, self.sums
+        new = [
             ManifestItem(
                 kind="message",
                 source_id=f"history/{message.id}",
@@ -417,10 +425,10 @@ class HistoryTally:
                 placement="history",
                 role=message.role,
             )
-            for index, message in enumerate(history[self.made :], self.made)
-        )
+            for index, message in enumerate(history[made:], made)
+        ]
         self.made = len(history)
-        return total, draft.items(costs.tail_items(request))
+        return self._draft.update(len(head) + made, new, costs.tail_items(request))
 
 
 class _Measured:
@@ -586,7 +594,9 @@ def manifest_items(
     est = estimator or request.estimator
     last = _last_measured(request, est)  # the round's request was measured just before
     if last is not None and last.purpose == request.ids.purpose:
-        return last.tally.manifest_items(request)
+        tally = last.tally  # its costs saw these very parts; blocks: also when there are none
+        tally.costs.blocks(request.blocks)
+        return last.total, tally.items(request)
     tally = _tally(request, est) or HistoryTally(est)
     return tally.manifest_items(request)
 

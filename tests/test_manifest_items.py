@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 
 import msgspec
 import pytest
@@ -44,7 +45,7 @@ def _manifest(items: tuple[ManifestItem, ...] | ManifestItems) -> ContextManifes
 def test_reads_like_the_tuple_it_was_made_from(length: int) -> None:
     flat = ITEMS[:length]
     items = ManifestItems(flat)
-    assert len(items) == length and bool(items) == bool(flat)
+    assert isinstance(items, Sequence) and len(items) == length and bool(items) == bool(flat)
     assert tuple(items) == flat and list(reversed(items)) == list(reversed(flat))
     assert [items[i] for i in range(-length, length)] == [flat[i] for i in range(-length, length)]
     for bad in (length, -length - 1):
@@ -63,7 +64,7 @@ def test_reads_like_the_tuple_it_was_made_from(length: int) -> None:
 
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["cut", "extend", "build"]), st.integers(0, 3 * CHUNK)),
+    st.tuples(st.sampled_from(["cut", "extend", "build", "update"]), st.integers(0, 3 * CHUNK)),
     max_size=25,
 )
 
@@ -71,7 +72,8 @@ OPS = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(OPS)
 def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) -> None:
-    """Cutting, extending and building in any order: the same items as a plain list."""
+    """Cutting, extending and building in any order (or all three in one `update`): the
+    same items as a plain list."""
     draft, made = ItemsDraft(), 0
     kept: list[ManifestItem] = []
     last: ManifestItems | None = None
@@ -87,7 +89,15 @@ def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) 
             kept.extend(new)
         else:
             tail = tuple(_item(-k - 1) for k in range(n % 5))
-            items = draft.items(tail)
+            if op == "update":  # keep a part, add a few: a round's manifest
+                keep = len(kept) - n % 7 if n % 7 <= len(kept) else len(kept)
+                new = [_item(made + k) for k in range(n % 3)]
+                made += len(new)
+                del kept[keep:]
+                kept.extend(new)
+                items = draft.update(keep, new, tail)
+            else:
+                items = draft.items(tail)
             assert len(draft) == len(kept)
             assert items == tuple(kept) + tail and len(items) == len(kept) + len(tail)
             assert [items[i] for i in range(len(items))] == kept + list(tail)
