@@ -35,6 +35,7 @@ from harness._text_shapes import (
     _SHORT_MIN,
     _SHORT_RUN,
     _SHORT_TEXT,
+    _SPACE,
     _SPARSE_PROBE,
     _STRIDE,
     _WORD_CLASSES,
@@ -148,61 +149,72 @@ class ApproximateEstimator(CachedEstimator):
         size = len(text)
         if not size:
             return 0
-        ascii_text = text.isascii()
-        if ascii_text:
-            low = text.encode("ascii")
-            weights = low.translate(self._low)
-            steps = (adler32(weights) & 0xFFFF) - 1 if size <= _CHUNK else _weigh(weights)
-            total = steps * self._unit
-            runs = self._ascii_runs
-            dense = self._dense_gate
-        else:
-            data = text.encode("utf-16-le", "surrogatepass")
-            low, high = data[0::2], data[1::2]
-            total = (
-                _weigh(low.translate(self._low)) * self._unit
-                + _weigh(high.translate(self._pages)) * self._page_unit
-            )
-            if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
-                total += self._rare * rare_cjk_count(text, self._cjk_single)
-            runs = self._runs
-            dense = 0.0
+        if not text.isascii():
+            return self._count_wide(text, size)
+        low = text.encode("ascii")
+        weights = low.translate(self._low)
+        total = (
+            (adler32(weights) & 0xFFFF) - 1 if size <= _CHUNK else _weigh(weights)
+        ) * self._unit
+        dense = self._dense_gate
+        if size < RUN_MIN_TEXT:
+            # Shorter than a run block: no run, period or letter run to look for, only the
+            # short shapes (most tool-call arguments and names end here).
+            if dense and total >= dense * size:
+                total = self._dense_count(low)
+            estimate = total + self._fixed
+            if size >= _SHORT_MIN:
+                spaced = _SPACE in low
+                if not spaced or size >= _SHORT_RUN:
+                    estimate = self._short_bound(low, estimate, spaced)
+            return 1 if estimate < 1.0 else math.ceil(estimate)
         # A run of RUN_BLOCK characters covers RUN_BLOCK // _STRIDE consecutive samples of
         # every _STRIDE-th code unit, all run characters and all equal. Testing the samples
         # is cheap and rules out nearly every real text; the rest is scanned for each run.
-        sample = None
-        if size >= RUN_MIN_TEXT:
-            sample = low[::_STRIDE]
-            if _SPARSE_PROBE in sample.translate(_RUN_MARK):
-                total -= _run_savings(text, sample, runs)
-            else:
-                sample = None
+        sample = low[::_STRIDE]
+        runs = sample.translate(_RUN_MARK).find(_SPARSE_PROBE) >= 0
+        if runs:
+            total -= _run_savings(text, sample, self._ascii_runs)
         # Dense: the main estimate, runs counted as runs, is at least dense_gate per character.
         if dense and total >= dense * size:
             total = self._dense_count(low)
-            if sample is not None:
+            if runs:
                 total -= _run_savings(text, sample, self._dense_runs)
         estimate = total + self._fixed
-        if ascii_text:
-            # One bounded search of the first bytes rules out nearly every text that is not periodic.
-            if size >= RUN_MIN_TEXT and low.find(low[:_PERIOD_PROBE], 1, _PERIOD_END) > 0:
-                bound = self._periodic_bound(low, estimate)
-                if bound != estimate:
-                    return 1 if bound < 1.0 else math.ceil(bound)
-            # A run of one letter or digit is priced as letters inside words (q x 100 inside
-            # text: 5 for 53); only a text estimated under the gate can hold enough of one.
-            if size >= RUN_MIN_TEXT and estimate < _LETTER_RUN_GATE * size:
-                estimate = self._letter_runs(low, estimate)
-            # A short text with a space is not a random string, and a run in it shorter than
-            # a block costs a few tokens more than its weights say: only a text shorter than
-            # a block can be mostly such a run. One C search on most real text.
-            if _SHORT_MIN <= size < _SHORT_TEXT:
-                spaced = b" " in low
-                if not spaced or _SHORT_RUN <= size < RUN_MIN_TEXT:
-                    estimate = self._short_bound(low, estimate, spaced=spaced)
+        # One bounded search of the first bytes rules out nearly every text that is not periodic.
+        if low.find(low[:_PERIOD_PROBE], 1, _PERIOD_END) > 0:
+            bound = self._periodic_bound(low, estimate)
+            if bound != estimate:
+                return 1 if bound < 1.0 else math.ceil(bound)
+        # A run of one letter or digit is priced as letters inside words (q x 100 inside
+        # text: 5 for 53); only a text estimated under the gate can hold enough of one.
+        if estimate < _LETTER_RUN_GATE * size:
+            estimate = self._letter_runs(low, estimate)
+        # A short text with a space is not a random string, and a run in it shorter than a
+        # block costs a few tokens more than its weights say: only a text shorter than a
+        # block can be mostly such a run. One C search on most real text.
+        if size < _SHORT_TEXT and _SPACE not in low:
+            estimate = self._short_bound(low, estimate, False)
+        return 1 if estimate < 1.0 else math.ceil(estimate)
+
+    def _count_wide(self, text: str, size: int) -> int:
+        """Return `count` of a ``text`` of ``size`` characters that is not all ASCII."""
+        data = text.encode("utf-16-le", "surrogatepass")
+        low, high = data[0::2], data[1::2]
+        total = (
+            _weigh(low.translate(self._low)) * self._unit
+            + _weigh(high.translate(self._pages)) * self._page_unit
+        )
+        if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
+            total += self._rare * rare_cjk_count(text, self._cjk_single)
+        if size >= RUN_MIN_TEXT:  # runs as in `count`; no dense table beyond ASCII
+            sample = low[::_STRIDE]
+            if sample.translate(_RUN_MARK).find(_SPARSE_PROBE) >= 0:
+                total -= _run_savings(text, sample, self._runs)
+        estimate = total + self._fixed
         # Random accented words cost about 0.3 a character by their weights; real text in
         # other scripts far more, and it skips the scan.
-        elif _SHORT_MIN <= size < _SHORT_TEXT and 2 * estimate < size and _accented(text, high):
+        if _SHORT_MIN <= size < _SHORT_TEXT and 2 * estimate < size and _accented(text, high):
             estimate = max(estimate, self.floor * len(text.encode("utf-8", "surrogatepass")))
         return 1 if estimate < 1.0 else math.ceil(estimate)
 
@@ -232,7 +244,7 @@ class ApproximateEstimator(CachedEstimator):
         rest = b"".join(pieces)
         return cost + (self.count(rest.decode("ascii")) if rest else 0)
 
-    def _short_bound(self, low: bytes, estimate: float, *, spaced: bool) -> float:
+    def _short_bound(self, low: bytes, estimate: float, spaced: bool) -> float:
         """Return ``estimate``, or a safe count of short ASCII ``low`` where it is mispriced.
 
         A short text is one sample of a few pieces, and two shapes of it go far under the
@@ -245,7 +257,7 @@ class ApproximateEstimator(CachedEstimator):
         × 26 is 1 for 4) is counted by the family's exact tokenizer, as bytes would price it
         five times over; without one it keeps its estimate.
         """
-        if _short_run(low):  # rare, and bytes would price it five times over or more
+        if _short_run(low, spaced):  # rare, and bytes would price it five times over or more
             exact = self.exact_counter
             return exact.count(low.decode("ascii")) if exact is not None else estimate
         if not spaced and _random_string(low):
@@ -276,7 +288,7 @@ class ApproximateEstimator(CachedEstimator):
         exact = self.exact_counter
         if exact is not None:
             return max(estimate, periodic_tokens(low, unit, exact.count))
-        if b" a" in low[: 2 * unit].translate(_WORD_CLASSES):
+        if low[: 2 * unit].translate(_WORD_CLASSES).find(b" a") >= 0:
             return self.floor * len(low)
         return estimate
 

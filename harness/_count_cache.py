@@ -131,20 +131,31 @@ class CachedEstimator:
         with the same id and other content (another session, a rewrite) is counted afresh.
         """
         key = message_key(message)
-        tokens = self._messages.get(key)
+        counts = self._messages
+        tokens = counts.get(key)
         if tokens is None:
             tokens = self._count_message(message)
-            remember(self._messages, key, tokens, self._limit)
+            if len(counts) < self._limit:  # `remember`, inline: once per new message
+                counts[key] = tokens
+            else:
+                remember(counts, key, tokens, self._limit)
         return tokens
 
     def _count_message(self, message: Message) -> int:
-        tokens = MESSAGE_OVERHEAD + self.count(message.text)
-        if message.content is not None and not isinstance(message.content, str):
-            tokens += sum(
-                image_tokens(part, self.images) for part in message.content if part.text is None
-            )
-        for call in message.tool_calls:
-            tokens += TOOL_CALL_OVERHEAD + self._name(call.name) + self.count(call.arguments)
+        content = message.content
+        if isinstance(content, str):
+            tokens = MESSAGE_OVERHEAD + self.count(content)
+        else:
+            tokens = MESSAGE_OVERHEAD + self.count(message.text)
+            if content is not None:
+                tokens += sum(
+                    image_tokens(part, self.images) for part in content if part.text is None
+                )
+        calls = message.tool_calls
+        if calls:
+            count, name = self.count, self._name
+            for call in calls:
+                tokens += TOOL_CALL_OVERHEAD + name(call.name) + count(call.arguments)
         if message.reasoning_content:
             tokens += self.count(message.reasoning_content)
         if message.name:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.textgen import WIDE_CLASSES
-from harness._text_shapes import _LETTER_RUN_GATE, _letter_runs_in
+from harness._text_shapes import _LETTER_RUN_GATE, _letter_runs_in, _short_run
 from harness.errors import ConfigurationError
 from harness.messages import ContentPart, Message, ToolCall
 from harness.tokens import (
@@ -741,3 +741,43 @@ def approximate_weights(text: str) -> float:
     """Return what o200k's weights alone say of ASCII ``text`` (no shape corrections)."""
     coefficients = FAMILY_COEFFICIENTS["o200k"]
     return sum(text.encode("ascii").translate(coefficients.weights)) * coefficients.unit
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.text(alphabet=" \t\n=-_*#.~0/+|:<>aAbq9{}\"'", min_size=16, max_size=40).filter(
+        lambda text: " " in text
+    )
+)
+def test_a_spaced_short_text_skips_only_a_test_that_cannot_decide(text: str) -> None:
+    # `count` tells `_short_run` the text holds a space (and 16 bytes or more), which then
+    # skips its test for one repeated character: such a text is all spaces, which the run
+    # marks find. Fails if space stops being a run character.
+    low = text.encode("ascii")
+    assert _short_run(low, spaced=True) == _short_run(low)
+    assert _short_run(b" " * len(low), spaced=True)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_message_counts_its_text_calls_reasoning_and_name(family: str) -> None:
+    # Each field of a message is counted once, whatever its shape: text (or none), tool
+    # calls, reasoning and name; texts on both sides of the short-text path's edge (32).
+    est = approximate(family)
+    for size in (0, 7, 8, 15, 16, 31, 32, 33, 300):
+        text = ('{"command": "step 5"} ' * 20)[:size]
+        call = ToolCall(id="c1", name="bash", arguments=text or "{}")
+        shapes = [
+            (Message.tool("c1", text, name="bash"), est.count(text) + 1 + est.count("bash")),
+            (
+                Message(role="assistant", tool_calls=(call, call), reasoning_content=text or None),
+                2 * (TOOL_CALL_OVERHEAD + est.count("bash") + est.count(call.arguments))
+                + est.count(text),
+            ),
+            (
+                Message(role="user", content=(ContentPart(type="text", text=text),)),
+                est.count(text),
+            ),
+        ]
+        for message, expected in shapes:
+            assert est.count_message(message) == MESSAGE_OVERHEAD + expected, (size, message)
+            assert est.count_message(message) == MESSAGE_OVERHEAD + expected  # cached
