@@ -196,10 +196,18 @@ def pairs_valid(history: Sequence[Message], start: int = 0) -> bool:
     while i < n:
         message = history[i]
         i += 1
-        if message.role == "tool":
+        role = message.role
+        if role == "tool":
             return False
-        if message.role == "assistant" and message.tool_calls:
-            pending = [call.id for call in message.tool_calls]
+        calls = message.tool_calls
+        if role != "assistant" or not calls:
+            continue
+        if len(calls) == 1:  # the usual unit (no list): its result, then a stray one fails above
+            if i >= n or history[i].role != "tool" or history[i].tool_call_id != calls[0].id:
+                return False
+            i += 1
+        else:
+            pending = [call.id for call in calls]
             while i < n and history[i].role == "tool":
                 call_id = history[i].tool_call_id
                 if call_id not in pending:

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import msgspec
+from msgspec.structs import replace
 
 from harness.accounting import (
     BLOCKS_FRAMING,
@@ -136,9 +137,10 @@ class BudgetFit:
         if tokens + SUMMARY_ROOM <= limit:
             # The whole request fits with room for a summary to spare: the history minimum
             # and any reserve are at most the history plus that room, so nothing can be
-            # refused or dropped, and the minimum need not be found.
+            # refused or dropped, and the minimum need not be found. One field changes:
+            # msgspec's replace, without `ModelRequest.replace`'s keyword repacking.
             used = parts.optional_tokens + overhead if parts.optional else 0
-            return request.replace(history_budget=limit - fixed - used)
+            return replace(request, history_budget=limit - fixed - used)
         if fixed > limit:
             raise ContextBudgetExceeded(
                 f"System, tool schemas, required and task-state blocks need ~{fixed} tokens "

@@ -167,7 +167,13 @@ class ToolResultOffload:
         ws = self.workspace if self.workspace is not None else run.workspace if run else None
         # What was decided is kept across the session's calls; the sweep is once per call.
         notes = run.session_slot(self, _Notes) if run is not None else None
-        if ws is not None and run is not None and notes is not None and self._sweep_due(notes, run):
+        if (
+            ws is not None
+            and run is not None
+            and notes is not None
+            and notes.swept_in != run.run_id  # swept in this call already: the usual round
+            and self._sweep_due(notes, run)
+        ):
             await self._sweep(ws)
         history = request.history
         start = notes.decided(request) if notes is not None else 0

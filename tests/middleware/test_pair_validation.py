@@ -34,7 +34,15 @@ from harness.sessions import SessionKey
 from harness.state import AgentState
 from harness.tokens import shared_exact
 from harness.types import Handler, Middleware
-from middleware._history import check_pairs, label, pairs_valid, repair_pairs, safe_cut, units
+from middleware._history import (
+    _plan,
+    check_pairs,
+    label,
+    pairs_valid,
+    repair_pairs,
+    safe_cut,
+    units,
+)
 from middleware.pair_validation import Mode, PairValidation
 from providers import ScriptedModel
 
@@ -458,5 +466,27 @@ def _cut_one_step_at_a_time(history: Sequence[Message], index: int) -> int:
 def test_pairs_valid_from_a_start_and_safe_cut_agree_with_their_references(
     history: list[Message], index: int, start: int
 ) -> None:
-    assert pairs_valid(history, start) == check_pairs(history[start:]).ok
+    # The reference is the full plan (`check_pairs` itself asks `pairs_valid` first).
+    assert pairs_valid(history, start) == _plan(history[start:]).check.ok
+    assert check_pairs(history[start:]).ok == _plan(history[start:]).check.ok
     assert safe_cut(history, index) == _cut_one_step_at_a_time(history, index)
+
+
+def test_a_one_call_unit_is_valid_only_with_exactly_its_result_after_it() -> None:
+    # `pairs_valid` reads a unit of one call without building its pending list: the same
+    # answers as the full plan, on every way such a unit can be wrong.
+    user = Message.user("go", id="u")
+    cases = {
+        (A("a", id="c"), T("a", id="r")): True,
+        (A("a", id="c"), T("a", id="r"), user): True,
+        (A("a", id="c"), T("a", id="r"), T("a", id="r2")): False,
+        (A("a", id="c"), T("a", id="r"), T("b", id="r2")): False,
+        (A("a", id="c"), T("b", id="r")): False,
+        (A("a", id="c"),): False,
+        (A("a", id="c"), user): False,
+        (A("a", id="c"), Message(role="tool", content="r", id="r")): False,
+        (A("a", "b", id="c"), T("b", id="r"), T("a", id="r2")): True,
+    }
+    for history, valid in cases.items():
+        assert pairs_valid(history) is valid == _plan(history).check.ok, history
+        assert pairs_valid((user, *history), 1) is valid, history
