@@ -94,9 +94,15 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Held(msgspec.Struct):
-    """This middleware's per-call slot: the snapshot once loaded."""
+    """This middleware's per-call slot: the snapshot once loaded, and the System it joined."""
 
     snapshot: _Snapshot | None = None
+    base: tuple[SystemPart, ...] | None = None
+    """The System tuple the last request brought (held, so its ``id`` stays its own) …"""
+    joined: tuple[SystemPart, ...] = ()
+    """… and it with the snapshot's parts: handed on again while requests bring ``base``,
+    so the later layers' identity checks hold from round to round (a new tuple each round
+    sent them to comparing the parts)."""
 
 
 class WorkspaceMaterials:
@@ -196,8 +202,16 @@ class WorkspaceMaterials:
         if snapshot is None:
             snapshot = await self.snapshot(request)
         if snapshot.system or snapshot.blocks or snapshot.transforms:
+            system = request.system
+            if held is None:
+                system += snapshot.system
+            elif held.base is system:  # the agent's own System tuple, again
+                system = held.joined
+            else:
+                held.base, held.joined = system, system + snapshot.system
+                system = held.joined
             request = request.replace(
-                system=request.system + snapshot.system,
+                system=system,
                 blocks=request.blocks + snapshot.blocks,
                 transforms=request.transforms + snapshot.transforms,
             )

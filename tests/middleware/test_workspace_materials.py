@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from harness import (
@@ -13,6 +14,7 @@ from harness import (
     ContextPolicy,
     HarnessAgent,
     ModelRequest,
+    ModelResponse,
     RequestIds,
     RuntimeContext,
     ToolContext,
@@ -23,6 +25,7 @@ from harness.errors import ConfigurationError
 from harness.memory import memory_path
 from harness.messages import new_id
 from harness.tokens import shared_exact
+from harness.types import Handler
 from middleware.budget_fit import BudgetFit
 from middleware.context_sources import ContextRequest, ContextSources, context_source
 from middleware.workspace_materials import WorkspaceMaterials, instruction
@@ -418,3 +421,42 @@ async def test_a_file_swapped_for_a_symlink_out_of_the_workspace_is_refused(
     assert "workspace/MEMORY.md" not in by_source(second)
     assert "workspace_refused:workspace/MEMORY.md" in second.transforms
     assert not any("secret" in b.text for b in second.blocks)
+
+
+async def test_a_call_hands_on_one_system_tuple_and_follows_a_changed_one(
+    tmp_path: Path,
+) -> None:
+    # Rounds of one call that bring the agent's same System tuple get the same joined tuple
+    # (later layers then match it by identity); a System that changed is joined anew.
+    write(tmp_path, {"AGENTS.md": "rules v1"})
+    rounds = 0
+
+    async def renamer(request: ModelRequest, call_next: Handler) -> ModelResponse:
+        nonlocal rounds
+        rounds += 1
+        if rounds < 3:
+            return await call_next(request)
+        part = msgspec.structs.replace(request.system[0], text=f"round {rounds}")
+        return await call_next(request.replace(system=(part,)))
+
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("look"), ScriptedModel.tool_call("look"), "done"]
+    )
+    agent = HarnessAgent(
+        model=model,
+        system_prompt="You are the project assistant.",
+        tools=[look],
+        workspace=str(tmp_path),
+        stack=[renamer, WorkspaceMaterials()],
+        store="sqlite://",
+    )
+    await agent.call("go")
+    first, second, third = model.agent_requests
+    assert first.system is second.system
+    assert [p.text for p in second.system] == ["You are the project assistant.", "rules v1"]
+    assert [p.text for p in third.system] == ["round 3", "rules v1"]
+
+
+def look() -> str:
+    """Look around."""
+    return "nothing new"
