@@ -164,9 +164,10 @@ class ApproximateEstimator(CachedEstimator):
                 total = self._dense_count(low)
             estimate = total + self._fixed
             if size >= _SHORT_MIN:
-                spaced = _SPACE in low
-                if not spaced or size >= _SHORT_RUN:
-                    estimate = self._short_bound(low, estimate, spaced)
+                if _SPACE not in low:
+                    estimate = self._short_bound(low, estimate, False)
+                elif size >= _SHORT_RUN and _short_run(low, True):  # spaced: only runs matter
+                    estimate = self._short_bound(low, estimate, True)
             return 1 if estimate < 1.0 else math.ceil(estimate)
         # A run of RUN_BLOCK characters covers RUN_BLOCK // _STRIDE consecutive samples of
         # every _STRIDE-th code unit, all run characters and all equal. Testing the samples

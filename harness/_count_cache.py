@@ -145,8 +145,8 @@ class CachedEstimator:
         content = message.content
         if isinstance(content, str):
             tokens = MESSAGE_OVERHEAD + self.count(content)
-        else:
-            tokens = MESSAGE_OVERHEAD + self.count(message.text)
+        else:  # no content counts as "" (a turn of only calls), parts as their text
+            tokens = MESSAGE_OVERHEAD + self.count("" if content is None else message.text)
             if content is not None:
                 tokens += sum(
                     image_tokens(part, self.images) for part in content if part.text is None

@@ -278,6 +278,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
         Applied once, to the final request: a block may be superseded by a message that a
         later middleware (offload, compaction) removes, so only the last word counts.
         """
+        if not self.blocks:
+            return self
         wanted = {b.superseded_by for b in self.blocks if b.superseded_by is not None}
         if not wanted:
             return self

@@ -369,13 +369,9 @@ class Compaction:
         return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
 
     # ---------------------------------------------------------------- deciding
-    @staticmethod
-    def _limit(request: ModelRequest) -> int:
-        return request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
-
     def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
         """Return the tokens the history may use: its budget, lowered by ``trigger``."""
-        limit = self._limit(request)
+        limit = request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
         if request.history_budget is not None:
             budget = request.history_budget
         else:

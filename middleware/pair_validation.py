@@ -88,7 +88,8 @@ class PairValidation:
             InvalidToolPairs: tool calls and results are not paired (``"fail"`` mode).
             ContextBudgetExceeded: the request does not fit ``request.input_limit``.
         """
-        _check_state(request)
+        if request.state is not None:  # no state, no conflict: no call
+            _check_state(request)
         if self._pairs_ok(request):
             return await call_next(self._within_budget(request))
         if self.mode == "fail":

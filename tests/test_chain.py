@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from harness import ConfigurationError, Message, ModelRequest, ModelResponse, compose
+from harness import ConfigurationError, ContextBlock, Message, ModelRequest, ModelResponse, compose
 from harness.types import Handler, Middleware
 
 
@@ -106,3 +106,23 @@ async def test_every_kind_of_callable_middleware_is_called_as_python_would() -> 
     await compose(stack, client)(ModelRequest(model="m"))
     assert seen == [("static", "inherited", "partial")]
     assert log == ["inherited-before", "inherited-after"]
+
+
+async def test_the_innermost_handler_drops_blocks_the_history_supersedes() -> None:
+    # A request without blocks reaches the handler as it is (no work); a block whose
+    # superseding message is in the history is dropped, one whose message is not is kept.
+    seen: list[ModelRequest] = []
+
+    async def handler(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return ModelResponse(message=Message.assistant("ok"))
+
+    chain = compose([], handler)
+    receipt = Message.tool("c1", "todos: 1", id="receipt")
+    bare = ModelRequest(model="m", history=(Message.user("go"), receipt))
+    await chain(bare)
+    assert seen[-1] is bare
+    shown = ContextBlock.runtime("todos", "1. go", superseded_by="receipt")
+    missing = ContextBlock.runtime("plan", "step", superseded_by="gone")
+    await chain(bare.replace(blocks=(shown, missing)))
+    assert seen[-1].blocks == (missing,)
