@@ -22,7 +22,9 @@ into this instance's slot of the call (``request.run.slot``) and every later req
 context source for data that must refresh every round). On a local folder the next call
 does not read them again either unless they changed: their stats are checked on the event
 loop and only changed files are read, in a worker thread (`middleware._workspace_files`),
-so a burst of calls starting at once does not queue for threads.
+so a burst of calls starting at once does not queue for threads. A later round of the call
+that brings the same System tuple gets the same joined tuple back (kept in the slot), so the
+layers after it recognise System by identity instead of comparing its parts every round.
 
 ``max_context_tokens`` is a *load* budget for the reference files, not the request budget:
 files are read in the order above until it is spent; the file that crosses it is cut to
