@@ -12,7 +12,8 @@ Each layer runs inside a *layer watcher* when one is set for the request in flig
 middleware sets it for the requests it wants to watch (Tracing opens a span per layer
 this way). Without one, a layer costs one context-variable lookup and nothing else: it hands
 back the middleware's own coroutine instead of awaiting it in one of its own, calling a
-class's ``__call__`` as the method bound when the stack was built (`_caller`).
+class's ``__call__`` as the method bound when the stack was built (`_caller`); the innermost
+handler hands back the client handler's awaitable the same way.
 Requests sent outside the stack (summaries) go through `send_watched`, which runs them
 inside the *request watcher* (`REQUEST_WATCHER`) the same way.
 """
@@ -47,8 +48,9 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
             )
     check_order(stack)
 
-    async def innermost(request: ModelRequest) -> ModelResponse:
-        return await handler(request.without_superseded_blocks())
+    def innermost(request: ModelRequest) -> Awaitable[ModelResponse]:
+        # Hands back the handler's awaitable, as a layer does: no coroutine of its own.
+        return handler(request.without_superseded_blocks())
 
     composed: Handler = innermost
     for middleware in reversed(stack):
