@@ -45,6 +45,7 @@ from harness._text_shapes import (
     _accented,
     _by_low_byte,
     _letter_runs_in,
+    _may_hold_letter_run,
     _random_string,
     _Run,
     _run_savings,
@@ -187,10 +188,11 @@ class ApproximateEstimator(CachedEstimator):
             bound = self._periodic_bound(low, estimate)
             if bound != estimate:
                 return 1 if bound < 1.0 else math.ceil(bound)
-        # A run of one letter or digit is priced as letters inside words (q x 100 inside
-        # text: 5 for 53); only a text estimated under the gate can hold enough of one.
-        if estimate < _LETTER_RUN_GATE * size:
-            estimate = self._letter_runs(low, estimate)
+        # A run of one letter or digit is priced as letters inside words, or sends a text
+        # to the dense table, which prices it near nothing (q x 100 inside text: 5 for 53);
+        # only a text estimated under the gate can hold enough of one.
+        if estimate < _LETTER_RUN_GATE * size and _may_hold_letter_run(low):
+            estimate = self._letter_runs(text, estimate)
         # A short text with a space is not a random string, and a run in it shorter than a
         # block costs a few tokens more than its weights say: only a text shorter than a
         # block can be mostly such a run. One C search on most real text.
@@ -208,42 +210,46 @@ class ApproximateEstimator(CachedEstimator):
         )
         if self._rare and len(high.translate(None, _NOT_CJK_PAGES)):
             total += self._rare * rare_cjk_count(text, self._cjk_single)
+        estimate = total + self._fixed
         if size >= RUN_MIN_TEXT:  # runs as in `count`; no dense table beyond ASCII
             sample = low[::_STRIDE]
             if sample.translate(_RUN_MARK).find(_SPARSE_PROBE) >= 0:
-                total -= _run_savings(text, sample, self._runs)
-        estimate = total + self._fixed
+                estimate -= _run_savings(text, sample, self._runs)
+            # A letter run among other scripts: no estimate gate, as their weights raise it.
+            if _may_hold_letter_run(low):
+                estimate = self._letter_runs(text, estimate)
         # Random accented words cost about 0.3 a character by their weights; real text in
         # other scripts far more, and it skips the scan.
         if _SHORT_MIN <= size < _SHORT_TEXT and 2 * estimate < size and _accented(text, high):
             estimate = max(estimate, self.floor * len(text.encode("utf-8", "surrogatepass")))
         return 1 if estimate < 1.0 else math.ceil(estimate)
 
-    def _letter_runs(self, low: bytes, estimate: float) -> float:
-        """Return the count of ASCII ``low`` with its letter and digit runs counted as runs.
+    def _letter_runs(self, text: str, estimate: float) -> float:
+        """Return the count of ``text`` with its letter and digit runs counted as runs.
 
         A run of one letter is split by the tokenizer into pieces of 2 to 8 (``q`` × 100: 50
         tokens), while the dense table its weights send the text to prices it near nothing
-        (``"key: "`` + ``q`` × 100: 5 for 53). The family's exact tokenizer counts each run
-        (`periodic_tokens`, a few blocks at most) and the rest of the text is estimated
-        without them; without a tokenizer a run costs ``floor`` × its length (a byte-level
-        token holds a byte or more).
+        (``"key: "`` + ``q`` × 100: 5 for 53), and in other scripts' text the weights price
+        it as letters inside words (``"上下文" + "k" × 500``: 0.26x). The family's exact
+        tokenizer counts each run (`periodic_tokens`, a few blocks at most) and the rest of
+        the text is estimated without them; without a tokenizer a run costs ``floor`` × its
+        length (a byte-level token holds a byte or more).
         """
-        spans = list(_letter_runs_in(low))
+        spans = list(_letter_runs_in(text))
         if not spans:
             return estimate
         exact = self.exact_counter
-        pieces: list[bytes] = []
+        pieces: list[str] = []
         cost = 0.0
         at = 0
         for start, end in spans:
-            pieces.append(low[at:start])
-            run = low[start:end]
+            pieces.append(text[at:start])
+            run = text[start:end].encode("ascii")
             cost += periodic_tokens(run, 1, exact.count) if exact else self.floor * len(run)
             at = end
-        pieces.append(low[at:])
-        rest = b"".join(pieces)
-        return cost + (self.count(rest.decode("ascii")) if rest else 0)
+        pieces.append(text[at:])
+        rest = "".join(pieces)
+        return cost + (self.count(rest) if rest else 0)
 
     def _short_bound(self, low: bytes, estimate: float, spaced: bool) -> float:
         """Return ``estimate``, or a safe count of short ASCII ``low`` where it is mispriced.
