@@ -11,7 +11,7 @@ import pytest
 
 from harness import ContextManifest, HarnessAgent, RuntimeContext
 from harness.errors import WorkspaceError
-from harness.manifest import ManifestItem
+from harness.manifest import ManifestItem, ManifestItems
 from harness.sessions import SessionKey, open_store
 from harness.sessions.manifest_log import CHAIN, ManifestDeltas, resolve
 from harness.sessions.store import ManifestEvent
@@ -96,7 +96,7 @@ def _manifest(call_id: str, items: tuple[ManifestItem, ...]) -> ContextManifest:
         input_limit=10,
         counting_method="x",
         exact=False,
-        items=items,
+        items=ManifestItems(items),
     )
 
 
