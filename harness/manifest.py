@@ -247,7 +247,8 @@ class ItemsDraft:
         """
         opened = self._open
         rest = keep - (len(self._full) << _SHIFT)
-        if not 0 <= rest <= len(opened) or rest + len(new) + len(tail) > CHUNK:
+        kept = rest + len(new)  # the open chunk stays short of full: a full one moves on
+        if not 0 <= rest <= len(opened) or kept >= CHUNK or kept + len(tail) > CHUNK:
             self.cut(keep)
             self.extend(new)
             return self.items(tail)

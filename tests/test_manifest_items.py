@@ -91,7 +91,7 @@ def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) 
             tail = tuple(_item(-k - 1) for k in range(n % 5))
             if op == "update":  # keep a part, add a few: a round's manifest
                 keep = len(kept) - n % 7 if n % 7 <= len(kept) else len(kept)
-                new = [_item(made + k) for k in range(n % 3)]
+                new = [_item(made + k) for k in range(n % 3 if n % 4 else n % (CHUNK + 3))]
                 made += len(new)
                 del kept[keep:]
                 kept.extend(new)
@@ -108,6 +108,16 @@ def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) 
                 )
                 assert last.shared_with(items) == brute == items.shared_with(last)
             last = items
+
+
+@pytest.mark.parametrize("tail", [(), (_item(-1),)])
+def test_an_update_that_fills_the_open_chunk_exactly_goes_on(
+    tail: tuple[ManifestItem, ...],
+) -> None:
+    draft = ItemsDraft(ITEMS[: CHUNK - 2])
+    assert draft.update(CHUNK - 2, ITEMS[CHUNK - 2 : CHUNK], tail) == ITEMS[:CHUNK] + tail
+    assert draft.update(CHUNK, ITEMS[CHUNK : CHUNK + 1], tail) == ITEMS[: CHUNK + 1] + tail
+    assert draft.update(CHUNK - 1, [], tail) == ITEMS[: CHUNK - 1] + tail
 
 
 def test_a_cut_past_the_end_is_refused() -> None:
