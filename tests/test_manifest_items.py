@@ -110,6 +110,31 @@ def test_a_draft_always_hands_out_what_a_list_would(ops: list[tuple[str, int]]) 
             last = items
 
 
+ROUNDS = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 4), st.sampled_from([0, 0, 1, 3])),
+    min_size=40,
+    max_size=160,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ROUNDS)
+def test_a_session_of_rounds_gets_the_items_a_list_would(
+    rounds: list[tuple[int, int, int]],
+) -> None:
+    """Round after round: a message or two rewritten at the end, a few new, the tail items
+    (blocks, tools) or none; the history crosses chunk edges in every way."""
+    draft, kept, made = ItemsDraft(), list[ManifestItem](), 0
+    for back, added, tails in rounds:
+        keep = max(0, len(kept) - back)
+        new = [_item(made + k) for k in range(added)]
+        made += added
+        tail = tuple(_item(-k - 1) for k in range(tails))
+        del kept[keep:]
+        kept.extend(new)
+        assert draft.update(keep, new, tail) == (*kept, *tail)
+
+
 @pytest.mark.parametrize("tail", [(), (_item(-1),)])
 def test_an_update_that_fills_the_open_chunk_exactly_goes_on(
     tail: tuple[ManifestItem, ...],
