@@ -276,7 +276,8 @@ class HarnessAgent:
         Each round yields ``context_build`` (the manifest) *before* the model is called —
         the request waits until the consumer has taken it —, then ``text_delta`` events as
         the model streams its answer (through the client's ``stream`` when it has one,
-        otherwise the whole text as one delta), then ``text`` with the round's whole text,
+        otherwise the whole text as one delta; a thinking model's reasoning comes first, as
+        ``reasoning_delta`` events), then ``text`` with the round's whole text,
         then a ``tool_call`` and a ``tool_result`` per call; ``final`` ends the call.
         Summary requests and warnings come as they happen, stamped with their round.
 
@@ -507,8 +508,13 @@ class HarnessAgent:
         if self._streaming is not None:
             return await _streamed(self._streaming, request, outbox)
         response = await self.client.complete(request)
-        if response.message.text:
-            outbox.emit(AgentEvent(kind="text_delta", text=response.message.text))
+        message, round_no = response.message, outbox.round
+        if message.reasoning_content:
+            outbox.emit(
+                AgentEvent(kind="reasoning_delta", round=round_no, text=message.reasoning_content)
+            )
+        if message.text:
+            outbox.emit(AgentEvent(kind="text_delta", round=round_no, text=message.text))
         return response
 
     def _calibrate(
@@ -747,6 +753,8 @@ async def _streamed(
 ) -> ModelResponse:
     """Return the response ``client`` streams for ``request``, its text emitted as deltas.
 
+    A thinking model's reasoning is emitted as ``reasoning_delta`` events as it comes.
+
     Raises:
         ProviderUnavailable: the stream ended without its final response.
         ProviderError: as the client raised it; when text had been streamed, a
@@ -757,6 +765,10 @@ async def _streamed(
     chunks = client.stream(request)
     try:
         async for chunk in chunks:
+            reasoning: str = getattr(chunk, "reasoning", "")  # optional in `ResponseChunk`
+            if reasoning:
+                streamed += len(reasoning)
+                outbox.emit(AgentEvent(kind="reasoning_delta", round=outbox.round, text=reasoning))
             if chunk.text:
                 streamed += len(chunk.text)
                 outbox.emit(AgentEvent(kind="text_delta", round=outbox.round, text=chunk.text))
@@ -769,7 +781,8 @@ async def _streamed(
                     kind="warning",
                     code="stream_discarded",
                     text=f"the {streamed} characters streamed for request {request.ids.call_id} "
-                    f"are void ({type(exc).__name__}); drop this round's text deltas shown so far",
+                    f"are void ({type(exc).__name__}); drop this round's text and reasoning "
+                    "deltas shown so far",
                 )
             )
         raise

@@ -10,7 +10,15 @@ from harness.manifest import ContextManifest
 from harness.messages import Message, ToolCall
 
 EventKind = Literal[
-    "text", "text_delta", "tool_call", "tool_result", "context_build", "final", "error", "warning"
+    "text",
+    "text_delta",
+    "reasoning_delta",
+    "tool_call",
+    "tool_result",
+    "context_build",
+    "final",
+    "error",
+    "warning",
 ]
 
 
@@ -19,7 +27,8 @@ class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     kind: EventKind
     """``text`` (a round's assistant text), ``text_delta`` (a piece of it as the model
-    streams it; see `HarnessAgent.stream_events`), ``tool_call``, ``tool_result``,
+    streams it; see `HarnessAgent.stream_events`), ``reasoning_delta`` (a piece of a
+    thinking model's reasoning, streamed before its text), ``tool_call``, ``tool_result``,
     ``context_build`` (a manifest), ``final`` (the reply), ``error`` or ``warning`` (something degraded but
     the call went on, e.g. ``summary_failed``)."""
     code: str | None = None

@@ -66,7 +66,11 @@ class Ordered(Protocol):
 
 
 class ResponseChunk(Protocol):
-    """One piece of a streamed answer as the agent reads it (`providers.StreamChunk`)."""
+    """One piece of a streamed answer as the agent reads it (`providers.StreamChunk`).
+
+    A chunk may also carry ``reasoning`` (new reasoning text of a thinking model): the agent
+    emits it as ``reasoning_delta`` events when present.
+    """
 
     @property
     def text(self) -> str:

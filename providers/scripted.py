@@ -135,9 +135,15 @@ class ScriptedModel:
         return answer
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Answer ``request`` from the script as chunks: the text word by word, then the response."""
+        """Answer ``request`` from the script as chunks, word by word, then the response.
+
+        Reasoning (``reasoning_content``) comes before the text, as thinking models send it.
+        """
         answer = await self._answer(request)
         text = answer.text if isinstance(answer, BrokenStream) else answer.message.text
+        if not isinstance(answer, BrokenStream) and answer.message.reasoning_content:
+            for word in _WORDS.findall(answer.message.reasoning_content):
+                yield StreamChunk(reasoning=word)
         for word in _WORDS.findall(text):
             yield StreamChunk(text=word)
         if isinstance(answer, BrokenStream):

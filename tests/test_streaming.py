@@ -118,6 +118,47 @@ class CompleteOnly:
         return ModelResponse(message=Message.assistant(self.text), model=self.model)
 
 
+THINKING = "Two plus two: count on from two, three, four."
+
+
+async def test_a_thinking_models_reasoning_streams_before_its_text() -> None:
+    answer = Message.assistant(ANSWER, reasoning_content=THINKING)
+    agent = HarnessAgent(model=ScriptedModel([answer]), stack=[])
+    events = [e async for e in agent.stream_events("2+2?")]
+    kinds = [e.kind for e in events]
+    thoughts = [e.text or "" for e in events if e.kind == "reasoning_delta"]
+    assert len(thoughts) > 1 and "".join(thoughts) == THINKING  # in pieces, as it comes
+    assert max(i for i, k in enumerate(kinds) if k == "reasoning_delta") < kinds.index("text_delta")
+    assert deltas(events) == ANSWER  # the text deltas hold no reasoning
+
+
+class Unstreamed:
+    """A scripted model without ``stream``: each answer comes whole."""
+
+    def __init__(self, script: ScriptedModel) -> None:
+        self.model = script.model
+        self.script = script
+
+    def context_window(self, model: str | None = None) -> int | None:
+        return 128_000
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.script.complete(request)
+
+
+async def test_a_client_without_stream_gives_reasoning_and_text_whole_in_their_round() -> None:
+    script = ScriptedModel(
+        [
+            ScriptedModel.tool_call("noop", {}),
+            Message.assistant(ANSWER, reasoning_content=THINKING),
+        ]
+    )
+    agent = HarnessAgent(model=Unstreamed(script), tools=[noop], stack=[])
+    events = [e async for e in agent.stream_events("go")]
+    pieces = [(e.kind, e.round, e.text) for e in events if e.kind.endswith("_delta")]
+    assert pieces == [("reasoning_delta", 1, THINKING), ("text_delta", 1, ANSWER)]
+
+
 async def test_a_client_without_stream_gives_its_text_as_one_piece() -> None:
     agent = HarnessAgent(model=CompleteOnly(ANSWER), stack=[])
     events = [e async for e in agent.stream_events("2+2?")]

@@ -42,6 +42,22 @@ async def test_the_agent_yields_text_while_the_server_is_still_sending(
     assert openai_server.last_request["stream"] is True
 
 
+async def test_a_thinking_models_reasoning_arrives_in_pieces_before_its_text(
+    openai_server: OpenAIServer,
+) -> None:
+    thinking = "The user says hello; a short greeting back is enough here."
+    openai_server.push(reply(TEXT, reasoning=thinking))
+    agent = HarnessAgent(model=client(openai_server), stack=[])
+    events = [e async for e in agent.stream_events("hello")]
+    kinds = [e.kind for e in events]
+    thoughts = [e.text or "" for e in events if e.kind == "reasoning_delta"]
+    assert len(thoughts) > 1 and "".join(thoughts) == thinking
+    assert max(i for i, k in enumerate(kinds) if k == "reasoning_delta") < kinds.index("text_delta")
+    assert "".join(e.text or "" for e in events if e.kind == "text_delta") == TEXT
+    final = next(e for e in events if e.kind == "final")
+    assert final.message is not None and final.message.reasoning_content == thinking
+
+
 async def test_an_overflow_reported_at_the_end_of_a_stream_voids_its_pieces(
     openai_server: OpenAIServer,
 ) -> None:
