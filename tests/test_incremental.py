@@ -35,6 +35,7 @@ from harness.accounting import (
     manifest_items,
 )
 from harness.errors import InvalidToolPairs
+from harness.manifest import CHUNK
 from harness.markers import SUMMARY
 from harness.prefix import shared_prefix
 from harness.request import ModelResponse, RunScope
@@ -376,6 +377,28 @@ async def test_every_manifest_of_an_agent_call_equals_counting_everything(
         alone = request.replace(run=None)
         assert manifest.estimated_input_tokens == estimate_request(alone)
         assert manifest.items == manifest_items(alone)[1]
+
+
+async def test_manifests_of_a_session_without_tools_or_blocks_cross_chunk_edges() -> None:
+    """No tail items (no tools, no blocks): a manifest's last chunk is all history, and a
+    round can fill it exactly (this raised ValueError at 64 items once)."""
+    calls = 70  # a user turn and a reply each: 140 messages, past two chunk edges
+    model = ScriptedModel(model="gpt-4o", replies=[f"reply {i}" for i in range(calls)])
+    manifests: list[ContextManifest] = []
+    agent = HarnessAgent(
+        model=model,
+        system_prompt="Be brief.",  # one System item: the manifests' lengths are even
+        stack=[],
+        policy=ContextPolicy(observer=manifests.append),
+    )
+    ctx = RuntimeContext(user_id="u", session_id="no-tools")
+    for i in range(calls):
+        await agent.call(f"turn {i}", ctx)
+    assert len(manifests) == len(model.agent_requests) == calls
+    for manifest, request in zip(manifests, model.agent_requests, strict=True):
+        assert not request.tools and not request.blocks
+        assert manifest.items == manifest_items(request.replace(run=None))[1]
+    assert len(manifests[-1].items) > 2 * CHUNK
 
 
 # ------------------------------------------- kept System, tool and block costs and items
