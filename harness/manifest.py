@@ -7,6 +7,7 @@ on failure when preparation stops. It is handed to the policy's observer and emi
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
@@ -99,6 +100,8 @@ class ManifestItems(_SequenceBase):
             return ManifestItems(
                 islice(self, start, stop, step) if step > 0 else tuple(self)[index]
             )
+        if type(index) is not int:  # a bool, a NumPy integer …: what tuples take
+            index = operator.index(index)
         if index < 0:
             index += self._len
         if not 0 <= index < self._len:

@@ -51,6 +51,10 @@ def test_reads_like_the_tuple_it_was_made_from(length: int) -> None:
     for bad in (length, -length - 1):
         with pytest.raises(IndexError):
             items[bad]
+    with pytest.raises(TypeError):
+        items["0"]  # type: ignore[call-overload]
+    if len(flat) > 1:
+        assert items[True] == flat[True] and items[False] == flat[0]
     for cut in (slice(0, length // 2), slice(3, None), slice(None, None, 3), slice(None, None, -1)):
         assert items[cut] == flat[cut] and isinstance(items[cut], ManifestItems)
     assert items == flat and items == ManifestItems(flat) and hash(items) == hash(flat)
