@@ -194,3 +194,22 @@ def test_without_the_hook_encoding_fails_loudly_instead_of_dropping_items() -> N
         msgspec.json.encode(_manifest(ITEMS[:3]))
     with pytest.raises(NotImplementedError, match="cannot encode objects of type set"):
         enc_hook({1})
+
+
+class _KeptManifest(msgspec.Struct):
+    """What an app may keep in `AgentState.extensions`: the last manifest it saw."""
+
+    last: ContextManifest
+
+
+def test_a_manifest_kept_in_state_extensions_round_trips_through_the_store_codec() -> None:
+    from harness.sessions.codec import decode_extensions, encode_extensions, register_state_type
+
+    register_state_type(_KeptManifest)
+    manifest = _manifest(ITEMS)
+    stored = msgspec.json.decode(
+        msgspec.json.encode(encode_extensions({"kept": _KeptManifest(manifest)}))
+    )
+    back = decode_extensions(stored)["kept"]
+    assert isinstance(back, _KeptManifest) and back.last == manifest
+    assert isinstance(back.last.items, ManifestItems)

@@ -14,6 +14,7 @@ from typing import Any, Final
 import msgspec
 
 from harness.errors import ConfigurationError
+from harness.manifest import dec_hook, enc_hook
 from harness.task import PlanMode, TaskContext, TodoList
 
 _TYPES: dict[str, type[msgspec.Struct]] = {}
@@ -48,7 +49,7 @@ def encode_extensions(extensions: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in extensions.items():
         try:
-            plain = msgspec.to_builtins(value)
+            plain = msgspec.to_builtins(value, enc_hook=enc_hook)  # a manifest's items too
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(
                 f"AgentState.extensions[{key!r}] holds {type(value).__name__}, which cannot be "
@@ -69,5 +70,9 @@ def decode_extensions(stored: dict[str, Any]) -> dict[str, Any]:
             out[key] = entry
             continue
         cls = _TYPES.get(entry.get(_TYPE, ""))
-        out[key] = msgspec.convert(entry[_VALUE], cls) if cls is not None else entry[_VALUE]
+        out[key] = (
+            msgspec.convert(entry[_VALUE], cls, dec_hook=dec_hook)
+            if cls is not None
+            else entry[_VALUE]
+        )
     return out
