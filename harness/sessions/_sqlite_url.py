@@ -3,11 +3,13 @@
 ``sqlite:///path/to/sessions.db`` (``?synchronous=full`` the one option) or ``sqlite://`` in
 memory. The URL is parsed when the store is made, so a wrong one fails at once; the file is
 checked (a folder, a folder that cannot be made, an unreadable file) when it is first opened,
-with an error saying what to do, before SQLite is asked to open it.
+with an error saying what to do, before SQLite is asked to open it — through ``stat`` and
+``access`` only: the file is never opened outside SQLite (`check_file`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Final
 
@@ -51,8 +53,21 @@ def parse(url: str) -> tuple[Path | None, str]:
     return Path(rest), synchronous
 
 
+_EFFECTIVE: Final = os.access in os.supports_effective_ids
+"""Check access as ``open`` would (the effective user), where the system can tell."""
+
+
 def check_file(path: Path) -> None:
-    """Make the database's folder; refuse a folder or an unreadable file as the database."""
+    """Make the database's folder; refuse a folder, or a file this process may not read.
+
+    Only ``stat`` and ``access`` calls: the file is never opened here. On POSIX, closing *any*
+    descriptor of a file releases *every* ``fcntl`` lock the process holds on it, those of
+    its live SQLite connections included (SQLite's "How To Corrupt An SQLite Database File",
+    2.2). A store opening the file beside another store of the process, with a plain
+    ``open`` and ``close``, released the other store's shared lock: the next program to
+    close the database then took it for the last user, checkpointed and deleted the WAL,
+    and the other store's later commits went to the deleted WAL and were lost.
+    """
     if path.is_dir():
         raise WorkspaceError(
             f"the session database path {path} is a folder; give the path of a file inside it, "
@@ -66,13 +81,8 @@ def check_file(path: Path) -> None:
             f"cannot create the folder for the session database {path}: {error.strerror or error}",
             path=str(path),
         ) from error
-    if path.exists():
-        try:
-            with path.open("rb") as file:
-                file.read(16)
-        except OSError as error:
-            raise WorkspaceError(
-                f"cannot read the session database {path}: {error.strerror or error}. "
-                "Check its permissions.",
-                path=str(path),
-            ) from error
+    if path.exists() and not os.access(path, os.R_OK, effective_ids=_EFFECTIVE):
+        raise WorkspaceError(
+            f"cannot read the session database {path}: permission denied. Check its permissions.",
+            path=str(path),
+        )

@@ -4,6 +4,11 @@
 events (forever, or N of them), printing ``committed <last seq> <version>`` after each commit returns — the
 parent kills it with SIGKILL at a random moment.
 
+``python store_child.py pair URL SESSION`` opens one store, commits a round of session
+``SESSION-a``, then opens a second store on the same database in this process (as two agents
+on one workspace do) and commits rounds of ``SESSION-a`` and ``SESSION-b`` on the two stores
+side by side, forever, printing ``committed <session> <last seq> <version>`` after each.
+
 ``python store_child.py race URL SESSION`` loads the session, prints ``loaded <version>``,
 waits for a line on stdin, commits one round and prints ``committed …`` or ``conflict``.
 """
@@ -20,6 +25,7 @@ from harness.sessions import (
     Event,
     MessageEvent,
     SessionKey,
+    SessionStore,
     StoredState,
     ToolRunEvent,
     open_store,
@@ -37,6 +43,14 @@ def round_events(first_seq: int, tag: str) -> list[Event]:
 
 async def rounds(url: str, session: str, limit: int = 0) -> None:
     store = open_store(url)
+    await commit_rounds(store, session, limit)
+    await store.aclose()
+
+
+async def commit_rounds(
+    store: SessionStore, session: str, limit: int = 0, *, named: bool = False, pause: float = 0.0
+) -> None:
+    """Resume ``session`` and commit ``limit`` rounds (0: forever), reporting each."""
     key = SessionKey("durable", "agent", session)
     loaded = await store.load(key)
     state = StoredState() if loaded is None else loaded[0]
@@ -52,8 +66,17 @@ async def rounds(url: str, session: str, limit: int = 0) -> None:
             key, expected_version=state.version, events=events, state=state
         )
         seq += len(events)
-        print(f"committed {seq} {state.version}", flush=True)
-    await store.aclose()
+        print(f"committed {session + ' ' if named else ''}{seq} {state.version}", flush=True)
+        await anyio.sleep(pause)
+
+
+async def pair(url: str, session: str) -> None:
+    first = open_store(url)
+    await commit_rounds(first, f"{session}-a", 1, named=True)
+    second = open_store(url)  # a second store on the file while the first one has it open
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: commit_rounds(first, f"{session}-a", named=True, pause=0.01))
+        group.start_soon(lambda: commit_rounds(second, f"{session}-b", named=True, pause=0.01))
 
 
 async def race(url: str, session: str) -> None:
@@ -81,5 +104,7 @@ if __name__ == "__main__":
     mode, url, session = sys.argv[1:4]
     if mode == "rounds":
         anyio.run(rounds, url, session, int(sys.argv[4]) if len(sys.argv) > 4 else 0)
+    elif mode == "pair":
+        anyio.run(pair, url, session)
     else:
         anyio.run(race, url, session)
