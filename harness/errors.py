@@ -14,7 +14,8 @@ is also kept in ``error.context``, so an error can be re-raised with a longer me
     │   ├── InvalidToolPairs                   a tool call and its result are not paired
     │   └── StateConflict                      the agent state changed while preparing
     ├── WorkspaceError                         a workspace file operation failed
-    │   └── PathEscapeError (PermissionError)  a path tries to leave the workspace
+    │   ├── PathEscapeError (PermissionError)  a path tries to leave the workspace
+    │   └── StoreFileLost                      a SQLite store's file vanished under it
     ├── ProviderError                          the model provider failed
     │   ├── ContextOverflowError               the provider says the input is too long
     │   ├── ProviderAuthError                  the key is missing or rejected
@@ -146,6 +147,24 @@ class WorkspaceError(HarnessError):
 
 class PathEscapeError(WorkspaceError, PermissionError):
     """Raised when a path would leave the workspace (``..``, absolute, symlink out)."""
+
+
+class StoreFileLost(WorkspaceError):
+    """Raised when a SQLite store's database (or its WAL) was deleted or replaced under it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        reason: Literal["deleted", "replaced"],
+        **context: Any,
+    ) -> None:
+        super().__init__(message, path=path, reason=reason, **context)
+        self.path = path
+        """The file that is no longer the one the store opened (the database or its ``-wal``)."""
+        self.reason = reason
+        """``deleted``: nothing is at the path any more; ``replaced``: another file is."""
 
 
 class ProviderError(HarnessError):

@@ -84,6 +84,11 @@ def _drop_deleted() -> None:
     process that opens and drops many databases (tests, one file per tenant) keeps using the
     header, and its descriptors, instead of falling back once `_MAX_WAL_INDEXES` files were
     seen. One ``fstat`` per kept file, when a store opens a database.
+
+    A deleted file can still be mapped by a live connection of this process when its
+    database was deleted under a store: closing then releases this process's locks on a file
+    no program can open again, and that store reports `harness.errors.StoreFileLost` at its
+    next call (`harness.sessions._sqlite_file`), so nothing it commits is acknowledged.
     """
     for key, (fd, mapped) in list(_WAL_INDEXES.items()):
         try:

@@ -15,6 +15,10 @@ operating system's page cache) before `commit` returns, and the WAL is fsynced a
 - Guaranteed: a commit that returned survives the *process* dying at any moment (an exception,
   SIGKILL, the OOM killer): the kernel still writes the WAL out. The database is never
   corrupted, by a crash or a power loss, and a transaction is all or nothing.
+- Reported, never acknowledged: a commit after the database file (or its WAL) was deleted or
+  replaced under the store raises `harness.errors.StoreFileLost` (``_sqlite_file``); the
+  store never opens the file outside SQLite, whose POSIX locks another descriptor's close
+  would release (``_sqlite_url.check_file``).
 - Not guaranteed: after a *power loss or an operating-system crash*, the last commits before
   it (those since the last checkpoint's fsync) may be missing — rolled back as whole rounds,
   never half-written.
@@ -30,8 +34,9 @@ transaction.
 
 **Where the parts live.** This module holds `SqliteStore`: the connection, its lock, when a
 commit runs on the event loop, and the session API. Beside it: the URL and file checks
-(``_sqlite_url``), the tables and their upgrades (``_sqlite_schema``), the statements the
-store's transactions share (``_sqlite_rows``), fragment rows (``_sqlite_fragments``), the
+(``_sqlite_url``), the check that the file is still the one opened (``_sqlite_file``), the
+tables and their upgrades (``_sqlite_schema``), the statements the store's transactions
+share (``_sqlite_rows``), fragment rows (``_sqlite_fragments``), the
 fragment-set cache (``_sqlite_set_cache``) with its lock-free check through the wal-index
 header (``_sqlite_wal_index``), and the deferred search index (``_sqlite_search``).
 """
@@ -50,6 +55,7 @@ from harness.errors import ConfigurationError, WorkspaceError
 from harness.fragments import Fragment, FragmentChange, FragmentScope, SetsFound
 from harness.messages import Message
 from harness.sessions import _rows
+from harness.sessions._sqlite_file import OpenedFile, identity
 from harness.sessions._sqlite_fragments import (
     fragment_history,
     fragment_set,
@@ -114,6 +120,8 @@ class SqliteStore:
         self.path, self.synchronous = parse(url)
         """The database file, or ``None`` for a private in-memory database."""
         self._conn: sqlite3.Connection | None = None
+        self._file: OpenedFile | None = None
+        """The database file and WAL the connection opened (``None`` in memory)."""
         self._lock = threading.Lock()
         self._closed = False
         self._sets = SetCache(self.path)
@@ -137,14 +145,28 @@ class SqliteStore:
             if self._conn is None:
                 self._conn = self._open()
             conn = self._conn
+            self._still_there(done=False)
             try:
-                return work(conn)
+                done = work(conn)
             except sqlite3.Error as error:
                 rollback(conn)
                 raise self._failure(error) from error
             except BaseException:
                 rollback(conn)
                 raise
+            self._still_there()
+            return done
+
+    def _still_there(self, *, done: bool = True) -> None:
+        """Raise `StoreFileLost` when the database file is no longer the one opened.
+
+        Before every piece of work on the connection (its lock held; ``done=False``: the
+        database only), so nothing is written to a file that was deleted or replaced, and
+        after it, so a commit that landed in one (or in a lost WAL) meanwhile is reported,
+        not acknowledged (`OpenedFile`; three ``stat`` calls in all, 1–5 µs each).
+        """
+        if self._file is not None:
+            self._file.check(wal_too=done)
 
     def _failure(self, error: sqlite3.Error) -> WorkspaceError:
         where = "the in-memory session store" if self.path is None else f"{self.path}"
@@ -157,8 +179,10 @@ class SqliteStore:
 
     def _open(self) -> sqlite3.Connection:
         target = ":memory:" if self.path is None else str(self.path)
+        before = None
         if self.path is not None:
             check_file(self.path)
+            before = identity(self.path)
         try:
             conn = sqlite3.connect(
                 target,
@@ -185,6 +209,7 @@ class SqliteStore:
                 (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
                 if str(mode).lower() == "wal":  # else a leftover -shm file says nothing
                     self._sets.shm = wal_index(self.path)
+                self._file = OpenedFile(self.path, before=before)
         except sqlite3.DatabaseError as error:
             conn.close()
             raise WorkspaceError(
@@ -254,9 +279,12 @@ class SqliteStore:
         try:
             if self._closed or self._conn is not conn:
                 return None
+            self._still_there(done=False)
             conn.execute("PRAGMA busy_timeout = 0")
             try:
-                return work(conn)
+                done = work(conn)
+                self._still_there()
+                return done
             except sqlite3.OperationalError as error:
                 rollback(conn)
                 if error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:

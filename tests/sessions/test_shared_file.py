@@ -5,11 +5,13 @@ it, a live SQLite connection's included. A second store opening the file beside 
 (it used to open and close the file to check it was readable) released the first one's
 shared lock; the next program to close the database took itself for the last user,
 checkpointed and deleted the WAL, and the first store's later commits went to the deleted
-WAL: acknowledged, never readable.
+WAL: acknowledged, never readable. A database deleted or replaced under a running store is
+reported (`StoreFileLost`) instead of taking commits into a file no one opens again.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import sqlite3
@@ -20,7 +22,9 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 
+from harness.errors import StoreFileLost
 from harness.fragments import FragmentScope
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, SessionStore, StoredState, open_store
@@ -73,6 +77,72 @@ async def test_a_second_store_on_the_file_keeps_the_first_ones_locks(tmp_path: P
     finally:
         await second.aclose()
         await first.aclose()
+
+
+async def test_a_deleted_workspace_is_reported_and_nothing_acknowledged_is_lost(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "workspace"
+    path = workspace / ".harness" / "sessions.db"
+    store = open_store(f"sqlite://{path}")
+    state = StoredState()
+    acknowledged = 0
+    for i in range(6):
+        await _commit(store, KEY, state, f"round {i}")
+        acknowledged += 1
+    trash = tmp_path / "trash"
+    workspace.rename(trash)  # the workspace goes away under the running session
+    refused = 0
+    for i in range(30):
+        with pytest.raises(StoreFileLost) as caught:
+            await _commit(store, KEY, StoredState(version=state.version), f"late {i}")
+        refused += 1
+    error = caught.value
+    assert (error.reason, error.path) == ("deleted", str(path))
+    assert "was deleted" in error.message and "NOT stored" in error.message
+    assert "open a new one" in error.message
+    with pytest.raises(StoreFileLost):
+        await store.load(KEY)
+    await store.aclose()
+    assert (acknowledged, refused) == (6, 30)
+    # Every acknowledged round is in the file that was there; no refused one is.
+    kept = open_store(f"sqlite://{trash / '.harness' / 'sessions.db'}")
+    try:
+        loaded = await kept.load(KEY)
+        assert loaded is not None and loaded[0].version == acknowledged
+        assert sorted(m.text for m in loaded[1].values()) == [f"round {i}" for i in range(6)]
+    finally:
+        await kept.aclose()
+
+
+async def test_a_replaced_database_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite://{path}")
+    state = StoredState()
+    await _commit(store, KEY, state, "one")
+    other = tmp_path / "restored.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    os.replace(other, path)  # e.g. a backup moved over it
+    with pytest.raises(StoreFileLost) as caught:
+        await _commit(store, KEY, state, "two")
+    assert (caught.value.reason, caught.value.path) == ("replaced", str(path))
+    assert "replaced by another file" in caught.value.message
+    await store.aclose()
+
+
+async def test_a_deleted_write_ahead_log_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    store = open_store(f"sqlite://{path}")
+    state = StoredState()
+    await _commit(store, KEY, state, "one")
+    os.unlink(f"{path}-wal")
+    with pytest.raises(StoreFileLost) as caught:
+        await _commit(store, KEY, state, "two")
+    assert (caught.value.reason, caught.value.path) == ("deleted", f"{path}-wal")
+    assert "releases SQLite's locks" in caught.value.message
+    await store.aclose()
 
 
 # ------------------------------------------------------- stores, the CLI and SIGKILL on one file
