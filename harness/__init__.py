@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         ScriptExhausted,
         SourceError,
         StateConflict,
+        StoreFileLost,
         WorkspaceError,
     )
     from harness.events import AgentEvent
@@ -105,6 +106,7 @@ _HOMES: dict[str, str] = {
     "SessionStore": "harness.sessions",
     "SourceError": "harness.errors",
     "StateConflict": "harness.errors",
+    "StoreFileLost": "harness.errors",
     "SystemPart": "harness.request",
     "TokenEstimator": "harness.tokens",
     "Tool": "harness.tools",
@@ -178,6 +180,7 @@ __all__ = [
     "SessionStore",
     "SourceError",
     "StateConflict",
+    "StoreFileLost",
     "SystemPart",
     "TokenEstimator",
     "Tool",
