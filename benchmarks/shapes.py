@@ -112,9 +112,9 @@ def _go(rng: random.Random) -> str:
     return rng.choice(
         [
             f"func (s *{s}) {a.capitalize()}(ctx context.Context, {b} []byte) (int, error) {{\n"
-            f"\tif err := s.{a}(ctx); err != nil {{\n\t\treturn 0, fmt.Errorf(\"{_string(rng)}: %w\", err)\n\t}}\n"
+            f'\tif err := s.{a}(ctx); err != nil {{\n\t\treturn 0, fmt.Errorf("{_string(rng)}: %w", err)\n\t}}\n'
             f"\treturn len({b}), nil\n}}",
-            f"type {s} struct {{\n\t{a.capitalize()} int `json:\"{a}\"`\n\t{b.capitalize()} map[string]*{s}\n}}",
+            f'type {s} struct {{\n\t{a.capitalize()} int `json:"{a}"`\n\t{b.capitalize()} map[string]*{s}\n}}',
         ]
     )
 
@@ -143,7 +143,10 @@ def _minified_js(rng: random.Random, target: int) -> str:
     out: list[str] = []
     size = 0
     while size < target:
-        v = [rng.choice(string.ascii_letters) + rng.choice("" + string.ascii_letters) for _ in range(3)]
+        v = [
+            rng.choice(string.ascii_letters) + rng.choice("" + string.ascii_letters)
+            for _ in range(3)
+        ]
         piece = rng.choice(
             [
                 f"function {v[0]}({v[1]},{v[2]}){{return {v[1]}&&{v[1]}[{v[2]}]||{_num(rng)}}}",
@@ -162,7 +165,7 @@ def _python(rng: random.Random) -> str:
     return (
         f"def {a}(self, {b}: dict[str, int] | None = None) -> list[str]:\n"
         f'    """{_string(rng).capitalize()}."""\n'
-        f"    if {b} is None:\n        raise ValueError(f\"{{{b}!r}} is missing\")\n"
+        f'    if {b} is None:\n        raise ValueError(f"{{{b}!r}} is missing")\n'
         f"    return [k for k, v in sorted({b}.items()) if v > {_num(rng)}]\n"
     )
 
@@ -184,7 +187,7 @@ def _shell(rng: random.Random) -> str:
     return rng.choice(
         [
             f'for f in $(find ./{a} -name "*.{rng.choice(["py", "c", "log"])}"); do grep -n "{b}" "$f" | head -{rng.randint(1, 20)}; done',
-            f"export {_ident(rng, 'upper')}=\"${{{_ident(rng, 'upper')}:-/usr/local/{a}}}\" && cd \"$HOME/{b}\" || exit 1",
+            f'export {_ident(rng, "upper")}="${{{_ident(rng, "upper")}:-/usr/local/{a}}}" && cd "$HOME/{b}" || exit 1',
             f"curl -fsSL -X POST -H 'Content-Type: application/json' -d '{{\"{a}\":{_num(rng)}}}' https://{b}.example.com/v1/{a} | jq .{b}",
         ]
     )
@@ -195,14 +198,14 @@ def _yaml(rng: random.Random) -> str:
     return (
         f"{a}:\n  {b}: {_num(rng)}\n  enabled: {rng.choice(['true', 'false'])}\n"
         f"  image: registry.example.com/{a}:{rng.randint(0, 9)}.{rng.randint(0, 30)}\n"
-        f"  - name: {_ident(rng)}\n    value: \"{_string(rng)}\"\n  ports: [{_num(rng)}, {_num(rng)}]"
+        f'  - name: {_ident(rng)}\n    value: "{_string(rng)}"\n  ports: [{_num(rng)}, {_num(rng)}]'
     )
 
 
 def _toml(rng: random.Random) -> str:
     return (
-        f"[{_ident(rng)}.{_ident(rng)}]\n{_ident(rng)} = \"{_string(rng)}\"\n"
-        f"{_ident(rng)} = {_num(rng)}\n{_ident(rng)} = [\"{rng.choice(_WORDS)}\", \"{rng.choice(_WORDS)}\"]"
+        f'[{_ident(rng)}.{_ident(rng)}]\n{_ident(rng)} = "{_string(rng)}"\n'
+        f'{_ident(rng)} = {_num(rng)}\n{_ident(rng)} = ["{rng.choice(_WORDS)}", "{rng.choice(_WORDS)}"]'
     )
 
 
@@ -246,7 +249,10 @@ def _log(rng: random.Random) -> str:
 
 def _diff(rng: random.Random) -> str:
     a = _ident(rng)
-    lines = [f"diff --git a/src/{a}.py b/src/{a}.py", f"@@ -{rng.randint(1, 900)},7 +{rng.randint(1, 900)},8 @@"]
+    lines = [
+        f"diff --git a/src/{a}.py b/src/{a}.py",
+        f"@@ -{rng.randint(1, 900)},7 +{rng.randint(1, 900)},8 @@",
+    ]
     for _ in range(rng.randint(3, 8)):
         lines.append(rng.choice("+- ") + _python(rng).splitlines()[rng.randint(0, 3)])
     return "\n".join(lines)
@@ -261,7 +267,13 @@ def _traceback(rng: random.Random) -> str:
 
 def _csv(rng: random.Random) -> str:
     return ",".join(
-        [str(rng.randint(0, 10**6)), _ident(rng), f"{rng.uniform(-1e3, 1e3):.4f}", rng.choice(_WORDS), f"{rng.getrandbits(20)}"]
+        [
+            str(rng.randint(0, 10**6)),
+            _ident(rng),
+            f"{rng.uniform(-1e3, 1e3):.4f}",
+            rng.choice(_WORDS),
+            f"{rng.getrandbits(20)}",
+        ]
     )
 
 
@@ -337,7 +349,9 @@ SHAPES: dict[str, Shape] = {
 """Every shape, by name."""
 
 
-def shape_texts(seed: int, *, count: int = 6, sizes: tuple[int, ...] = (300, 3_000, 20_000)) -> dict[str, list[str]]:
+def shape_texts(
+    seed: int, *, count: int = 6, sizes: tuple[int, ...] = (300, 3_000, 20_000)
+) -> dict[str, list[str]]:
     """Return ``count`` texts per shape and size for ``seed`` (another seed: other texts)."""
     out: dict[str, list[str]] = {}
     for name, generate in SHAPES.items():

@@ -13,6 +13,7 @@ and the newest user message alone exceed the limit by exact count.
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 from collections.abc import Sequence
 
@@ -31,7 +32,8 @@ from harness import (
     ToolCall,
 )
 from harness.accounting import estimate_request
-from harness.tokens import exact_for_family
+from benchmarks.shapes import SHAPES
+from harness.tokens import approximate, exact_for_family
 from middleware import PairValidation, default_stack
 from providers import ScriptedModel
 from tests._texts import KINDS, generate
@@ -174,3 +176,20 @@ def test_a_tool_result_of_hangul_under_a_small_limit_is_not_sent_over_budget() -
         Message.assistant("I read them."),
     ]
     run(history, 16_000)
+
+
+def test_accented_words_at_a_32000_limit_are_not_sent_over_it() -> None:
+    """Issue 21: random accented words cost 0.40x their exact tokens by the estimate.
+
+    66,000 characters of them estimate under 0.6 x 32,000 (the old fast path's "fits for
+    sure") and are about 43,000 tokens by exact count: the old stack sent them at a 32,000
+    limit. By construction now, not by a floor fitted on the shapes we thought of.
+    """
+    latin = SHAPES["latin"](random.Random(7), 66_000)
+    assert estimate_request_text(latin) < 0.6 * 32_000 < 32_000 < EXACT.count(latin)
+    run([Message.user(latin), Message.assistant("I read it.")], 32_000)
+
+
+def estimate_request_text(text: str) -> int:
+    """The default estimator's count of ``text`` (what the old fast path decided on)."""
+    return approximate("o200k").count(text)
