@@ -21,12 +21,65 @@ from collections.abc import Callable
 
 Shape = Callable[[random.Random, int], str]
 
-_WORDS = (
-    "user id name value count index buffer size len data item node list map key config "
-    "state result error path file line offset start end next prev head tail parent child "
-    "request response client server token limit cache entry table row column query field "
-    "handler callback event queue task worker thread lock mutex timer stream reader writer"
-).split()
+_WORDS = [
+    "user",
+    "id",
+    "name",
+    "value",
+    "count",
+    "index",
+    "buffer",
+    "size",
+    "len",
+    "data",
+    "item",
+    "node",
+    "list",
+    "map",
+    "key",
+    "config",
+    "state",
+    "result",
+    "error",
+    "path",
+    "file",
+    "line",
+    "offset",
+    "start",
+    "end",
+    "next",
+    "prev",
+    "head",
+    "tail",
+    "parent",
+    "child",
+    "request",
+    "response",
+    "client",
+    "server",
+    "token",
+    "limit",
+    "cache",
+    "entry",
+    "table",
+    "row",
+    "column",
+    "query",
+    "field",
+    "handler",
+    "callback",
+    "event",
+    "queue",
+    "task",
+    "worker",
+    "thread",
+    "lock",
+    "mutex",
+    "timer",
+    "stream",
+    "reader",
+    "writer",
+]
 _TYPES_C = ["int", "size_t", "uint8_t", "uint32_t", "char *", "const char *", "void *", "double"]
 
 
@@ -362,4 +415,4 @@ def shape_texts(
 
 if __name__ == "__main__":
     for name, generate in SHAPES.items():
-        print(f"{name:16s} {generate(random.Random(0), 80)[:70]!r}")  # noqa: T201
+        print(f"{name:16s} {generate(random.Random(0), 80)[:70]!r}")
