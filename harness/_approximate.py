@@ -24,7 +24,7 @@ import math
 from zlib import adler32
 
 from harness._count_cache import CachedEstimator
-from harness._exact_tokens import FAMILIES, shared_exact
+from harness._exact_tokens import EXACT_METHODS, FAMILIES, shared_exact
 from harness._fitted_coefficients import FAMILY_COEFFICIENTS, FAMILY_FLOOR
 from harness._text_shapes import (
     _LETTER_CLASSES,
@@ -53,6 +53,7 @@ from harness._text_shapes import (
     period,
     periodic_tokens,
 )
+from harness._token_ceiling import byte_ceiling
 from harness._token_estimator import TokenEstimator
 from harness._token_images import image_rule
 from harness._token_weights import (
@@ -144,6 +145,12 @@ class ApproximateEstimator(CachedEstimator):
     def exact_counter(self) -> TokenEstimator | None:
         """The family's shared exact estimator, loaded on first use."""
         return shared_exact(self.family) if self.family in FAMILIES else None
+
+    @property
+    def ceiling(self) -> TokenEstimator | None:
+        """A count never below the exact counter's (`ByteCeiling`), without loading it."""
+        known = EXACT_METHODS.get(self.family)
+        return byte_ceiling(*known) if known is not None else None
 
     def count(self, text: str) -> int:
         """Return the estimated token count of ``text`` (0 for empty text, else ≥ 1)."""

@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from harness._count_cache import CachedEstimator
+from harness._token_ceiling import byte_ceiling
+from harness._token_estimator import TokenEstimator
 from harness.errors import ConfigurationError
 
 FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
 """The tokenizer families with an exact tokenizer shipped offline."""
+RELEASE_GIL_CHARS = 4096
+"""From this many characters a ``tokenizers`` count releases the GIL (tiktoken always does)."""
 
 
 class ExactEstimator(CachedEstimator):
@@ -46,6 +50,11 @@ class ExactEstimator(CachedEstimator):
     def count(self, text: str) -> int:
         """Return the exact token count of ``text``."""
         return self._encode_len(text) if text else 0
+
+    @property
+    def ceiling(self) -> TokenEstimator:
+        """A count never below this one's: the UTF-8 bytes (`ByteCeiling`)."""
+        return byte_ceiling(self.method, self.images)
 
 
 def litellm_tokenizer_dir() -> Path:
@@ -87,7 +96,17 @@ def tiktoken_encoding(name: str) -> Any:
 @cache
 def _tiktoken_len(encoding: str) -> Callable[[str], int]:
     enc = tiktoken_encoding(encoding)
-    return lambda text: len(enc.encode(text, disallowed_special=()))
+    # tiktoken releases the GIL while it encodes, then builds a list of every token with it
+    # held (0.67 s for 16 MB: a worker thread would still stop the event loop); its buffer
+    # form holds the same tokens as 4-byte integers and costs the GIL a copy.
+    to_buffer = getattr(enc._core_bpe, "encode_to_tiktoken_buffer", None)
+
+    def encode_len(text: str) -> int:
+        if to_buffer is None or len(text) < RELEASE_GIL_CHARS:
+            return len(enc.encode(text, disallowed_special=()))
+        return memoryview(to_buffer(text, set())).nbytes // 4  # specials count as text
+
+    return encode_len
 
 
 @cache
@@ -100,7 +119,25 @@ def _hf_len(filename: str) -> Callable[[str], int]:
             f"litellm does not ship {filename} in {path.parent}; upgrade litellm"
         )
     tok = Tokenizer.from_file(str(path))
-    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+    def encode_len(text: str) -> int:
+        if len(text) < RELEASE_GIL_CHARS:
+            return len(tok.encode(text, add_special_tokens=False).ids)
+        # encode holds the GIL throughout (2.7 s for 4 MB: a worker thread would still stop
+        # the event loop); encode_batch releases it and gives the same ids (and len() of an
+        # encoding counts them without making a list).
+        return len(tok.encode_batch([text], add_special_tokens=False)[0])
+
+    return encode_len
+
+
+EXACT_METHODS: dict[str, tuple[str, str]] = {
+    "o200k": ("tiktoken:o200k_base", "openai"),
+    "cl100k": ("tiktoken:cl100k_base", "openai"),
+    "deepseek": ("tokenizers:deepseek", "bound"),
+    "anthropic": ("tokenizers:anthropic", "anthropic"),
+}
+"""Each family's exact counting method and image rule (known without loading a tokenizer)."""
 
 
 def exact_for_family(family: str) -> ExactEstimator:

@@ -42,6 +42,9 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from weakref import WeakSet
+
+import anyio
 
 from harness.blocks import ContextBlock, content_hash
 from harness.errors import ContextBuildError, validation_of
@@ -51,7 +54,7 @@ from harness.markers import is_summary
 from harness.messages import Message, ToolSchema
 from harness.prefix import shared_prefix
 from harness.request import ModelRequest, RunScope, SystemPart
-from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
+from harness.tokens import MESSAGE_OVERHEAD, CountCache, TokenEstimator, message_key
 
 REPLY_PRIMING = 3
 """Tokens every request spends priming the assistant's reply."""
@@ -113,36 +116,87 @@ def floor_of(estimator: TokenEstimator) -> float:
     return float(floor) if isinstance(floor, (int, float)) and 0 < floor <= 1 else 1.0
 
 
-def near_limit(tokens: int, limit: int, estimator: TokenEstimator) -> bool:
+def ceiling_of(estimator: TokenEstimator) -> TokenEstimator | None:
+    """Return a counter whose counts are never below the exact recount's, or ``None``.
+
+    The UTF-8 bytes for every family with an offline tokenizer (`harness.tokens.ByteCeiling`),
+    known without loading that tokenizer; ``None`` for exact estimators and for estimators
+    that name none.
+    """
+    if estimator.exact:
+        return None
+    ceiling: TokenEstimator | None = getattr(estimator, "ceiling", None)
+    return ceiling
+
+
+def near_limit(
+    tokens: int, limit: int, estimator: TokenEstimator, *, ceiling: int | None = None
+) -> bool:
     """Return whether an estimate of ``tokens`` is too close to ``limit`` to decide on.
 
-    True when the estimate is not provably within the limit (``tokens ≥ floor × limit``) and
-    an exact recount is possible.
+    With ``ceiling`` (a count never below the exact one: `ceiling_of`), the answer is
+    certain: false when the ceiling is within the limit, otherwise true wherever an exact
+    recount is possible. Without it, the estimate is compared with ``floor × limit`` — a
+    floor measured on generated text out of sample, not a proof: pass the ceiling.
     """
-    return (
-        limit > 0
-        and tokens >= limit * floor_of(estimator)
-        and exact_counter_of(estimator) is not None
-    )
+    if limit <= 0:
+        return False
+    if ceiling is not None:
+        if ceiling <= limit:
+            return False
+    elif tokens < limit * floor_of(estimator):
+        return False
+    # Last: the exact counter of an approximate estimator loads its tokenizer (seconds).
+    return exact_counter_of(estimator) is not None
 
 
 def sure_count(text: str, estimator: TokenEstimator, limit: int) -> int:
-    """Return the tokens of ``text``: the estimate far below ``limit``, the exact count near it."""
+    """Return the tokens of ``text``: the estimate where it fits for sure, else the exact count.
+
+    Sure means its ceiling (`ceiling_of`, its UTF-8 bytes) is within ``limit``.
+    """
     tokens = estimator.count(text)
-    if near_limit(tokens, limit, estimator):  # far from it, no tokenizer is even loaded
+    ceiling = ceiling_of(estimator) if limit > 0 else None
+    bound = ceiling.count(text) if ceiling is not None else None
+    if near_limit(tokens, limit, estimator, ceiling=bound):  # far from it, nothing is loaded
         exact = exact_counter_of(estimator)
         if exact is not None:
             return exact.count(text)
     return tokens
 
 
+def ceiling_tokens(request: ModelRequest, ceiling: TokenEstimator) -> int:
+    """Return ``request``'s input tokens counted by ``ceiling`` (running totals in a run).
+
+    Kept apart from the run's last measurement (`_Measured`), which stays the estimate's.
+    """
+    run = request.run
+    if run is None:
+        return (
+            system_tokens(request, ceiling)
+            + ceiling.count_tools(request.tools)
+            + REPLY_PRIMING
+            + ceiling.count_messages(request.history)
+            + blocks_tokens(request, ceiling)
+        )
+    tally = _run_tally(run, request, ceiling)
+    costs = tally.costs
+    total = costs.fixed(request) + tally.measure(request.history, run)
+    return total + costs.blocks(request.blocks)
+
+
 def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     """Return ``request`` and its input tokens, switched to exact counting near its limit.
 
-    Far from ``request.input_limit`` the request is returned as it is with its estimate.
-    Near it (see `near_limit`), the request's policy gets the exact estimator — so every
-    later decision on it counts exactly, and its manifest names the exact counting method —
-    and the exact total is returned.
+    Where the request fits for sure — its ceiling (`ceiling_of`: its UTF-8 bytes, never
+    below its exact tokens) is within ``request.input_limit`` — it is returned as it is with
+    its estimate. Anywhere else (see `near_limit`), the request's policy gets the exact
+    estimator — so every later decision on it counts exactly, and its manifest names the
+    exact counting method — and the exact total is returned. An estimator with no ceiling
+    (a custom one) is trusted on its ``floor``.
+
+    Counting a big new text blocks the caller: async code calls `count_off_loop` first, or
+    `acounted_near_limit`.
     """
     est = request.estimator
     limit = request.input_limit
@@ -154,9 +208,11 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
         if measured.far_from == limit:
             return request, measured.total  # decided for these very parts this round
     tokens = measured.total if measured is not None else estimate_request(request, est)
-    # near_limit first: far from the limit the exact tokenizer is not even loaded (loading
-    # one takes seconds, which the first request of a fresh process would block on).
-    if not near_limit(tokens, limit, est):
+    ceiling = ceiling_of(est) if limit > 0 else None
+    bound = ceiling_tokens(request, ceiling) if ceiling is not None else None
+    # near_limit first: where the request fits for sure the exact tokenizer is not even
+    # loaded (loading one takes seconds, which a fresh process's first request would wait on).
+    if not near_limit(tokens, limit, est, ceiling=bound):
         if measured is not None:
             measured.far_from = limit
         return request, tokens
@@ -165,6 +221,111 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
         return request, tokens
     switched = request.replace(policy=request.policy.replace(estimator=exact))
     return switched, estimate_request(switched, exact)
+
+
+OFF_LOOP_CHARS = 16_384
+"""A text this long or longer is counted in a worker thread by `count_off_loop` (an exact
+count of one takes about 2-5 ms; an estimate far less, but a pathological one more)."""
+
+
+async def count_off_loop(request: ModelRequest) -> None:
+    """Count ``request``'s big new texts in a worker thread, for `counted_near_limit` to find.
+
+    Every text of `OFF_LOOP_CHARS` or more that the request's estimator, its ceiling and —
+    where the ceiling is over the limit — its exact counter have not counted yet is counted
+    off the event loop (the exact tokenizer is loaded there too), into their content-keyed
+    caches; `counted_near_limit` on the same request then only looks them up, and so does
+    every later layer on the same messages. Smaller texts stay on the loop: a thread costs
+    more than counting them. The loop is never held for more than a few milliseconds: a 16
+    MB message takes seconds to count, in the thread, while other sessions go on.
+    """
+    est = request.estimator
+    await _count_big(request, est)
+    limit = request.input_limit
+    ceiling = ceiling_of(est) if limit > 0 else None
+    if ceiling is None:
+        return
+    await _count_big(request, ceiling)
+    if ceiling_tokens(request, ceiling) <= limit:
+        return
+    if est not in _EXACT_READY:
+        exact = await anyio.to_thread.run_sync(exact_counter_of, est)  # may load a tokenizer
+        _EXACT_READY.add(est)
+    else:
+        exact = exact_counter_of(est)
+    if exact is not None:
+        await _count_big(request, exact)
+
+
+async def acounted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
+    """`counted_near_limit` for async code: big texts are counted off the loop first."""
+    await count_off_loop(request)
+    return counted_near_limit(request)
+
+
+async def asure_count(text: str, estimator: TokenEstimator, limit: int) -> int:
+    """`sure_count` for async code: a text of `OFF_LOOP_CHARS` or more is counted in a thread."""
+    if len(text) < OFF_LOOP_CHARS:
+        return sure_count(text, estimator, limit)
+    return await anyio.to_thread.run_sync(sure_count, text, estimator, limit)
+
+
+_EXACT_READY: WeakSet[TokenEstimator] = WeakSet()
+"""Estimators whose exact counter was fetched (its tokenizer loaded) off the loop."""
+
+
+def _size(message: Message) -> int:
+    """Return the characters ``message`` counts (text, tool-call arguments, reasoning)."""
+    content = message.content
+    if isinstance(content, str):
+        size = len(content)
+    else:
+        size = 0 if content is None else sum(len(p.text or "") for p in content)
+    for call in message.tool_calls:
+        size += len(call.arguments)
+    if message.reasoning_content:
+        size += len(message.reasoning_content)
+    return size
+
+
+async def _count_big(request: ModelRequest, est: TokenEstimator) -> None:
+    """Count ``request``'s new texts of `OFF_LOOP_CHARS` or more with ``est`` in a thread.
+
+    New: past the history its run's tally measured last (all of it without a run), not in
+    ``est``'s cache; System parts and blocks are few and checked each time.
+    """
+    history = request.history
+    run = request.run
+    start = 0
+    if run is not None:
+        tally = _run_tally(run, request, est)
+        start = shared_prefix(tally.history, history, run)
+    counts = getattr(est, "cache", None)
+    known = counts.messages if isinstance(counts, CountCache) else {}
+    known_blocks = counts.blocks if isinstance(counts, CountCache) else {}
+    big: list[Message] = [
+        m for m in history[start:] if _size(m) >= OFF_LOOP_CHARS and message_key(m) not in known
+    ]
+    for part in request.system:
+        if len(part.text) >= OFF_LOOP_CHARS:
+            message = Message(role="system", content=part.text, id=f"system/{part.name}")
+            if message_key(message) not in known:
+                big.append(message)
+    blocks = [
+        b
+        for b in request.blocks
+        if len(b.text) >= OFF_LOOP_CHARS and hash((b.source_id, b.text)) not in known_blocks
+    ]
+    if not big and not blocks:
+        return
+
+    def count_all() -> None:
+        for message in big:
+            est.count_message(message)
+        for block in blocks:
+            est.count_block(block)
+
+    await anyio.to_thread.run_sync(count_all)
 
 
 def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:

@@ -15,15 +15,20 @@ import from here. Each concern lives in a private module of its own:
   ``_fitted_coefficients`` (written by ``benchmarks/fit_estimator.py``).
 - ``_exact_tokens``: `ExactEstimator` over tiktoken and ``tokenizers`` with the files
   litellm ships, never downloaded, imported on first use.
+- ``_token_ceiling``: `ByteCeiling`, a count never below the exact one (the UTF-8 bytes,
+  after NFKC for Anthropic): what decides "fits for sure" without a tokenizer.
 - ``_bound_estimator``: `BoundEstimator` (``bound:unknown``) for models with no offline
   tokenizer: at least every known family's exact count.
 - ``_token_images``: each provider's image rule, read from the image's header.
 - ``_token_families``: a model's tokenizer family and its estimator (`estimator_for`).
 
-**The floor.** For every estimator, ``floor`` is a lower bound of estimate ÷ exact count for
-any text: a request whose estimate is below ``floor × limit`` fits for sure; nearer the limit
-a caller recounts with ``exact_counter`` (one shared, lazily loaded exact estimator per
-family). Exact estimators have ``floor = 1``.
+**The ceiling and the floor.** A request fits for sure when its ceiling (`ByteCeiling`: its
+UTF-8 bytes, never below its exact tokens for a byte-level tokenizer) is within its limit;
+anywhere else a caller recounts with ``exact_counter`` (one shared, lazily loaded exact
+estimator per family). ``floor`` is what the estimate is, at least, of the exact count on
+generated text of every shape we know, measured out of sample (`benchmarks.shapes`): a
+statistic (and the margin of estimators without a ceiling), not a proof. Exact estimators
+have ``floor = 1``.
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from harness._count_cache import (
     shared_cache,
 )
 from harness._exact_tokens import (
+    EXACT_METHODS,
     FAMILIES,
+    RELEASE_GIL_CHARS,
     ExactEstimator,
     exact_for_family,
     litellm_tokenizer_dir,
@@ -61,6 +68,7 @@ from harness._text_shapes import (
     periodic_tokens,
 )
 from harness._text_shapes import _run_savings as _run_savings
+from harness._token_ceiling import ByteCeiling, byte_ceiling
 from harness._token_estimator import (
     MESSAGE_OVERHEAD,
     TOOL_CALL_OVERHEAD,
@@ -86,6 +94,7 @@ from harness._token_weights import Coefficients, pack_cjk, rare_cjk_count
 __all__ = [
     "ANTHROPIC_MAX_IMAGE",
     "CACHE_LIMIT",
+    "EXACT_METHODS",
     "FAMILIES",
     "FAMILY_COEFFICIENTS",
     "FAMILY_FLOOR",
@@ -96,6 +105,7 @@ __all__ = [
     "OPENAI_MAX_IMAGE",
     "OPENAI_TILE",
     "PERIOD_MAX",
+    "RELEASE_GIL_CHARS",
     "RUN_BLOCK",
     "RUN_CHARS",
     "RUN_LONG",
@@ -105,6 +115,7 @@ __all__ = [
     "UNKNOWN_FAMILY",
     "ApproximateEstimator",
     "BoundEstimator",
+    "ByteCeiling",
     "CachedEstimator",
     "Coefficients",
     "CountCache",
@@ -113,6 +124,7 @@ __all__ = [
     "anthropic_image_tokens",
     "approximate",
     "bound_coefficients",
+    "byte_ceiling",
     "clear_count_caches",
     "dense_features",
     "estimator_for",

@@ -22,8 +22,8 @@ import anyio
 import msgspec
 
 from harness.accounting import (
+    acounted_near_limit,
     build_manifest,
-    counted_near_limit,
     floor_of,
     report_manifest,
     sure_count,
@@ -145,7 +145,7 @@ class Summariser:
             policy=source.policy.replace(estimator=self.est),
             input_limit=self.limit,
         )
-        request, tokens = counted_near_limit(request)  # exact near the summariser's limit
+        request, tokens = await acounted_near_limit(request)  # exact near its limit, off the loop
         if tokens > self.limit:
             return tokens
         answer = await send_summary_request(self.client, request, self.request)

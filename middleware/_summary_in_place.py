@@ -22,7 +22,7 @@ from typing import Final
 
 import msgspec
 
-from harness.accounting import counted_near_limit, estimate_request
+from harness.accounting import acounted_near_limit, counted_near_limit, estimate_request
 from harness.messages import Message, new_id
 from harness.policy import OUTPUT_SETTINGS
 from harness.request import ModelClientLike, ModelRequest, is_stable
@@ -107,7 +107,7 @@ async def summarise_in_place(
     est = summary.estimator
     tokens = estimate_request(summary, est)
     if tokens <= summary.input_limit:  # a prefix over it by estimate is never counted exactly
-        summary, tokens = counted_near_limit(summary)
+        summary, tokens = await acounted_near_limit(summary)
     if tokens > summary.input_limit:
         fitted = _fitted(request, upto, client, cap, tokens - summary.input_limit, start)
         if fitted is None:

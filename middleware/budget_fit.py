@@ -50,6 +50,7 @@ from msgspec.structs import replace
 from harness.accounting import (
     BLOCKS_FRAMING,
     HistoryTally,
+    count_off_loop,
     counted_near_limit,
     fixed_tokens,
     history_tokens,
@@ -115,6 +116,7 @@ class BudgetFit:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Fit ``request`` into its budget and pass it on with ``history_budget`` set."""
+        await count_off_loop(request)  # big new texts counted in a thread, not on the loop
         return await call_next(self.fit(request))
 
     def fit(self, request: ModelRequest) -> ModelRequest:

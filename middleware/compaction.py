@@ -69,6 +69,7 @@ import msgspec
 
 from harness.accounting import (
     blocks_tokens,
+    count_off_loop,
     counted_near_limit,
     fixed_tokens,
     history_tokens,
@@ -297,6 +298,7 @@ class Compaction:
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Compact ``request``'s history as needed and pass it on."""
         if request.history:  # `prepare`, without a coroutine on the round with nothing due
+            await count_off_loop(request)  # big new texts counted in a thread, not on the loop
             request, budget, reason = self._due(request)
             if reason is not None:
                 request = await self._rewrite(request, budget, reason)

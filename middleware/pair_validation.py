@@ -35,7 +35,7 @@ from typing import ClassVar, Literal
 
 import msgspec
 
-from harness.accounting import counted_near_limit
+from harness.accounting import count_off_loop, counted_near_limit
 from harness.errors import (
     ConfigurationError,
     ContextBudgetExceeded,
@@ -90,6 +90,7 @@ class PairValidation:
         """
         if request.state is not None:  # no state, no conflict: no call
             _check_state(request)
+        await count_off_loop(request)  # big new texts counted in a thread, not on the loop
         if self._pairs_ok(request):
             return await call_next(self._within_budget(request))
         if self.mode == "fail":

@@ -13,13 +13,17 @@ and the newest user message alone exceed the limit by exact count.
 from __future__ import annotations
 
 import json
+import random
 import tempfile
+import time
 from collections.abc import Sequence
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.shapes import SHAPES
 from harness import (
     AgentState,
     ContextBudgetExceeded,
@@ -30,8 +34,8 @@ from harness import (
     RuntimeContext,
     ToolCall,
 )
-from harness.accounting import estimate_request
-from harness.tokens import exact_for_family
+from harness.accounting import acounted_near_limit, estimate_request
+from harness.tokens import approximate, exact_for_family
 from middleware import PairValidation, default_stack
 from providers import ScriptedModel
 from tests._texts import KINDS, generate
@@ -174,3 +178,56 @@ def test_a_tool_result_of_hangul_under_a_small_limit_is_not_sent_over_budget() -
         Message.assistant("I read them."),
     ]
     run(history, 16_000)
+
+
+def test_accented_words_at_a_32000_limit_are_not_sent_over_it() -> None:
+    """Issue 21: random accented words cost 0.40x their exact tokens by the estimate.
+
+    66,000 characters of them estimate under 0.6 x 32,000 (the old fast path's "fits for
+    sure") and are about 43,000 tokens by exact count: the old stack sent them at a 32,000
+    limit. By construction now, not by a floor fitted on the shapes we thought of.
+    """
+    latin = SHAPES["latin"](random.Random(7), 66_000)
+    assert estimate_request_text(latin) < 0.6 * 32_000 < 32_000 < EXACT.count(latin)
+    run([Message.user(latin), Message.assistant("I read it.")], 32_000)
+
+
+def estimate_request_text(text: str) -> int:
+    """The default estimator's count of ``text`` (what the old fast path decided on)."""
+    return approximate("o200k").count(text)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_counting_a_16_mb_message_never_stops_the_event_loop(anyio_backend: str) -> None:
+    """Issue 21: counting 16 MB of one character held the loop for 12-14 s.
+
+    A ticker on the same loop keeps ticking while BudgetFit's counting entry point
+    (`count_off_loop`, then `counted_near_limit`) counts it: estimate, ceiling and the exact
+    count (it is over the limit) all run in a worker thread. A behaviour test, not a speed
+    target: the bound on the gap is generous.
+    """
+    huge = Message.user("q" * 16_000_000 + anyio_backend)  # its own content: nothing cached
+    request = ModelRequest(
+        model=MODEL,
+        history=(huge,),
+        policy=ContextPolicy().resolve(MODEL),
+        input_limit=32_000,
+    )
+    EXACT.count("warm")  # the tokenizer loaded (that too happens off the loop, once)
+    gaps: list[float] = []
+    done = anyio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await anyio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ticker)
+        counted, tokens = await acounted_near_limit(request)
+        done.set()
+    assert counted.estimator.exact and tokens > 32_000
+    assert len(gaps) > 10 and max(gaps) < 1.0, f"the loop stopped for {max(gaps):.2f} s"

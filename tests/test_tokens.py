@@ -16,8 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.shapes import SHAPES, shape_texts
 from benchmarks.textgen import WIDE_CLASSES
+from harness import ContextPolicy, ModelRequest
 from harness._text_shapes import _letter_runs_in, _may_hold_letter_run, _short_run
+from harness.accounting import counted_near_limit, estimate_request
 from harness.errors import ConfigurationError
 from harness.messages import ContentPart, Message, ToolCall
 from harness.tokens import (
@@ -802,3 +805,49 @@ def test_a_message_counts_its_text_calls_reasoning_and_name(family: str) -> None
         for message, expected in shapes:
             assert est.count_message(message) == MESSAGE_OVERHEAD + expected, (size, message)
             assert est.count_message(message) == MESSAGE_OVERHEAD + expected  # cached
+
+
+# The ceiling: what decides "fits for sure", by construction rather than by fitting.
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(min_size=1, max_size=400))
+def test_the_ceiling_is_never_below_the_exact_count_of_any_text(family: str, text: str) -> None:
+    exact = shared_exact(family)
+    assert approximate(family).ceiling is exact.ceiling
+    assert exact.ceiling.count(text) >= exact.count(text)
+
+
+def test_the_anthropic_ceiling_counts_the_text_as_its_tokenizer_normalises_it() -> None:
+    # NFKC makes "ﷺ" (3 bytes) 33 bytes: 200 of them are 600 bytes and 3,000 tokens.
+    text = "\ufdfa" * 200
+    exact = shared_exact("anthropic")
+    assert len(text.encode()) < exact.count(text) <= exact.ceiling.count(text)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_ceiling_holds_on_every_generated_shape_and_its_messages(family: str) -> None:
+    exact = shared_exact(family)
+    ceiling = exact.ceiling
+    for name, texts in shape_texts(3, count=1, sizes=(200, 4_000)).items():
+        for text in texts:
+            message = Message.tool("c1", text, name="shell")
+            assert ceiling.count(text) >= exact.count(text), name
+            assert ceiling.count_message(message) >= exact.count_message(message), name
+
+
+def test_a_request_under_the_floor_but_over_its_ceiling_is_counted_exactly() -> None:
+    # Random accented words: the estimate is 0.40x exact, under the 0.6 floor the old fast
+    # path trusted, so 66,000 characters "fit for sure" in 32,000 tokens at 43,000.
+    latin = SHAPES["latin"](random.Random(7), 66_000)
+    request = ModelRequest(
+        model="gpt-4o",
+        history=(Message.user(latin),),
+        policy=ContextPolicy().resolve("gpt-4o"),
+        input_limit=32_000,
+    )
+    assert estimate_request(request) < 0.6 * 32_000
+    counted, tokens = counted_near_limit(request)
+    assert counted.estimator.exact
+    assert tokens == estimate_request(request, shared_exact("o200k")) > 32_000
