@@ -108,7 +108,7 @@ _CODE_VALUE: Final = (
     r"(?![a-z][a-z0-9]*_[a-z0-9_]*(?![A-Za-z0-9.\-]))"
     r"(?![A-Z][a-z]+(?:[A-Z][a-z0-9]*)+(?![A-Za-z0-9_.\-]))"
     r"(?![A-Za-z_]*(?i:key|token|secret|passw|pwd|auth|credential)[A-Za-z_]*(?![A-Za-z0-9.\-]))"
-    r"(?![A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?![A-Za-z0-9\-]))"
+    r"(?![A-Za-z_]+(?:\.[A-Za-z_]+)+(?![A-Za-z0-9\-]))"
 )
 """An unquoted value that is code is not a secret: a literal or type name, an attribute
 (``args.api_key``), a variable or path reference, a snake_case or CamelCase name, a name holding a secret word
@@ -190,6 +190,8 @@ DEFAULT_SECRETS: Final = (
     SecretPattern(
         "github_token", r"github_pat_(?<![A-Za-z0-9]github_pat_)[A-Za-z0-9_]{22,}", widen=_TOKEN
     ),
+    SecretPattern("npm_token", r"npm_(?<![A-Za-z0-9]npm_)[A-Za-z0-9]{36}", widen=_TOKEN),
+    SecretPattern("huggingface_token", r"hf_(?<![A-Za-z0-9]hf_)[A-Za-z0-9]{30,}"),
     SecretPattern(
         "google_key",
         r"(?<![A-Za-z0-9])(?:AIza[0-9A-Za-z_\-]{35}|ya29\.[0-9A-Za-z_\-]{20,})",
@@ -204,7 +206,7 @@ DEFAULT_SECRETS: Final = (
     ),
     SecretPattern(
         "url_credentials",
-        r"://[^\s:/?#@\"'<>]+:(?P<secret>[^\s/?#\"'<>]+)@",
+        r"://[^\s:/?#@\"'<>]*:(?P<secret>[^\s/?#\"'<>]+)@",
         ("://",),
         group="secret",
     ),
@@ -422,7 +424,13 @@ def _detector(secret: SecretPattern) -> tuple[re.Pattern[str], ...]:
             f"{secret.detector!r}, which this installation does not have ({error}); name one "
             "as 'module:Class' of detect_secrets.plugins, or give a pattern instead"
         ) from error
-    return tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in denylist)
+    # Recompiled ASCII-only: their \w and \b then end a token at CJK text, as they do at a space.
+    return tuple(
+        re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII)
+        if isinstance(p, re.Pattern)
+        else re.compile(p, re.ASCII)
+        for p in denylist
+    )
 
 
 def redact_message(message: Message, secrets: Sequence[SecretPattern] = DEFAULT_SECRETS) -> Message:
