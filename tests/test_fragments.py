@@ -219,7 +219,7 @@ def test_a_message_is_redacted_in_text_reasoning_parts_and_arguments() -> None:
         "x": "[REDACTED:api_key]",
     }
     config = '{"api_key": "abc123", "name": "svc"}'  # JSON text in a tool result
-    assert redact(config) == '{"api_key": [REDACTED:password], "name": "svc"}'
+    assert redact(config) == '{"api_key": "[REDACTED:password]", "name": "svc"}'
     parts = Message(
         role="user", content=(ContentPart(type="text", text="Bearer abcdefgh12345678"),)
     )

@@ -1,11 +1,23 @@
-"""Redaction finds secrets only on the lines that hold a hint, and finds all of them there."""
+"""Redaction: every secret shape is caught, ordinary agent text survives, hints change nothing.
+
+The shapes (`tests._secret_shapes`) are vendor tokens, passwords assigned to secret-named keys
+and credentials inside URLs, in the surroundings agents write (env files, YAML, JSON, code,
+Chinese text with no spaces, full-width punctuation, markdown). The session stores are checked
+on the same set in `tests/sessions/test_redaction_at_rest.py`.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.redaction import DEFAULT_SECRETS, _by_lines, _compiled, redact
+from harness.messages import Message, ToolCall
+from harness.redaction import DEFAULT_SECRETS, _by_lines, _compiled, redact, redact_message
+
+from ._secret_shapes import CASES, KEYS, PASSWORDS, TOKENS
 
 SECRETS = [
     "password=hunter2",
@@ -15,18 +27,43 @@ SECRETS = [
     "AKIA" + "B" * 16,
     "ghp_" + "c" * 36,
     "TOKEN = 'xyz'",
+    "DB_PASSWORD=hunter2",
+    "中文sk-" + "d" * 24,
+    "password：hunter2",
 ]
 NOISE = ["def key_of(x):", "tokens = []", "a" * 50, "İstanbul ß", "", "x=1", "\r", "\x0b"]
 
+ORDINARY = [
+    "commit 3f2a9c1e4b5d6f7a8b9c0d1e2f3a4b5c6d7e8f90",
+    "sha=3f2a9c1e4b5d6f7a8b9c0d1e2f3a4b5c6d7e8f90",
+    "request id: 123e4567-e89b-12d3-a456-426614174000",
+    "(Current directory: /SWE-agent__test-repo)",
+    "path=/usr/lib/python3.11/site-packages/marshmallow/fields.py",
+    '"url": "http://127.0.0.1:4000/v1/chat/completions"',
+    "max_tokens=4096",
+    "DEFAULT_MAX_CONTEXT_TOKENS = 50_000",
+    "token_count: 12",
+    "tokens counted: 12 of the budget",
+    "def login(user: str, password: str) -> None:",
+    "token: Optional[str] = None",
+    "token = get_token()",
+    "password = self.password",
+    "client = Client(api_key=args.api_key)",
+    "self._api_key = api_key",
+    "api_key: the provider's API key; by default litellm reads it",
+    '"SecretPattern": "harness.fragments",',
+    "summariser = GenericFakeChatModel(messages=iter(()))",
+    "password_file: /run/secrets/db",
+    "export PGPASSWORD=$DB_PASSWORD",
+    "令牌桶算法：每秒补充十个令牌",
+]
+"""Agent text that looks close to a secret and is none."""
+
 
 def reference(text: str) -> str:
-    """What redact returns, computed line by line for every pattern (the slow, plain way)."""
-    for compiled, marker, keep, hints in _compiled(DEFAULT_SECRETS):
-
-        def sub(match: object, marker: str = marker, keep: bool = keep) -> str:
-            return (match.group("keep") or "") + marker if keep else marker  # type: ignore[attr-defined]
-
-        text = compiled.sub(sub, text) if not hints else _by_lines(text, compiled, sub, hints)
+    """What redact returns, computed line by line for every hinted pattern (the plain way)."""
+    for rule in _compiled(DEFAULT_SECRETS):
+        text = _by_lines(text, rule, rule.hints) if rule.hints else rule.apply(text)
     return text
 
 
@@ -42,6 +79,77 @@ def test_every_kind_of_secret_is_redacted_and_clean_text_is_returned_as_is() -> 
     clean = redact(text)
     for secret in ("hunter2", "abc123", "abcdefgh12345678", "A" * 24, "B" * 16, "c" * 36, "xyz"):
         assert secret not in clean
+    assert "d" * 24 not in clean
     assert clean.startswith("first line\n") and clean.endswith("\nlast line")
     plain = "\n".join(NOISE) * 100
     assert redact(plain) is plain  # nothing matched: the same object, nothing copied
+
+
+def test_every_secret_shape_is_redacted() -> None:
+    assert len(CASES) >= 100
+    missed = [text for text, secret in CASES if secret in redact(text)]
+    assert missed == []
+
+
+_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "swe-agent-trajectories"
+
+
+def _trajectory_texts() -> list[str]:
+    """The message texts of the real agent runs in ../shared/data (none in a clone of its own)."""
+    texts: list[str] = []
+    for path in sorted(_DATA.glob("*.traj")) if _DATA.is_dir() else ():
+        history = json.loads(path.read_text())["history"]
+        texts += [m["content"] for m in history if isinstance(m.get("content"), str)]
+    return texts
+
+
+def test_ordinary_agent_text_is_not_redacted() -> None:
+    assert [t for t in ORDINARY if redact(t) != t] == []
+    assert [t for t in _trajectory_texts() if redact(t) != t] == []
+
+
+def test_what_names_a_secret_stays_and_json_stays_valid() -> None:
+    assert redact("DB_PASSWORD=hunter2") == "DB_PASSWORD=[REDACTED:password]"
+    url = "postgres://app:hunter2@db:5432/app"
+    assert redact(url) == "postgres://app:[REDACTED:url_credentials]@db:5432/app"
+    config = '{"id_token": "abc.def", "client_secret": "s3cr3t"}'
+    assert json.loads(redact(config)) == {
+        "id_token": "[REDACTED:password]",
+        "client_secret": "[REDACTED:password]",
+    }
+    stripe = TOKENS["stripe live"]  # detect-secrets' regex takes 24 characters: widened
+    assert redact(f"key {stripe} end") == "key [REDACTED:stripe_key] end"
+
+
+def test_a_tool_call_argument_under_a_secret_key_is_redacted_whole() -> None:
+    arguments = json.dumps({"password": "correct horse battery", "note": "keep"})
+    call = ToolCall(id="c1", name="login", arguments=arguments)
+    clean = redact_message(Message.assistant("", tool_calls=(call,)))
+    assert json.loads(clean.tool_calls[0].arguments) == {
+        "password": "[REDACTED:password]",
+        "note": "keep",
+    }
+
+
+_BOUNDARY = st.sampled_from([*" \t\n,;)]}<>\"'`|。，：（）「」中文密钥是", "\r\n"])
+"""What may stand right beside a secret (not ``(`` or ``[`` after it: ``x=name(`` is code)."""
+_AROUND = st.text(st.characters(codec="utf-8"), max_size=40)
+_EMBEDDED = (
+    st.sampled_from(sorted(TOKENS.values())).map(lambda t: (t, t))
+    | st.tuples(st.sampled_from(KEYS), st.sampled_from(PASSWORDS)).map(
+        lambda kv: (f"{kv[0]}={kv[1]}", kv[1])
+    )
+    | st.tuples(st.sampled_from(KEYS), st.sampled_from(PASSWORDS)).map(
+        lambda kv: (f'"{kv[0]}": "{kv[1]}"', kv[1])
+    )
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_AROUND, _BOUNDARY, _EMBEDDED, _BOUNDARY, _AROUND)
+def test_a_secret_in_any_surrounding_text_is_redacted(
+    before: str, left: str, embedded: tuple[str, str], right: str, after: str
+) -> None:
+    shape, secret = embedded
+    text = before + left + shape + right + after
+    assert secret not in redact(text)
