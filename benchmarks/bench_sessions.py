@@ -187,11 +187,15 @@ class NoopStore:
         """Return no messages."""
         return {}
 
-    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
+    async def sessions(
+        self, user_id: str, agent_id: str | None = None, *, within: SessionKey | None = None
+    ) -> list[SessionInfo]:
         """Return no sessions."""
         return []
 
-    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+    async def search(
+        self, user_id: str, query: str, *, limit: int = 20, within: SessionKey | None = None
+    ) -> list[SearchHit]:
         """Find nothing."""
         return []
 
@@ -261,19 +265,23 @@ class TimedStore:
         finally:
             self._spent(started)
 
-    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
+    async def sessions(
+        self, user_id: str, agent_id: str | None = None, *, within: SessionKey | None = None
+    ) -> list[SessionInfo]:
         """Delegate and time."""
         started = time.perf_counter()
         try:
-            return await self.inner.sessions(user_id, agent_id)
+            return await self.inner.sessions(user_id, agent_id, within=within)
         finally:
             self._spent(started)
 
-    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+    async def search(
+        self, user_id: str, query: str, *, limit: int = 20, within: SessionKey | None = None
+    ) -> list[SearchHit]:
         """Delegate and time."""
         started = time.perf_counter()
         try:
-            return await self.inner.search(user_id, query, limit=limit)
+            return await self.inner.search(user_id, query, limit=limit, within=within)
         finally:
             self._spent(started)
 

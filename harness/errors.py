@@ -14,7 +14,7 @@ is also kept in ``error.context``, so an error can be re-raised with a longer me
     │   ├── InvalidToolPairs                   a tool call and its result are not paired
     │   └── StateConflict                      the agent state changed while preparing
     ├── WorkspaceError                         a workspace file operation failed
-    │   ├── PathEscapeError (PermissionError)  a path tries to leave the workspace
+    │   ├── PathEscapeError (PermissionError)  a path leaves the workspace or its scope
     │   └── StoreFileLost                      a SQLite store's file vanished under it
     ├── ProviderError                          the model provider failed
     │   ├── ContextOverflowError               the provider says the input is too long
@@ -146,7 +146,7 @@ class WorkspaceError(HarnessError):
 
 
 class PathEscapeError(WorkspaceError, PermissionError):
-    """Raised when a path would leave the workspace (``..``, absolute, symlink out)."""
+    """Raised when a path would leave the workspace or the caller's scope (``..``, a symlink …)."""
 
 
 class StoreFileLost(WorkspaceError):

@@ -445,9 +445,10 @@ class Fragments:
         if scope in (None, "session"):
             _, session = await self.store.fragments(self.scope_of("session"))
             history = await self._history([f for f in session if f.message])
-            for hit in await self.store.search(self.key.user_id, keyword, limit=500):
-                if hit.session_id == self.key.session_id and hit.agent_id == self.key.agent_id:
-                    hits.add(hit.message_id)
+            for hit in await self.store.search(
+                self.key.user_id, keyword, limit=500, within=self.key
+            ):
+                hits.add(hit.message_id)
             terms = [t.casefold() for t in keyword.split()]
             for f in history:
                 if not f.edited and all(t in f.content.casefold() for t in terms):

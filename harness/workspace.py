@@ -22,12 +22,13 @@ import contextlib
 import hashlib
 import os
 import posixpath
+import stat
 import tempfile
 import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -53,6 +54,21 @@ _ASYNC_LOCKS: RunVar[weakref.WeakValueDictionary[_Key, anyio.Lock]] = RunVar("wo
 """Per event loop (an anyio lock belongs to one loop): one lock per file being updated."""
 _THREAD_LOCKS = tuple(threading.Lock() for _ in range(64))
 """Striped locks for updates from several event loops or threads of one process."""
+
+
+class ReadCheck(Protocol):
+    """Decides whether a file may be read, from where it really is (see `Workspace.read_checked`)."""
+
+    def __call__(self, relative: str, found: os.stat_result | None) -> None:
+        """Raise `PathEscapeError` when the file at workspace path ``relative`` is refused.
+
+        Args:
+            relative: the workspace-relative path of the file's real location (symlinks
+                resolved; on a local folder, the path of the file actually opened).
+            found: the opened file's ``fstat`` (``None`` before opening and on a filesystem
+                that is not local), for hard-link checks.
+        """
+        ...
 
 
 def scope_key(kind: str, *parts: str) -> str:
@@ -206,6 +222,67 @@ class Workspace:
         except UnicodeDecodeError:
             return data.decode("utf-8", "replace")
 
+    def read_checked(self, path: str, check: ReadCheck) -> bytes:
+        """Return the bytes of ``path`` once ``check`` has accepted where the file really is.
+
+        ``check`` sees the real workspace-relative location twice: before anything is opened
+        (so a refused path gives the same answer whether or not it exists) and, on a local
+        folder, for the file actually opened — found from the open descriptor itself
+        (``/proc/self/fd`` on Linux, ``F_GETPATH`` on macOS), so a symlink swapped in between
+        the check and the open cannot redirect the read. The last component is opened with
+        ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a FIFO does not hang the tool); only regular files
+        are read.
+
+        Raises:
+            PathEscapeError: ``path`` leaves the workspace or ``check`` refuses it.
+            WorkspaceError: it does not exist, is a folder or cannot be read.
+        """
+        full = self.resolve(path)
+        if not self.local:
+            check(self.relative(full), None)
+            return self.read_bytes(path)
+        real = os.path.realpath(full)
+        check(self.relative(real), None)
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(real, flags)
+        except FileNotFoundError:
+            raise WorkspaceError(
+                f"{path!r} does not exist in the workspace {self.location!r}"
+            ) from None
+        except OSError as exc:  # a symlink swapped in (ELOOP), no permission …
+            raise WorkspaceError(f"cannot read {path!r}: {exc}") from exc
+        try:
+            found = os.fstat(fd)
+            if stat.S_ISDIR(found.st_mode):
+                raise WorkspaceError(f"{path!r} is a folder; give a file path")
+            if not stat.S_ISREG(found.st_mode):
+                raise WorkspaceError(f"{path!r} is not a regular file; give the path of a file")
+            opened = _opened_path(fd)
+            if opened is None:  # no way to ask the descriptor: the path must still name it
+                try:
+                    same = os.path.samestat(found, os.stat(real, follow_symlinks=False))
+                except OSError:
+                    same = False
+                if not same:
+                    raise PathEscapeError(
+                        f"{path!r} changed while it was being opened; read it again"
+                    )
+                opened = real
+            if opened != self.root and not opened.startswith(self.root + os.sep):
+                raise PathEscapeError(f"path {path!r} resolves outside the workspace")
+            check(self.relative(opened), found)
+            chunks: list[bytes] = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+        except PathEscapeError:  # a PermissionError, so an OSError: not a read failure
+            raise
+        except OSError as exc:
+            raise WorkspaceError(f"cannot read {path!r}: {exc}") from exc
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
+
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` atomically where the filesystem allows, creating folders.
 
@@ -316,6 +393,29 @@ class Workspace:
             return value
 
 
+_PROC_FDS = os.path.isdir("/proc/self/fd")
+"""Whether the system names open files in ``/proc/self/fd`` (Linux)."""
+
+
+def _opened_path(fd: int) -> str | None:
+    """Return the real path of the file open on ``fd``, or ``None`` where it cannot be asked."""
+    if _PROC_FDS:
+        try:
+            found = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        # A file removed since it was opened has no path left to check.
+        return None if found.endswith(" (deleted)") or not found.startswith("/") else found
+    get_path: int | None = getattr(fcntl, "F_GETPATH", None)  # macOS
+    if get_path is not None:  # pragma: no cover - macOS
+        try:
+            raw = fcntl.fcntl(fd, get_path, b"\0" * 1024)
+        except OSError:
+            return None
+        return os.fsdecode(raw.split(b"\0", 1)[0]) or None
+    return None  # pragma: no cover - other systems: the caller compares stats
+
+
 def _replace_atomically(full: str, data: bytes) -> None:
     """Write ``data`` to a unique temporary file beside ``full``, then move it into place."""
     folder, name = os.path.split(full)
@@ -354,4 +454,4 @@ def _remove_tree(fs: fsspec.AbstractFileSystem, root: str) -> None:
         fs.rm(root, recursive=True)
 
 
-__all__ = ["PRIVATE_PREFIX", "Workspace", "scope_key"]
+__all__ = ["PRIVATE_PREFIX", "ReadCheck", "Workspace", "scope_key"]

@@ -1,30 +1,34 @@
 """The ``read_file`` tool: read a workspace file page by page.
 
 The model uses it to fetch the details of an offloaded tool result (see
-`middleware.tool_result_offload`) or any other workspace file. Pages are counted in
+`middleware.tool_result_offload`) or a file of the project. Pages are counted in
 **characters**, not lines: offloaded results are often logs or JSON with a few enormous
 lines, and a character page has a size the model can budget for. Every page starts with a
 one-line header giving the range, the file's total size and the offset of the next page.
 
 Paths are workspace-relative and cannot leave the workspace: ``..``, absolute paths and
-symlinks that point outside are refused (`Workspace.resolve`). A *private folder* (the
-offload folder) holds one sub-folder per user and session, named by `session_key`; a
-session may only read its own. The scoped memory folder (``memory/``, see
-`harness.memory`) is never opened: its files reach the context through the
-workspace-materials middleware, each user's only to that user.
+symlinks that point outside are refused (`Workspace.resolve`). Inside it, a read is allowed
+only into this session's own areas — its offloaded results, its user's memory — and the
+shared project material (`middleware._read_scope.ReadScope`); the session store (a SQLite
+file and its journals wherever it lies), ``.harness/`` and every other user's or session's
+folder are refused, through symlinks, hard links, ``..`` or another letter case too. A
+refused read is an ``Error: PathEscapeError: …`` result the model can act on, and says the
+same whether or not the file exists.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from typing import Annotated
 
+import anyio.to_thread
 import msgspec
 
-from harness.errors import ConfigurationError, PathEscapeError, WorkspaceError
+from harness.errors import ConfigurationError, WorkspaceError
 from harness.memory import MEMORY_FOLDER
 from harness.tools import Tool, ToolContext
 from harness.workspace import Workspace, scope_key
+from middleware._read_scope import ReadScope
 
 DEFAULT_PAGE_CHARS = 20_000
 """Characters `read_file` returns when the model gives no ``limit``."""
@@ -51,6 +55,7 @@ def read_file_tool(
     fallback: Workspace | None = None,
     private_folder: str | None = None,
     memory_folder: str | None = MEMORY_FOLDER,
+    shared: Sequence[str] | None = None,
     max_limit: int = MAX_PAGE_CHARS,
 ) -> Tool:
     """Return a ``read_file`` tool.
@@ -60,18 +65,27 @@ def read_file_tool(
         fallback: the workspace to read when neither ``workspace`` nor the agent has one.
         private_folder: a workspace folder whose sub-folders are per user and session
             (named by `session_key`); reads of another session's sub-folder are refused.
-        memory_folder: the scoped memory folder, which is never read (``None``: no such
-            folder).
+        memory_folder: the scoped memory folder (`harness.memory.memory_path`): only the
+            calling user's own files (and the agent's shared ones) are read (``None``: no
+            such folder).
+        shared: the folders of project material every session may read (``None``: the
+            whole workspace outside the private areas; ``[]``: none, only the session's own
+            areas).
         max_limit: the most characters one page may hold.
 
     Raises:
-        ConfigurationError: when ``max_limit`` is not a positive int or ``private_folder``
-            is not a plain relative folder name.
+        ConfigurationError: when ``max_limit`` is not a positive int, or ``private_folder``,
+            ``memory_folder`` or a ``shared`` entry is not a plain relative folder name.
     """
     if not isinstance(max_limit, int) or isinstance(max_limit, bool) or max_limit < 1:
         raise ConfigurationError(f"max_limit must be a positive int, got {max_limit!r}")
     private = _parts(private_folder) if private_folder is not None else None
     memory = _parts(memory_folder) if memory_folder is not None else None
+    if isinstance(shared, str):
+        raise ConfigurationError(
+            f"shared must be a list of folders, e.g. ['docs', 'src'], got the string {shared!r}"
+        )
+    areas = ((),) if shared is None else tuple(_parts(folder) for folder in shared)
 
     async def read_file(
         path: str, ctx: ToolContext, offset: Offset = 0, limit: Limit = DEFAULT_PAGE_CHARS
@@ -90,9 +104,10 @@ def read_file_tool(
                 "this agent has no workspace, so there are no files to read; "
                 "give the agent a workspace (HarnessAgent(workspace=...))"
             )
-        relative = _checked(chosen, path, private, memory, ctx)
-        text = await chosen.aread_text(relative)
-        return page(text, relative, offset=offset, limit=min(limit, max_limit))
+        scope = ReadScope(chosen, ctx, offload=private, memory=memory, shared=areas)
+        data = await anyio.to_thread.run_sync(chosen.read_checked, path, scope)
+        scope.check_content(path, data[:16])
+        return page(_decoded(data), path, offset=offset, limit=min(limit, max_limit))
 
     return Tool(read_file, description=_DESCRIPTION)
 
@@ -140,35 +155,12 @@ def _parts(folder: str) -> tuple[str, ...]:
     return parts
 
 
-def _checked(
-    ws: Workspace,
-    path: str,
-    private: tuple[str, ...] | None,
-    memory: tuple[str, ...] | None,
-    ctx: ToolContext,
-) -> str:
-    """Return ``path`` when the caller may read it; raise otherwise."""
-    full = ws.resolve(path)  # refuses '..', absolute paths and symlinks out
-    if private is None and memory is None:
-        return path
-    # Compare the real location, so a symlink inside the workspace cannot reach another
-    # session's folder either.
-    real = ws.relative(os.path.realpath(full)) if ws.local else ws.relative(full)
-    parts = tuple(p for p in real.split("/") if p)
-    if private is not None:
-        n = len(private)
-        mine = session_key(ctx.session_id, ctx.user_id)
-        if parts[:n] == private and (len(parts) <= n or parts[n] != mine):
-            raise PathEscapeError(
-                f"{path!r} belongs to another session's offloaded results; read only the "
-                "paths given in this conversation"
-            )
-    if memory is not None and parts[: len(memory)] == memory:
-        raise PathEscapeError(
-            f"{path!r} is in the long-term memory folder, which read_file does not open; "
-            "the memory this conversation may see is already in its context"
-        )
-    return path
+def _decoded(data: bytes) -> str:
+    """Return file bytes as text, as `Workspace.read_text` does."""
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace")
 
 
 __all__ = [

@@ -15,7 +15,9 @@ tools that read the durable record the agent keeps in its `harness.sessions.Sess
 - ``session_list()`` lists the calling user's sessions with titles, sizes and last activity.
 
 Every read is scoped to the calling run's `SessionKey` (``ToolContext.run.key``): another
-user's session is indistinguishable from one that does not exist. A bad argument or a store
+user's session is indistinguishable from one that does not exist. A session without a user
+id is its own scope (`harness.sessions.store.reader_scope`): its search and listing see
+that session alone, never the other anonymous sessions. A bad argument or a store
 that cannot be read gives the model an ``Error: …`` text, never an exception.
 
 Store: the one given to the constructor, else the calling run's (``ToolContext.run.store``).
@@ -38,6 +40,7 @@ from harness.sessions.store import (
     RewriteEvent,
     SessionKey,
     SessionStore,
+    reader_scope,
 )
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
@@ -160,7 +163,7 @@ class SessionTools:
                 return found
             store, key = found
             try:
-                hits = await store.search(key.user_id, query, limit=limit)
+                hits = await store.search(key.user_id, query, limit=limit, within=reader_scope(key))
             except HarnessError as exc:
                 return _unreadable(exc)
             if not hits:
@@ -192,7 +195,7 @@ class SessionTools:
                 return found
             store, key = found
             try:
-                infos = await store.sessions(key.user_id)
+                infos = await store.sessions(key.user_id, within=reader_scope(key))
             except HarnessError as exc:
                 return _unreadable(exc)
             if not infos:

@@ -6,8 +6,16 @@ from the system messages, offload, budget fitting, compaction, pair validation) 
 the proxy forwards it, exactly as `harness.acompletion` would prepare it. One proxy uses
 a SQLite store; several proxies behind a load balancer share one PostgreSQL store.
 
-- **Users** follow the proxy's own auth: the key's ``user_id``, else its hashed key
-  (``key:<token>``) — so one key's sessions and cached summaries never reach another's.
+- **Users** follow the proxy's own auth: the key's ``user_id``, else ``key:<HMAC>``, an
+  HMAC-SHA256 of the key's token — so one key's sessions and cached summaries never reach
+  another's, and the store never holds a key (litellm hands some configurations' raw key
+  over as the token: a custom auth returning ``UserAPIKeyAuth(api_key=…)`` for a key
+  without the ``sk-`` prefix). The HMAC key is ``user_secret`` (``callback_settings:
+  harness: user_secret: os.environ/…``), else the ``HARNESS_PROXY_USER_SECRET`` environment
+  variable, else a built-in constant. Give every replica that shares a store the same
+  secret, so one key is one user on all of them; changing it starts new users (their old
+  sessions stay in the store under the old ids). With the built-in constant the id is still
+  one-way, but whoever reads the store and holds a candidate key can test it: set a secret.
 - **Sessions**: the ``x-harness-session-id`` request header, or ``metadata.session_id``
   (``harness_session_id``) in the body. Without one, the request is stateless: the client's
   messages are the history and summaries are cached by a hash of what they replace.
@@ -31,6 +39,8 @@ options are `ProxyHookSettings`, read from ``callback_settings: harness:``::
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib
 import os
 import sys
@@ -57,6 +67,7 @@ from providers.litellm_client import LiteLLMClient, load_litellm
 __all__ = [
     "SESSION_HEADER",
     "SETTINGS_KEY",
+    "USER_SECRET_ENV",
     "HarnessProxyHook",
     "ProxyHookSettings",
     "proxy_handler_instance",
@@ -70,6 +81,10 @@ SETTINGS_KEY: Final = "harness"
 """The key of the hook's options under the proxy's ``callback_settings``."""
 CHAT_CALLS: Final = frozenset({"completion", "acompletion", "text_completion"})
 """The proxy call types whose ``messages`` the hook prepares."""
+USER_SECRET_ENV: Final = "HARNESS_PROXY_USER_SECRET"
+"""The environment variable with the HMAC key of key-derived user ids (see `user_of`)."""
+DEFAULT_USER_SECRET: Final = b"context-harness proxy user id v1"
+"""The HMAC key when none is configured: ids stay one-way, but set a secret (module docstring)."""
 _STASH: Final = "harness_manifest"
 """Where the manifest waits in ``data["metadata"]`` for the response-headers hook."""
 
@@ -99,6 +114,10 @@ class ProxyHookSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """The API key of ``summary_model``."""
     stack: str | None = None
     """``module.function`` returning the middleware list (default: `default_stack()`)."""
+    user_secret: str | None = None
+    """The HMAC-SHA256 key that turns a key without a user id into its user id
+    (``key:<HMAC of the token>``); the same on every replica sharing the store. Default:
+    ``HARNESS_PROXY_USER_SECRET``, else `DEFAULT_USER_SECRET`."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> ProxyHookSettings:
@@ -127,6 +146,11 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         summary_model: the client summaries are requested from (default: the deployment
             the request's model names in the proxy, else a `LiteLLMClient` for that name).
         agent_id: the agent id sessions are recorded under.
+        user_secret: the HMAC key of key-derived user ids (`user_of`); default: the
+            ``HARNESS_PROXY_USER_SECRET`` environment variable, else `DEFAULT_USER_SECRET`.
+
+    Raises:
+        ConfigurationError: ``user_secret`` is empty or not text or bytes.
     """
 
     def __init__(
@@ -137,8 +161,10 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         policy: ContextPolicy | None = None,
         summary_model: ModelClientLike | None = None,
         agent_id: str = "litellm-proxy",
+        user_secret: str | bytes | None = None,
     ) -> None:
         super().__init__()
+        self._user_secret = user_secret_of(user_secret)
         self.store = store
         self.stack = list(stack) if stack is not None else None
         self.policy = policy
@@ -170,6 +196,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             policy=policy,
             summary_model=summary,
             agent_id=settings.agent_id,
+            user_secret=settings.user_secret,
         )
 
     async def async_pre_call_hook(
@@ -197,7 +224,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
                 stack=self.stack,
                 policy=self.policy,
                 session_id=session_of(data),
-                user_id=user_of(user_api_key_dict),
+                user_id=user_of(user_api_key_dict, secret=self._user_secret),
                 store=self.store,
                 agent_id=self.agent_id,
                 settings=settings or None,
@@ -261,13 +288,40 @@ def deployment_client(model: str) -> LiteLLMClient:
     )
 
 
-def user_of(user_api_key_dict: Any) -> str:
-    """Return whose request it is: the key's user id, else ``key:<hashed key>``, else ``""``."""
+def user_of(user_api_key_dict: Any, *, secret: bytes = DEFAULT_USER_SECRET) -> str:
+    """Return whose request it is: the key's user id, else ``key:<HMAC>``, else ``""``.
+
+    The HMAC is HMAC-SHA256 under ``secret`` of the key's token (or ``api_key``), in hex:
+    the same key gives the same user wherever the secret is the same, and no key — which
+    some auth configurations pass as the token unhashed — is ever stored.
+    """
     user = getattr(user_api_key_dict, "user_id", None)
     if isinstance(user, str) and user:
         return user
     token = getattr(user_api_key_dict, "token", None) or getattr(user_api_key_dict, "api_key", None)
-    return f"key:{token}" if isinstance(token, str) and token else ""
+    if not isinstance(token, str) or not token:
+        return ""
+    digest = hmac.new(secret, token.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return f"key:{digest.hexdigest()}"
+
+
+def user_secret_of(configured: str | bytes | None) -> bytes:
+    """Return the HMAC key of key-derived user ids: ``configured``, else the env, else the default.
+
+    Raises:
+        ConfigurationError: ``configured`` is empty or not text or bytes.
+    """
+    if configured is None:
+        configured = os.environ.get(USER_SECRET_ENV) or DEFAULT_USER_SECRET
+    if isinstance(configured, str):
+        configured = configured.encode("utf-8", "surrogatepass")
+    if not isinstance(configured, bytes) or not configured:
+        raise ConfigurationError(
+            f"user_secret must be a non-empty text (callback_settings.{SETTINGS_KEY}.user_secret "
+            f"or {USER_SECRET_ENV}), got {configured!r}; give a long random string, the same on "
+            "every proxy replica"
+        )
+    return configured
 
 
 def session_of(data: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,9 @@ and ``metadata``, the key's auth object) and check what they return.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.integration  # SQLite, and litellm's proxy types
 LIMIT = 2_000
 
 
-def _auth(user_id: str | None, token: str = "hashed-key-1") -> Any:
+def _auth(user_id: str | None, token: str | None = "hashed-key-1") -> Any:
     from litellm.proxy._types import UserAPIKeyAuth
 
     return UserAPIKeyAuth(user_id=user_id, token=token)
@@ -117,7 +119,10 @@ async def test_sessions_follow_the_header_and_the_proxys_users(tmp_path: Path) -
             "What is the code?",
         ]
         assert sum(isinstance(e.event, ManifestEvent) for e in events) == 2
-        bob = await store.events(SessionKey("key:key-2", "litellm-proxy", "s1"), limit=100)
+        from providers.proxy_hook import user_of
+
+        key_2 = SessionKey(user_of(_auth(None, "key-2")), "litellm-proxy", "s1")
+        bob = await store.events(key_2, limit=100)
         assert [e.event.message.text for e in bob if isinstance(e.event, MessageEvent)] == [
             "What is the code?"
         ]
@@ -132,7 +137,9 @@ async def test_the_session_can_come_from_metadata() -> None:
     data["metadata"]["session_id"] = "from-metadata"
     assert session_of(data) == "from-metadata"
     assert session_of(_data([], "from-header")) == "from-header"
-    assert user_of(_auth(None, "tok")) == "key:tok" and user_of(_auth("bob")) == "bob"
+    assert user_of(_auth("bob")) == "bob" and user_of(_auth(None, None)) == ""
+    derived = user_of(_auth(None, "tok"))
+    assert derived.startswith("key:") and "tok" not in derived and len(derived) == 4 + 64
 
 
 def test_settings_come_from_the_proxy_config_and_bad_ones_are_named() -> None:
@@ -162,3 +169,84 @@ async def test_a_request_the_stack_refuses_becomes_an_http_error() -> None:
         await _hook().async_pre_call_hook(_auth("alice"), None, orphan, "acompletion")
     assert refused.value.status_code == 400
     assert "tool_call_id" in str(refused.value.detail)
+
+
+RAW_KEYS = ("sk-raw-" + "7f3a9c1e5b2d4086", "team-key-" + "c41d9e2b77a05f13")
+
+
+@pytest.mark.parametrize("how", ["token", "api_key"])
+async def test_no_raw_key_reaches_the_store(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A custom auth may hand the raw key over: as the token, or as an api_key litellm does
+    # not hash (no sk- prefix); the store must hold neither.
+    from litellm.proxy._types import UserAPIKeyAuth
+
+    monkeypatch.delenv("HARNESS_PROXY_USER_SECRET", raising=False)
+    raw = RAW_KEYS[0] if how == "token" else RAW_KEYS[1]
+    auth = UserAPIKeyAuth(token=raw) if how == "token" else UserAPIKeyAuth(api_key=raw)
+    assert raw in (auth.token, auth.api_key)  # the raw key does arrive
+    url = f"sqlite:///{tmp_path}/proxy.db"
+    hook = _hook(store=url)
+    for text in ("Remember: the code is 7.", "What is the code?"):
+        data = _data([{"role": "user", "content": text}], "s1")
+        await hook.async_pre_call_hook(auth, None, data, "acompletion")
+    with contextlib.closing(sqlite3.connect(tmp_path / "proxy.db")) as conn:
+        rows = conn.execute("SELECT user_id, session_id, n_messages FROM sessions").fetchall()
+    ((user, session, count),) = rows  # one user: the key's, recorded once per round
+    assert session == "s1" and count == 2 and user.startswith("key:") and raw not in user
+    contents = file_bytes(tmp_path, "proxy.db*")
+    assert contents and all(raw.encode() not in data for data in contents.values()), contents.keys()
+    assert all(raw.encode("utf-16-le") not in data for data in contents.values())
+
+
+def file_bytes(folder: Path, pattern: str) -> dict[str, bytes]:
+    """Return the bytes of the files in ``folder`` matching ``pattern`` (the store, -wal …)."""
+    return {path.name: path.read_bytes() for path in sorted(folder.glob(pattern))}
+
+
+def user_of_hook(hook: Any, auth: Any) -> str:
+    from providers.proxy_hook import user_of
+
+    return user_of(auth, secret=hook._user_secret)
+
+
+async def test_hooks_with_one_secret_map_a_key_to_one_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from providers.proxy_hook import HarnessProxyHook, ProxyHookSettings
+
+    url = f"sqlite:///{tmp_path}/shared.db"
+    auth = _auth(None, RAW_KEYS[0])
+
+    def replica(**settings: Any) -> Any:
+        made = HarnessProxyHook.from_settings(
+            ProxyHookSettings.parse({"store": url, "max_input_tokens": LIMIT, **settings})
+        )
+        made.summary_model = ScriptedModel(summary="S", model="gpt-4o-mini")
+        return made
+
+    first, second = replica(user_secret="team-secret-1"), replica(user_secret="team-secret-1")
+    other = replica(user_secret="another-secret")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Remember: the code is 7."}]
+    await first.async_pre_call_hook(auth, None, _data(list(messages), "s1"), "acompletion")
+    messages += [
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "What is the code?"},
+    ]
+    # The next round on another replica continues the same user's session (no conflict) …
+    await second.async_pre_call_hook(auth, None, _data(list(messages), "s1"), "acompletion")
+    user = user_of_hook(first, auth)
+    assert user == user_of_hook(second, auth) != user_of_hook(other, auth)
+    store = open_store(url)
+    try:
+        events = await store.events(SessionKey(user, "litellm-proxy", "s1"), limit=100)
+        texts = [e.event.message.text for e in events if isinstance(e.event, MessageEvent)]
+        assert texts == ["Remember: the code is 7.", "Noted.", "What is the code?"]
+    finally:
+        await store.aclose()
+    # … and the environment variable is the same configuration for every replica.
+    monkeypatch.setenv("HARNESS_PROXY_USER_SECRET", "team-secret-1")
+    assert user_of_hook(replica(), auth) == user
+    monkeypatch.delenv("HARNESS_PROXY_USER_SECRET")
+    assert user_of_hook(replica(), auth) == user_of_hook(replica(), auth) != user

@@ -7,6 +7,9 @@ highest ``events`` rowid indexed (and, for fragments, the highest ``fragment_ver
 rowid), and a search first indexes whatever was committed past the mark, in one transaction
 on the locked connection, then queries — so a search sees every commit that returned before
 it, and the first search after many rounds pays for indexing them.
+
+Listing and searching are scoped by user id, or to one session (``within``): the scope of a
+session without a user id, which shares nothing with other anonymous sessions.
 """
 
 from __future__ import annotations
@@ -15,7 +18,28 @@ import sqlite3
 
 from harness.fragments import Fragment
 from harness.sessions import _rows
-from harness.sessions.store import SearchHit
+from harness.sessions.store import SearchHit, SessionInfo, SessionKey
+
+
+def list_sessions(
+    conn: sqlite3.Connection, user_id: str, agent_id: str | None, within: SessionKey | None
+) -> list[SessionInfo]:
+    """Return the user's sessions (or ``within`` alone), most recently active first."""
+    if within is not None and within.user_id != user_id:
+        return []
+    sql = (
+        "SELECT agent_id, session_id, title, n_messages, n_events, created_at, "
+        "updated_at FROM sessions WHERE user_id = ?"
+    )
+    args: tuple[str, ...] = (user_id,)
+    if agent_id is not None:
+        sql += " AND agent_id = ?"
+        args += (agent_id,)
+    if within is not None:
+        sql += " AND agent_id = ? AND session_id = ?"
+        args += (within.agent_id, within.session_id)
+    rows = conn.execute(sql + " ORDER BY updated_at DESC, id DESC", args).fetchall()
+    return _rows.session_infos(rows)
 
 
 def index_events(conn: sqlite3.Connection) -> None:
@@ -68,9 +92,18 @@ def index_fragments(conn: sqlite3.Connection) -> None:
 
 
 def find_messages(
-    conn: sqlite3.Connection, user_id: str, terms: list[str], limit: int
+    conn: sqlite3.Connection,
+    user_id: str,
+    terms: list[str],
+    limit: int,
+    within: SessionKey | None = None,
 ) -> list[SearchHit]:
-    """Return the user's messages holding every term, best match first (indexes what is new)."""
+    """Return the user's messages holding every term, best match first (indexes what is new).
+
+    ``within``: only that session's messages.
+    """
+    if within is not None and within.user_id != user_id:
+        return []
     long_terms, short_terms = _by_length(terms)
     args: list[object] = []
     if long_terms:
@@ -91,6 +124,9 @@ def find_messages(
         )
         args.append(user_id)
         order = " ORDER BY e.at DESC"
+    if within is not None:
+        sql += " AND s.agent_id = ? AND s.session_id = ?"
+        args += [within.agent_id, within.session_id]
     likes, patterns = _likes("e.text", short_terms)
     rows = conn.execute(sql + likes + order + " LIMIT ?", (*args, *patterns, limit)).fetchall()
     return _rows.search_hits(rows, terms)

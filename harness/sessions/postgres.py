@@ -48,7 +48,12 @@ from harness.sessions._postgres_fragments import (
 )
 from harness.sessions._postgres_rows import logged_messages, session_row, text
 from harness.sessions._postgres_schema import SCHEMA_VERSION, upgrade
-from harness.sessions._postgres_search import SEARCH_WALK_MS, find_fragments, find_messages
+from harness.sessions._postgres_search import (
+    SEARCH_WALK_MS,
+    find_fragments,
+    find_messages,
+    list_sessions,
+)
 from harness.sessions._postgres_state import read_state, write_round
 from harness.sessions.store import (
     Event,
@@ -232,26 +237,22 @@ class PostgresStore:
             session = await session_row(conn, key)
             return {} if session is None else await logged_messages(conn, session, ids)
 
-    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
-        """Return the user's sessions, most recently active first."""
+    async def sessions(
+        self, user_id: str, agent_id: str | None = None, *, within: SessionKey | None = None
+    ) -> list[SessionInfo]:
+        """Return the user's sessions, most recently active first (``within``: that one)."""
         async with self._connection() as conn:
-            cursor = await conn.execute(
-                "SELECT agent_id, session_id, title, n_messages, n_events, created_at, "
-                "updated_at FROM harness_sessions "
-                "WHERE user_id = %s AND (%s::text IS NULL OR agent_id = %s) "
-                "ORDER BY updated_at DESC, id DESC",
-                (user_id, agent_id, agent_id),
-            )
-            rows = await cursor.fetchall()
-        return _rows.session_infos(rows)
+            return await list_sessions(conn, user_id, agent_id, within)
 
-    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+    async def search(
+        self, user_id: str, query: str, *, limit: int = 20, within: SessionKey | None = None
+    ) -> list[SearchHit]:
         """Full-text search over the messages of the user's sessions (CJK included)."""
         terms = [text(t) for t in _rows.search_terms(query)]
         if not terms or limit <= 0:
             return []
         async with self._connection() as conn:
-            return await find_messages(conn, user_id, terms, limit)
+            return await find_messages(conn, user_id, terms, limit, within)
 
     # ------------------------------------------------------------ fragments
     async def fragments(self, scope: FragmentScope) -> tuple[int, list[Fragment]]:

@@ -70,7 +70,7 @@ from harness.sessions._sqlite_rows import (
     session_row,
 )
 from harness.sessions._sqlite_schema import SCHEMA_VERSION, migrate
-from harness.sessions._sqlite_search import find_fragments, find_messages
+from harness.sessions._sqlite_search import find_fragments, find_messages, list_sessions
 from harness.sessions._sqlite_set_cache import SetCache
 from harness.sessions._sqlite_state import encode_round, read_state, write_round
 from harness.sessions._sqlite_url import SYNCHRONOUS, check_file, parse
@@ -333,29 +333,20 @@ class SqliteStore:
 
         return await self._run(work)
 
-    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
-        """Return the user's sessions, most recently active first."""
+    async def sessions(
+        self, user_id: str, agent_id: str | None = None, *, within: SessionKey | None = None
+    ) -> list[SessionInfo]:
+        """Return the user's sessions, most recently active first (``within``: that one)."""
+        return await self._run(lambda conn: list_sessions(conn, user_id, agent_id, within))
 
-        def work(conn: sqlite3.Connection) -> list[SessionInfo]:
-            sql = (
-                "SELECT agent_id, session_id, title, n_messages, n_events, created_at, "
-                "updated_at FROM sessions WHERE user_id = ?"
-            )
-            args: tuple[str, ...] = (user_id,)
-            if agent_id is not None:
-                sql += " AND agent_id = ?"
-                args += (agent_id,)
-            rows = conn.execute(sql + " ORDER BY updated_at DESC, id DESC", args).fetchall()
-            return _rows.session_infos(rows)
-
-        return await self._run(work)
-
-    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+    async def search(
+        self, user_id: str, query: str, *, limit: int = 20, within: SessionKey | None = None
+    ) -> list[SearchHit]:
         """Full-text search over the messages of the user's sessions (CJK included)."""
         terms = _rows.search_terms(query)
         if not terms or limit <= 0:
             return []
-        return await self._run(lambda conn: find_messages(conn, user_id, terms, limit))
+        return await self._run(lambda conn: find_messages(conn, user_id, terms, limit, within))
 
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""

@@ -41,6 +41,16 @@ class SessionKey(msgspec.Struct, frozen=True):
     session_id: str
 
 
+def reader_scope(key: SessionKey) -> SessionKey | None:
+    """Return the ``within`` a session's own reads of the store use: ``None`` for a user's.
+
+    A user's session may read all of that user's sessions; a session without a user id
+    only itself — nothing says two anonymous sessions belong to one person, so the empty
+    user id is not a shared scope.
+    """
+    return None if key.user_id else key
+
+
 def _now() -> float:
     return time.time()
 
@@ -245,17 +255,26 @@ class SessionStore(Protocol):
         """Return the messages of the log with these ids (originals, copies and summaries)."""
         ...
 
-    async def sessions(self, user_id: str, agent_id: str | None = None) -> list[SessionInfo]:
-        """Return the user's sessions, most recently active first."""
+    async def sessions(
+        self, user_id: str, agent_id: str | None = None, *, within: SessionKey | None = None
+    ) -> list[SessionInfo]:
+        """Return the user's sessions, most recently active first.
+
+        ``within`` narrows the listing to that one session (``[]`` when it does not exist or
+        is not ``user_id``'s): the scope of a session without a user id (`reader_scope`).
+        """
         ...
 
-    async def search(self, user_id: str, query: str, *, limit: int = 20) -> list[SearchHit]:
+    async def search(
+        self, user_id: str, query: str, *, limit: int = 20, within: SessionKey | None = None
+    ) -> list[SearchHit]:
         """Full-text search over the messages of the user's sessions (CJK included).
 
         Whitespace separates terms that must all occur, case-insensitively, as substrings of
         a logged message's text (originals, rewritten copies and summaries; tool calls count by
         name and arguments); a CJK phrase is one term. Order: SQLite ranks by relevance
         (bm25); PostgreSQL lists the newest matches first (ranking every match cost seconds).
+        ``within`` searches that one session only (see `sessions`).
         """
         ...
 
