@@ -325,11 +325,14 @@ class HarnessAgent:
         except BaseException as exc:
             error = exc
             if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
-                recorder.note_error(exc)
-                # Record what the failed call stored; the caller needs the original error
-                # more than a second one from the store (a conflict drops the RAM copy).
+                # The caller needs the original error more than a second one from the store
+                # (a conflict drops the RAM copy).
                 with anyio.CancelScope(shield=True), contextlib.suppress(HarnessError):
-                    await self._commit(key, state)
+                    if run.slot(_Prepared, _Prepared).sent:
+                        recorder.note_error(exc)  # the request was sent: record the round
+                        await self._commit(key, state)
+                    else:  # the stack refused it: the history stays as last committed
+                        await self._refuse(key, state, exc)
             raise
         finally:
             watch.end(error if isinstance(error, Exception) else None)
@@ -339,6 +342,16 @@ class HarnessAgent:
         recorder = self._recorders[key]
         try:
             await recorder.commit(state)
+        except StateConflict:
+            self.states.pop(key, None)
+            self._recorders.pop(key, None)
+            raise
+
+    async def _refuse(self, key: SessionKey, state: AgentState, error: Exception) -> None:
+        """Put the session back to its last commit and log the refused request."""
+        recorder = self._recorders[key]
+        try:
+            await recorder.refuse(state, error)
         except StateConflict:
             self.states.pop(key, None)
             self._recorders.pop(key, None)
@@ -354,13 +367,16 @@ class HarnessAgent:
         watch: _Watches,
     ) -> AsyncGenerator[AgentEvent, None]:
         key = self.key(ctx)
+        recorder = self._recorders[key]
         if message.role == "tool":
             state.append(message)  # answers a waiting call; the others are interrupted
+            recorder.mark_turn(message)
         interrupted = interrupted_results(state.working_history)
         if interrupted:
             state.append(*interrupted)
         if message.role == "user":
             state.append(message)
+            recorder.mark_turn(message)
         for round_no in range(self.max_rounds):
             outbox.round = round_no
             request = self._prepare(state, run, ctx)
@@ -458,7 +474,9 @@ class HarnessAgent:
             call_id=new_id(),
         )
         history = tuple(state.working_history)
-        run.slot(_Prepared, _Prepared).history = history  # what `_send` may leave as it is
+        prepared = run.slot(_Prepared, _Prepared)
+        prepared.history = history  # what `_send` may leave as it is
+        prepared.sent = False
         return ModelRequest(
             model=self.model,
             ids=ids,
@@ -478,6 +496,8 @@ class HarnessAgent:
         manifest = build_manifest(request)
         report_manifest(manifest, request)
         started = time.perf_counter()
+        if request.run is not None and request.ids.purpose == "agent":
+            request.run.slot(_Prepared, _Prepared).sent = True  # the stack accepted it
         response = await self._ask(request)
         if response.retries and request.run is not None and request.run.emit is not None:
             for retry in response.retries:  # waited-out rate limits and 5xx, made visible
@@ -570,10 +590,13 @@ class HarnessAgent:
 class _Prepared:
     """The working history a call's current round was prepared from (a `RunScope` slot)."""
 
-    __slots__ = ("history",)
+    __slots__ = ("history", "sent")
 
     def __init__(self) -> None:
         self.history: tuple[Message, ...] | None = None
+        self.sent = False
+        """Whether the round's request passed the stack and went to the model: until then,
+        what the round added is not committed as history (`SessionRecorder.refuse`)."""
 
 
 class _Calibrated:
