@@ -19,7 +19,7 @@ import contextvars
 import math
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
@@ -88,6 +88,11 @@ class RuntimeContext(msgspec.Struct, frozen=True, kw_only=True):
     """Overrides the agent's id for this call."""
     attributes: dict[str, Any] | None = None
     """Application data for sources and tools (never rendered into the prompt)."""
+    turn_id: str | None = None
+    """The id of the caller's turn (it becomes the input message's id). A session logs a turn
+    once: a call retried with the same turn id — after `StateConflict`, or from another process
+    after a lost answer — goes on from the stored turn instead of appending it again. Default:
+    a new id per turn, kept for a retry of the same input after a call that failed."""
 
 
 class HarnessAgent:
@@ -168,6 +173,8 @@ class HarnessAgent:
         self.permissions = permissions or ToolPermissions()
         self.approve = approve
         self._recorders: dict[SessionKey, SessionRecorder] = {}
+        self._failed_turns: OrderedDict[SessionKey, tuple[bytes, str]] = OrderedDict()
+        """Per session, the input and turn id of the last call that failed (for its retry)."""
         self.tools: dict[str, Tool] = {}
         for item in [*tools, *self._middleware_tools()]:
             t = as_tool(item)
@@ -305,6 +312,7 @@ class HarnessAgent:
         key = self.key(ctx)
         state = await self.load(ctx)
         message = agent_input(input, state.working_history)  # nothing is stored before this
+        message, retried = self._turn(key, ctx, message)
         recorder = self._recorders[key]
         outbox = _Outbox(recorder, live=live)
         run = RunScope(
@@ -319,9 +327,12 @@ class HarnessAgent:
         watch = self._watch(run, ctx)
         error: BaseException | None = None
         try:
-            async with aclosing(self._rounds(message, state, run, ctx, outbox, watch)) as rounds:
+            async with aclosing(
+                self._rounds(message, retried, state, run, ctx, outbox, watch)
+            ) as rounds:
                 async for event in rounds:
                     yield event
+            self._failed_turns.pop(key, None)
         except BaseException as exc:
             error = exc
             if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
@@ -347,6 +358,29 @@ class HarnessAgent:
             self._recorders.pop(key, None)
             raise
 
+    def _turn(self, key: SessionKey, ctx: RuntimeContext, message: Message) -> tuple[Message, bool]:
+        """Return the input with its turn id, and whether the call may retry a stored turn.
+
+        The turn id is ``ctx.turn_id``, else that of the session's last failed call when
+        this input equals its input (a retry), else the message's own new id.
+        """
+        what = msgspec.json.encode((message.role, message.content, message.tool_call_id))
+        failed = self._failed_turns.get(key)
+        turn_id = ctx.turn_id or (failed[1] if failed is not None and failed[0] == what else None)
+        self._failed_turns[key] = (what, turn_id or message.id)  # popped when the call ends well
+        self._failed_turns.move_to_end(key)
+        while len(self._failed_turns) > MAX_FAILED_TURNS:
+            self._failed_turns.popitem(last=False)
+        if turn_id is None:
+            return message, False
+        return message.replace(id=turn_id), True
+
+    async def _stored_turn(self, key: SessionKey, state: AgentState, message: Message) -> bool:
+        """Return whether the session holds the turn ``message`` already (in RAM or logged)."""
+        if any(m.id == message.id for m in state.working_history):
+            return True
+        return bool(await self.store.messages(key, [message.id]))
+
     async def _refuse(self, key: SessionKey, state: AgentState, error: Exception) -> None:
         """Put the session back to its last commit and log the refused request."""
         recorder = self._recorders[key]
@@ -360,6 +394,7 @@ class HarnessAgent:
     async def _rounds(
         self,
         message: Message,
+        retried: bool,
         state: AgentState,
         run: RunScope,
         ctx: RuntimeContext,
@@ -368,13 +403,16 @@ class HarnessAgent:
     ) -> AsyncGenerator[AgentEvent, None]:
         key = self.key(ctx)
         recorder = self._recorders[key]
-        if message.role == "tool":
+        # A retried turn that was stored (a conflict or a lost answer after its commit) is
+        # not appended again: the call goes on from the stored session.
+        new = not (retried and await self._stored_turn(key, state, message))
+        if new and message.role == "tool":
             state.append(message)  # answers a waiting call; the others are interrupted
             recorder.mark_turn(message)
         interrupted = interrupted_results(state.working_history)
         if interrupted:
             state.append(*interrupted)
-        if message.role == "user":
+        if new and message.role == "user":
             state.append(message)
             recorder.mark_turn(message)
         for round_no in range(self.max_rounds):
@@ -893,6 +931,9 @@ def _store_for(store: SessionStore | str | None, workspace: Workspace) -> Sessio
         )
     return store
 
+
+MAX_FAILED_TURNS = 1_024
+"""How many sessions' last failed turn an agent keeps for a retry (the oldest go first)."""
 
 DEFAULT_STORE_PATH = ".harness/sessions.db"
 """Where an agent with a local workspace keeps its sessions, inside that workspace."""
