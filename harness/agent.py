@@ -6,6 +6,18 @@ observer and the event stream), sends it, and — once the model answered — co
 prepared history as the session's working history, so offload, trimming and compaction
 are done once, not every round.
 
+**Running tool calls belong to their writer.** A round whose reply calls tools records, in
+the committed state (``agent.running_tool_calls``), which writer started them
+(`HarnessAgent.writer_id`: host, process id and start time, agent). Until their results are
+committed the session waits for them, and a call that finds them waiting answers them as
+interrupted only when their writer provably stopped running them: it is this process and
+none of its calls runs them now (a cancelled or failed call); or it is another process of
+this machine that no longer exists (killed, crashed — a reused pid is told apart by its
+start time); or it is on another machine and the calls are older than ``abandon_after_s``
+(the one case decided by time, as nothing on this machine can see that process). Otherwise
+the call raises `SessionBusy` (a `StateConflict`, HTTP 409 through the proxy) and stores
+nothing; try again once the owner answered.
+
 `HarnessAgent.stream_events` runs each model request in a task of its own, so the events
 the chain emits (the ``context_build`` manifest, streamed text) reach the consumer while
 the request is in flight; `HarnessAgent.call` needs no events early and runs it inline.
@@ -18,6 +30,7 @@ import contextlib
 import contextvars
 import math
 import os
+import socket
 import time
 from collections import OrderedDict, deque
 from collections.abc import (
@@ -45,6 +58,7 @@ from harness.errors import (
     MaxRoundsExceeded,
     ProviderError,
     ProviderUnavailable,
+    SessionBusy,
     StateConflict,
 )
 from harness.events import AgentEvent
@@ -126,6 +140,9 @@ class HarnessAgent:
             (``AgentState.full_history`` then holds only what the next commit will log).
         states: the in-process session states (the RAM cache of the store), keyed by
             `SessionKey` (user, agent, session): two users never share a state.
+        abandon_after_s: how old the tool calls of a writer on another machine must be
+            before this agent takes them as abandoned and answers them as interrupted
+            (``None``: never; see `harness.agent` on running tool calls).
 
     Raises:
         WorkspaceError: when ``workspace`` is a file, or its folder cannot be created.
@@ -148,9 +165,20 @@ class HarnessAgent:
         approve: Approver | None = None,
         keep_full_history: bool = False,
         states: MutableMapping[SessionKey, AgentState] | None = None,
+        abandon_after_s: float | None = 3_600.0,
     ) -> None:
         if not isinstance(max_rounds, int) or max_rounds < 1:
             raise ConfigurationError(f"max_rounds must be a positive int, got {max_rounds!r}")
+        if abandon_after_s is not None and not (
+            isinstance(abandon_after_s, int | float) and abandon_after_s > 0
+        ):
+            raise ConfigurationError(
+                f"abandon_after_s must be a positive number of seconds or None, got "
+                f"{abandon_after_s!r}"
+            )
+        self.abandon_after_s = abandon_after_s
+        self.writer_id = f"{_HOST}:{os.getpid()}:{new_id()}"
+        """Who this agent is as a writer of sessions (recorded on the tool calls it runs)."""
         if stack is None:
             from middleware import default_stack
 
@@ -335,6 +363,9 @@ class HarnessAgent:
             self._failed_turns.pop(key, None)
         except BaseException as exc:
             error = exc
+            if isinstance(exc, SessionBusy):  # another writer is on it: read it anew next time
+                self.states.pop(key, None)
+                self._recorders.pop(key, None)
             if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
                 # The caller needs the original error more than a second one from the store
                 # (a conflict drops the RAM copy).
@@ -346,6 +377,7 @@ class HarnessAgent:
                         await self._refuse(key, state, exc)
             raise
         finally:
+            _RUNNING.difference_update(run.slot(_Running, _Running).calls)
             watch.end(error if isinstance(error, Exception) else None)
 
     async def _commit(self, key: SessionKey, state: AgentState) -> None:
@@ -374,6 +406,52 @@ class HarnessAgent:
         if turn_id is None:
             return message, False
         return message.replace(id=turn_id), True
+
+    def _owner(self, calls: Sequence[ToolCall]) -> dict[str, Any]:
+        """Return the record of this writer starting ``calls`` (kept in the session's state)."""
+        return {
+            "writer": self.writer_id,
+            "host": _HOST,
+            "pid": os.getpid(),
+            "started": _own_start(),
+            "calls": [c.id for c in calls],
+            "at": time.time(),
+        }
+
+    def _check_running(self, key: SessionKey, state: AgentState, answered: str | None) -> None:
+        """Refuse to answer, as interrupted, tool calls another writer is still running.
+
+        Raises:
+            SessionBusy: the session waits for calls whose writer is alive (see the module).
+        """
+        waiting = [c for c in waiting_calls(state.working_history) if c != answered]
+        if not waiting:
+            return
+        owner = state.extension(RUNNING_KEY)
+        if not isinstance(owner, dict) or not set(waiting) & set(owner.get("calls", ())):
+            return  # no writer known (a session stored before owners were): abandoned
+        if not self._abandoned(key, owner, waiting):
+            raise SessionBusy(
+                f"session {key.session_id!r} waits for tool call(s) {', '.join(waiting)} that "
+                f"writer {owner.get('writer')} started and is still running; try again once it "
+                "has answered them (or, if that writer is gone for good on another machine, "
+                f"after abandon_after_s={self.abandon_after_s})",
+                call_ids=tuple(waiting),
+                writer=str(owner.get("writer")),
+                session_id=key.session_id,
+            )
+
+    def _abandoned(self, key: SessionKey, owner: dict[str, Any], waiting: list[str]) -> bool:
+        """Return whether the writer of ``owner`` has provably stopped running ``waiting``."""
+        if owner.get("host") == _HOST:
+            pid = owner.get("pid")
+            if pid == os.getpid():  # this process: it runs them only if it says so
+                return not any((key, c) in _RUNNING for c in waiting)
+            return not isinstance(pid, int) or not _alive(pid, owner.get("started"))
+        at = owner.get("at")
+        if self.abandon_after_s is None or not isinstance(at, int | float):
+            return False
+        return time.time() - at > self.abandon_after_s
 
     async def _stored_turn(self, key: SessionKey, state: AgentState, message: Message) -> bool:
         """Return whether the session holds the turn ``message`` already (in RAM or logged)."""
@@ -406,6 +484,8 @@ class HarnessAgent:
         # A retried turn that was stored (a conflict or a lost answer after its commit) is
         # not appended again: the call goes on from the stored session.
         new = not (retried and await self._stored_turn(key, state, message))
+        answered = message.tool_call_id if new and message.role == "tool" else None
+        self._check_running(key, state, answered)
         if new and message.role == "tool":
             state.append(message)  # answers a waiting call; the others are interrupted
             recorder.mark_turn(message)
@@ -450,6 +530,11 @@ class HarnessAgent:
             if reply.role != "assistant":
                 reply = reply.replace(role="assistant")
             state.append(reply)
+            if reply.tool_calls:  # this writer runs them: only it may answer them as interrupted
+                calls = run.slot(_Running, _Running).calls
+                calls.update((key, c.id) for c in reply.tool_calls)
+                _RUNNING.update(calls)
+                state.set_extension(RUNNING_KEY, self._owner(reply.tool_calls))
             if reply.text:
                 yield AgentEvent(kind="text", round=round_no, text=reply.text)
             # One commit per round, once the model answered: the reply, the last round's
@@ -464,6 +549,7 @@ class HarnessAgent:
                 with watch.active():
                     result = await self._run_tool(call, state, run, ctx, watch)
                 state.append(result)
+                _RUNNING.discard((key, call.id))
                 yield AgentEvent(kind="tool_result", round=round_no, message=result)
                 for event in outbox.drain():  # what the tool emitted
                     yield event
@@ -635,6 +721,57 @@ class _Prepared:
         self.sent = False
         """Whether the round's request passed the stack and went to the model: until then,
         what the round added is not committed as history (`SessionRecorder.refuse`)."""
+
+
+class _Running:
+    """The tool calls a call's rounds started and have not answered yet (a `RunScope` slot)."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: set[tuple[SessionKey, str]] = set()
+
+
+RUNNING_KEY = "agent.running_tool_calls"
+"""The state extension naming the writer that started the last round's tool calls."""
+_RUNNING: set[tuple[SessionKey, str]] = set()
+"""The tool calls this process is running now, by session."""
+_HOST = socket.gethostname()
+
+
+def _process_start(pid: int) -> str | None:
+    """Return when process ``pid`` started (Linux ``/proc``; ``None`` elsewhere or when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else fields[19].decode()  # a zombie has ended
+
+
+_STARTS: dict[int, str | None] = {}
+
+
+def _own_start() -> str | None:
+    """Return when this process started (read once per pid: a fork has its own)."""
+    pid = os.getpid()
+    if pid not in _STARTS:
+        _STARTS[pid] = _process_start(pid)
+    return _STARTS[pid]
+
+
+def _alive(pid: int, started: object) -> bool:
+    """Return whether process ``pid`` of this machine still runs (the one started then)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid exists
+        pass
+    now = _process_start(pid)
+    if now is None:
+        return not os.path.exists("/proc/self/stat")  # no /proc: trust the pid alone
+    return started is None or now == started  # another start: the pid was reused
 
 
 class _Calibrated:
