@@ -36,7 +36,10 @@ URL; default: one private in-memory SQLite store per process) keeps the full rec
 working history, every manifest, between calls — per (``user_id``, ``agent_id``,
 ``session_id``), as `HarnessAgent` does. Send either the whole conversation each time (as
 with litellm: what extends the record is appended) or only the new turns. A non-streamed
-reply is recorded at once; a streamed one when the next call sends it back.
+reply is recorded at once; a streamed one when the next call sends it back. New turns are
+committed only with a request the stack accepted: one it refuses (an orphan tool result, a
+turn over the budget) is logged as a `RefusalEvent` and leaves the stored history as it was,
+so the next valid request on the session works (through the proxy hook too).
 
 **Errors** are litellm's own for provider failures (our typed error is added as a note);
 a request that cannot be prepared raises the harness's `ContextBuildError` subclasses.
@@ -327,6 +330,8 @@ class _Call:
         self.manifest: ContextManifest | None = None
         self.prepared: tuple[Message, ...] | None = None
         self.reply: Message | None = None
+        self.sent = False
+        """Whether the stack passed the request on to be sent (else it refused it)."""
 
 
 _CURRENT_CALL: ContextVar[_Call] = ContextVar("harness.adapters.call")
@@ -338,6 +343,7 @@ async def _innermost(request: ModelRequest) -> ModelResponse:
     call = _CURRENT_CALL.get()
     manifest = build_manifest(request)
     report_manifest(manifest, request)
+    call.sent = True
     raw, response = await call.send(request, call.stream)
     call.raw, call.manifest, call.reply = raw, manifest, response.message
     call.prepared = request.kept_history()
@@ -454,6 +460,9 @@ async def _stateful(
         new = [m.replace(id=h[:16]) for m, h in zip(converted, new_hashes, strict=True)]
     if new:
         state.append(*new)
+        for message in new:
+            if message.role in ("user", "tool"):
+                recorder.mark_turn(message)
         count, last = count + len(new), new_hashes[-1]
     run = RunScope(
         emit=recorder.note, client=call.client, store=store, key=key, session=_SCRATCHES.get(key)
@@ -471,10 +480,16 @@ async def _stateful(
     try:
         await _run(handler, request)
     except Exception as exc:
-        recorder.note_error(exc)
-        state.set_extension(RECORD_KEY, {"count": count, "hash": last})
         with anyio.CancelScope(shield=True):
-            await recorder.commit(state)
+            if call.sent:  # the stack accepted the request: its turns are the session's
+                recorder.note_error(exc)
+                state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+                await recorder.commit(state)
+            else:  # refused: logged, and the stored history stays as it was
+                try:
+                    await recorder.refuse(state, exc)
+                except StateConflict as conflict:  # the caller needs the refusal's reason
+                    exc.add_note(f"context-harness: the refusal was not logged ({conflict})")
         raise
     if call.prepared is not None and state.version == request.state_version:
         state.commit_working(call.prepared)

@@ -6,6 +6,18 @@ observer and the event stream), sends it, and — once the model answered — co
 prepared history as the session's working history, so offload, trimming and compaction
 are done once, not every round.
 
+**Running tool calls belong to their writer.** A round whose reply calls tools records, in
+the committed state (``agent.running_tool_calls``), which writer started them
+(`HarnessAgent.writer_id`: host, process id and start time, agent). Until their results are
+committed the session waits for them, and a call that finds them waiting answers them as
+interrupted only when their writer provably stopped running them: it is this process and
+none of its calls runs them now (a cancelled or failed call); or it is another process of
+this machine that no longer exists (killed, crashed — a reused pid is told apart by its
+start time); or it is on another machine and the calls are older than ``abandon_after_s``
+(the one case decided by time, as nothing on this machine can see that process). Otherwise
+the call raises `SessionBusy` (a `StateConflict`, HTTP 409 through the proxy) and stores
+nothing; try again once the owner answered.
+
 `HarnessAgent.stream_events` runs each model request in a task of its own, so the events
 the chain emits (the ``context_build`` manifest, streamed text) reach the consumer while
 the request is in flight; `HarnessAgent.call` needs no events early and runs it inline.
@@ -18,8 +30,9 @@ import contextlib
 import contextvars
 import math
 import os
+import socket
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
@@ -45,6 +58,7 @@ from harness.errors import (
     MaxRoundsExceeded,
     ProviderError,
     ProviderUnavailable,
+    SessionBusy,
     StateConflict,
 )
 from harness.events import AgentEvent
@@ -88,6 +102,11 @@ class RuntimeContext(msgspec.Struct, frozen=True, kw_only=True):
     """Overrides the agent's id for this call."""
     attributes: dict[str, Any] | None = None
     """Application data for sources and tools (never rendered into the prompt)."""
+    turn_id: str | None = None
+    """The id of the caller's turn (it becomes the input message's id). A session logs a turn
+    once: a call retried with the same turn id — after `StateConflict`, or from another process
+    after a lost answer — goes on from the stored turn instead of appending it again. Default:
+    a new id per turn, kept for a retry of the same input after a call that failed."""
 
 
 class HarnessAgent:
@@ -121,6 +140,9 @@ class HarnessAgent:
             (``AgentState.full_history`` then holds only what the next commit will log).
         states: the in-process session states (the RAM cache of the store), keyed by
             `SessionKey` (user, agent, session): two users never share a state.
+        abandon_after_s: how old the tool calls of a writer on another machine must be
+            before this agent takes them as abandoned and answers them as interrupted
+            (``None``: never; see `harness.agent` on running tool calls).
 
     Raises:
         WorkspaceError: when ``workspace`` is a file, or its folder cannot be created.
@@ -143,9 +165,20 @@ class HarnessAgent:
         approve: Approver | None = None,
         keep_full_history: bool = False,
         states: MutableMapping[SessionKey, AgentState] | None = None,
+        abandon_after_s: float | None = 3_600.0,
     ) -> None:
         if not isinstance(max_rounds, int) or max_rounds < 1:
             raise ConfigurationError(f"max_rounds must be a positive int, got {max_rounds!r}")
+        if abandon_after_s is not None and not (
+            isinstance(abandon_after_s, int | float) and abandon_after_s > 0
+        ):
+            raise ConfigurationError(
+                f"abandon_after_s must be a positive number of seconds or None, got "
+                f"{abandon_after_s!r}"
+            )
+        self.abandon_after_s = abandon_after_s
+        self.writer_id = f"{_HOST}:{os.getpid()}:{new_id()}"
+        """Who this agent is as a writer of sessions (recorded on the tool calls it runs)."""
         if stack is None:
             from middleware import default_stack
 
@@ -168,6 +201,8 @@ class HarnessAgent:
         self.permissions = permissions or ToolPermissions()
         self.approve = approve
         self._recorders: dict[SessionKey, SessionRecorder] = {}
+        self._failed_turns: OrderedDict[SessionKey, tuple[bytes, str]] = OrderedDict()
+        """Per session, the input and turn id of the last call that failed (for its retry)."""
         self.tools: dict[str, Tool] = {}
         for item in [*tools, *self._middleware_tools()]:
             t = as_tool(item)
@@ -305,6 +340,7 @@ class HarnessAgent:
         key = self.key(ctx)
         state = await self.load(ctx)
         message = agent_input(input, state.working_history)  # nothing is stored before this
+        message, retried = self._turn(key, ctx, message)
         recorder = self._recorders[key]
         outbox = _Outbox(recorder, live=live)
         run = RunScope(
@@ -319,19 +355,29 @@ class HarnessAgent:
         watch = self._watch(run, ctx)
         error: BaseException | None = None
         try:
-            async with aclosing(self._rounds(message, state, run, ctx, outbox, watch)) as rounds:
+            async with aclosing(
+                self._rounds(message, retried, state, run, ctx, outbox, watch)
+            ) as rounds:
                 async for event in rounds:
                     yield event
+            self._failed_turns.pop(key, None)
         except BaseException as exc:
             error = exc
+            if isinstance(exc, SessionBusy):  # another writer is on it: read it anew next time
+                self.states.pop(key, None)
+                self._recorders.pop(key, None)
             if isinstance(exc, Exception) and not isinstance(exc, StateConflict):
-                recorder.note_error(exc)
-                # Record what the failed call stored; the caller needs the original error
-                # more than a second one from the store (a conflict drops the RAM copy).
+                # The caller needs the original error more than a second one from the store
+                # (a conflict drops the RAM copy).
                 with anyio.CancelScope(shield=True), contextlib.suppress(HarnessError):
-                    await self._commit(key, state)
+                    if run.slot(_Prepared, _Prepared).sent:
+                        recorder.note_error(exc)  # the request was sent: record the round
+                        await self._commit(key, state)
+                    else:  # the stack refused it: the history stays as last committed
+                        await self._refuse(key, state, exc)
             raise
         finally:
+            _RUNNING.difference_update(run.slot(_Running, _Running).calls)
             watch.end(error if isinstance(error, Exception) else None)
 
     async def _commit(self, key: SessionKey, state: AgentState) -> None:
@@ -344,9 +390,89 @@ class HarnessAgent:
             self._recorders.pop(key, None)
             raise
 
+    def _turn(self, key: SessionKey, ctx: RuntimeContext, message: Message) -> tuple[Message, bool]:
+        """Return the input with its turn id, and whether the call may retry a stored turn.
+
+        The turn id is ``ctx.turn_id``, else that of the session's last failed call when
+        this input equals its input (a retry), else the message's own new id.
+        """
+        what = msgspec.json.encode((message.role, message.content, message.tool_call_id))
+        failed = self._failed_turns.get(key)
+        turn_id = ctx.turn_id or (failed[1] if failed is not None and failed[0] == what else None)
+        self._failed_turns[key] = (what, turn_id or message.id)  # popped when the call ends well
+        self._failed_turns.move_to_end(key)
+        while len(self._failed_turns) > MAX_FAILED_TURNS:
+            self._failed_turns.popitem(last=False)
+        if turn_id is None:
+            return message, False
+        return message.replace(id=turn_id), True
+
+    def _owner(self, calls: Sequence[ToolCall]) -> dict[str, Any]:
+        """Return the record of this writer starting ``calls`` (kept in the session's state)."""
+        return {
+            "writer": self.writer_id,
+            "host": _HOST,
+            "pid": os.getpid(),
+            "started": _own_start(),
+            "calls": [c.id for c in calls],
+            "at": time.time(),
+        }
+
+    def _check_running(self, key: SessionKey, state: AgentState, answered: str | None) -> None:
+        """Refuse to answer, as interrupted, tool calls another writer is still running.
+
+        Raises:
+            SessionBusy: the session waits for calls whose writer is alive (see the module).
+        """
+        waiting = [c for c in waiting_calls(state.working_history) if c != answered]
+        if not waiting:
+            return
+        owner = state.extension(RUNNING_KEY)
+        if not isinstance(owner, dict) or not set(waiting) & set(owner.get("calls", ())):
+            return  # no writer known (a session stored before owners were): abandoned
+        if not self._abandoned(key, owner, waiting):
+            raise SessionBusy(
+                f"session {key.session_id!r} waits for tool call(s) {', '.join(waiting)} that "
+                f"writer {owner.get('writer')} started and is still running; try again once it "
+                "has answered them (or, if that writer is gone for good on another machine, "
+                f"after abandon_after_s={self.abandon_after_s})",
+                call_ids=tuple(waiting),
+                writer=str(owner.get("writer")),
+                session_id=key.session_id,
+            )
+
+    def _abandoned(self, key: SessionKey, owner: dict[str, Any], waiting: list[str]) -> bool:
+        """Return whether the writer of ``owner`` has provably stopped running ``waiting``."""
+        if owner.get("host") == _HOST:
+            pid = owner.get("pid")
+            if pid == os.getpid():  # this process: it runs them only if it says so
+                return not any((key, c) in _RUNNING for c in waiting)
+            return not isinstance(pid, int) or not _alive(pid, owner.get("started"))
+        at = owner.get("at")
+        if self.abandon_after_s is None or not isinstance(at, int | float):
+            return False
+        return time.time() - at > self.abandon_after_s
+
+    async def _stored_turn(self, key: SessionKey, state: AgentState, message: Message) -> bool:
+        """Return whether the session holds the turn ``message`` already (in RAM or logged)."""
+        if any(m.id == message.id for m in state.working_history):
+            return True
+        return bool(await self.store.messages(key, [message.id]))
+
+    async def _refuse(self, key: SessionKey, state: AgentState, error: Exception) -> None:
+        """Put the session back to its last commit and log the refused request."""
+        recorder = self._recorders[key]
+        try:
+            await recorder.refuse(state, error)
+        except StateConflict:
+            self.states.pop(key, None)
+            self._recorders.pop(key, None)
+            raise
+
     async def _rounds(
         self,
         message: Message,
+        retried: bool,
         state: AgentState,
         run: RunScope,
         ctx: RuntimeContext,
@@ -354,13 +480,21 @@ class HarnessAgent:
         watch: _Watches,
     ) -> AsyncGenerator[AgentEvent, None]:
         key = self.key(ctx)
-        if message.role == "tool":
+        recorder = self._recorders[key]
+        # A retried turn that was stored (a conflict or a lost answer after its commit) is
+        # not appended again: the call goes on from the stored session.
+        new = not (retried and await self._stored_turn(key, state, message))
+        answered = message.tool_call_id if new and message.role == "tool" else None
+        self._check_running(key, state, answered)
+        if new and message.role == "tool":
             state.append(message)  # answers a waiting call; the others are interrupted
+            recorder.mark_turn(message)
         interrupted = interrupted_results(state.working_history)
         if interrupted:
             state.append(*interrupted)
-        if message.role == "user":
+        if new and message.role == "user":
             state.append(message)
+            recorder.mark_turn(message)
         for round_no in range(self.max_rounds):
             outbox.round = round_no
             request = self._prepare(state, run, ctx)
@@ -396,6 +530,11 @@ class HarnessAgent:
             if reply.role != "assistant":
                 reply = reply.replace(role="assistant")
             state.append(reply)
+            if reply.tool_calls:  # this writer runs them: only it may answer them as interrupted
+                calls = run.slot(_Running, _Running).calls
+                calls.update((key, c.id) for c in reply.tool_calls)
+                _RUNNING.update(calls)
+                state.set_extension(RUNNING_KEY, self._owner(reply.tool_calls))
             if reply.text:
                 yield AgentEvent(kind="text", round=round_no, text=reply.text)
             # One commit per round, once the model answered: the reply, the last round's
@@ -410,6 +549,7 @@ class HarnessAgent:
                 with watch.active():
                     result = await self._run_tool(call, state, run, ctx, watch)
                 state.append(result)
+                _RUNNING.discard((key, call.id))
                 yield AgentEvent(kind="tool_result", round=round_no, message=result)
                 for event in outbox.drain():  # what the tool emitted
                     yield event
@@ -458,7 +598,9 @@ class HarnessAgent:
             call_id=new_id(),
         )
         history = tuple(state.working_history)
-        run.slot(_Prepared, _Prepared).history = history  # what `_send` may leave as it is
+        prepared = run.slot(_Prepared, _Prepared)
+        prepared.history = history  # what `_send` may leave as it is
+        prepared.sent = False
         return ModelRequest(
             model=self.model,
             ids=ids,
@@ -478,6 +620,8 @@ class HarnessAgent:
         manifest = build_manifest(request)
         report_manifest(manifest, request)
         started = time.perf_counter()
+        if request.run is not None and request.ids.purpose == "agent":
+            request.run.slot(_Prepared, _Prepared).sent = True  # the stack accepted it
         response = await self._ask(request)
         if response.retries and request.run is not None and request.run.emit is not None:
             for retry in response.retries:  # waited-out rate limits and 5xx, made visible
@@ -570,10 +714,64 @@ class HarnessAgent:
 class _Prepared:
     """The working history a call's current round was prepared from (a `RunScope` slot)."""
 
-    __slots__ = ("history",)
+    __slots__ = ("history", "sent")
 
     def __init__(self) -> None:
         self.history: tuple[Message, ...] | None = None
+        self.sent = False
+        """Whether the round's request passed the stack and went to the model: until then,
+        what the round added is not committed as history (`SessionRecorder.refuse`)."""
+
+
+class _Running:
+    """The tool calls a call's rounds started and have not answered yet (a `RunScope` slot)."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls: set[tuple[SessionKey, str]] = set()
+
+
+RUNNING_KEY = "agent.running_tool_calls"
+"""The state extension naming the writer that started the last round's tool calls."""
+_RUNNING: set[tuple[SessionKey, str]] = set()
+"""The tool calls this process is running now, by session."""
+_HOST = socket.gethostname()
+
+
+def _process_start(pid: int) -> str | None:
+    """Return when process ``pid`` started (Linux ``/proc``; ``None`` elsewhere or when gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else fields[19].decode()  # a zombie has ended
+
+
+_STARTS: dict[int, str | None] = {}
+
+
+def _own_start() -> str | None:
+    """Return when this process started (read once per pid: a fork has its own)."""
+    pid = os.getpid()
+    if pid not in _STARTS:
+        _STARTS[pid] = _process_start(pid)
+    return _STARTS[pid]
+
+
+def _alive(pid: int, started: object) -> bool:
+    """Return whether process ``pid`` of this machine still runs (the one started then)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid exists
+        pass
+    now = _process_start(pid)
+    if now is None:
+        return not os.path.exists("/proc/self/stat")  # no /proc: trust the pid alone
+    return started is None or now == started  # another start: the pid was reused
 
 
 class _Calibrated:
@@ -870,6 +1068,9 @@ def _store_for(store: SessionStore | str | None, workspace: Workspace) -> Sessio
         )
     return store
 
+
+MAX_FAILED_TURNS = 1_024
+"""How many sessions' last failed turn an agent keeps for a retry (the oldest go first)."""
 
 DEFAULT_STORE_PATH = ".harness/sessions.db"
 """Where an agent with a local workspace keeps its sessions, inside that workspace."""

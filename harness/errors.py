@@ -13,6 +13,8 @@ is also kept in ``error.context``, so an error can be re-raised with a longer me
     │   ├── ContextBudgetExceeded              fixed material alone exceeds the input budget
     │   ├── InvalidToolPairs                   a tool call and its result are not paired
     │   └── StateConflict                      the agent state changed while preparing
+    │       ├── DuplicateTurn                  a caller's turn is stored already
+    │       └── SessionBusy                    another writer runs the session's tool calls
     ├── WorkspaceError                         a workspace file operation failed
     │   ├── PathEscapeError (PermissionError)  a path leaves the workspace or its scope
     │   └── StoreFileLost                      a SQLite store's file vanished under it
@@ -139,6 +141,28 @@ class StateConflict(ContextBuildError):
         """The state version the request was prepared from."""
         self.actual_version = actual_version
         """The state version found when it was about to be sent."""
+
+
+class DuplicateTurn(StateConflict):
+    """Raised when a commit would log a caller's turn that the session's log holds already."""
+
+    def __init__(self, message: str, *, turn_ids: tuple[str, ...], **context: Any) -> None:
+        super().__init__(message, turn_ids=turn_ids, **context)
+        self.turn_ids = turn_ids
+        """The turn ids already stored."""
+
+
+class SessionBusy(StateConflict):
+    """Raised when another writer is running tool calls the session is waiting for."""
+
+    def __init__(
+        self, message: str, *, call_ids: tuple[str, ...], writer: str, **context: Any
+    ) -> None:
+        super().__init__(message, call_ids=call_ids, writer=writer, **context)
+        self.call_ids = call_ids
+        """The calls that writer started and has not answered yet."""
+        self.writer = writer
+        """The writer running them (``host:pid:agent``)."""
 
 
 class WorkspaceError(HarnessError):

@@ -66,8 +66,8 @@ async def insert_events(
     async with conn.cursor() as insert:
         await insert.executemany(
             "INSERT INTO harness_events "
-            "(session, seq, tag, body, at, message_id, role, text) "
-            "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s)",
+            "(session, seq, tag, body, at, message_id, role, text, turn_id) "
+            "VALUES (%s, %s, %s, %s::json, %s, %s, %s, %s, %s)",
             [
                 (
                     session,
@@ -78,10 +78,22 @@ async def insert_events(
                     r.message_id,
                     r.role,
                     None if r.text is None else text(r.text),
+                    None if r.turn_id is None else text(r.turn_id),
                 )
                 for r in rows
             ],
         )
+
+
+async def stored_turns(
+    conn: psycopg.AsyncConnection[Any], session: int, turns: Sequence[str]
+) -> list[str]:
+    """Return which of these turn ids the session's log holds."""
+    cursor = await conn.execute(
+        "SELECT turn_id FROM harness_events WHERE session = %s AND turn_id = ANY(%s)",
+        (session, [text(t) for t in turns]),
+    )
+    return [row[0] for row in await cursor.fetchall()]
 
 
 async def session_for_log(

@@ -17,13 +17,15 @@ from harness.sessions import _rows
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 3
+SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 4
 """The PostgreSQL layout: the shared tables (`_rows.SCHEMA_VERSION`) plus the events' recency
 index that newest-first search walks (+1), ``harness_fragments_by_set`` (+2: a set is read,
 and searched up to a limit, in row order without a sort) and ``harness_working`` (+3: a
 session's working ids one row each, so a round's commit writes only the ids that changed
-instead of the whole list in the state). Every statement is ``IF NOT EXISTS``: upgraded in
-place; a session stored before +3 keeps its ids in its state until its next commit."""
+instead of the whole list in the state) and ``harness_events.turn_id`` with its unique
+``harness_events_by_turn`` index (+4: a caller's turn is logged at most once per session;
+rows logged before have none). Every statement is ``IF NOT EXISTS``: upgraded in place; a
+session stored before +3 keeps its ids in its state until its next commit."""
 
 _LOCK_ID: Final = 0x6861726E  # "harn": serializes schema creation across processes
 
@@ -103,6 +105,10 @@ _SCHEMA: Final = (
     )""",
     # NULL: the ids are in the state (written whole, or stored before harness_working).
     "ALTER TABLE harness_sessions ADD COLUMN IF NOT EXISTS working_n integer",
+    # NULL: not a caller's turn, or logged before +4.
+    "ALTER TABLE harness_events ADD COLUMN IF NOT EXISTS turn_id text",
+    "CREATE UNIQUE INDEX IF NOT EXISTS harness_events_by_turn "
+    "ON harness_events (session, turn_id) WHERE turn_id IS NOT NULL",
 )
 
 

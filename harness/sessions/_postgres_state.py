@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from harness.messages import Message
 from harness.sessions import _rows
-from harness.sessions._postgres_rows import insert_events, logged_messages, text, version
+from harness.sessions._postgres_rows import (
+    insert_events,
+    logged_messages,
+    stored_turns,
+    text,
+    version,
+)
 from harness.sessions.store import Event, SessionKey, StoredState
 
 if TYPE_CHECKING:
@@ -59,10 +65,15 @@ async def write_round(
     The row is locked with ``SELECT … FOR UPDATE`` or created; the working ids become rows
     when a hint says how many are unchanged and none of the new ones holds NUL.
 
+    A caller's turn the session's log holds already is refused (`DuplicateTurn`): checked
+    under the row lock, guaranteed by the unique ``harness_events_by_turn`` index.
+
     Raises:
         StateConflict: the session is not at ``expected_version`` (nothing written).
+        DuplicateTurn: a turn of the round is logged already (nothing written).
     """
     batch = list(events)
+    turns = _rows.turn_ids(batch)
     new_version = expected_version + 1
     ids = tuple(state.working_ids)
     unchanged = min(state.unchanged, len(ids))
@@ -80,6 +91,10 @@ async def write_round(
         actual = 0 if row is None else row[1]
         if actual != expected_version:
             raise _rows.conflict(key, expected_version, actual)
+        if row is not None and turns:
+            stored_already = await stored_turns(conn, row[0], turns)
+            if stored_already:
+                raise _rows.duplicate_turn(key, stored_already)
         held = 0 if row is None else row[3] or 0
         if rows and held < unchanged and "\x00" in "".join(ids[:unchanged]):
             rows = False  # the unchanged ids were never written as rows, and cannot be

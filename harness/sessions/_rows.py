@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from harness.errors import StateConflict
+from harness.errors import DuplicateTurn, StateConflict
 from harness.fragments import Fragment, FragmentChange, FragmentScope
 from harness.manifest import dec_hook, enc_hook
 from harness.messages import Message
@@ -63,6 +63,8 @@ class EventRow(msgspec.Struct, frozen=True, kw_only=True):
     role: str | None
     text: str | None
     """The searchable text, or ``None`` for events that carry no message."""
+    turn_id: str | None = None
+    """A caller's turn id (`MessageEvent.turn_id`): unique in its session."""
 
 
 def carried_message(event: Event) -> Message | None:
@@ -89,9 +91,41 @@ def event_rows(events: tuple[Event, ...] | list[Event], first_seq: int) -> list[
                 message_id=None if message is None else message.id,
                 role=None if message is None else message.role,
                 text=None if message is None else searchable_text(message),
+                turn_id=event.turn_id if isinstance(event, MessageEvent) else None,
             )
         )
     return rows
+
+
+def turn_ids(events: Sequence[Event]) -> list[str]:
+    """Return the callers' turn ids that ``events`` log.
+
+    Raises:
+        DuplicateTurn: two of the events log one turn id.
+    """
+    found = [e.turn_id for e in events if isinstance(e, MessageEvent) and e.turn_id is not None]
+    if len(set(found)) != len(found):
+        twice = tuple(sorted({t for t in found if found.count(t) > 1}))
+        raise DuplicateTurn(
+            f"one commit logs the turn(s) {', '.join(twice)} twice; log each caller's turn "
+            "once (a retried turn keeps its id and is not appended again)",
+            turn_ids=twice,
+        )
+    return found
+
+
+def duplicate_turn(key: SessionKey, stored: Sequence[str]) -> DuplicateTurn:
+    """Return the `DuplicateTurn` for a commit whose turns the session's log holds already."""
+    twice = tuple(sorted(set(stored)))
+    return DuplicateTurn(
+        f"session {key.session_id!r} holds the turn(s) {', '.join(twice)} already: the turn "
+        "was committed before (a retry after a lost answer or a conflict?) and nothing was "
+        "written. Load the session again and go on from the stored turn instead of sending "
+        "it again.",
+        kind="state_conflict",
+        turn_ids=twice,
+        session_id=key.session_id,
+    )
 
 
 def stored_state(state: StoredState, version: int, *, with_ids: bool) -> StoredState:

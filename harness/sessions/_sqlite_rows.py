@@ -53,10 +53,29 @@ def _bodies(conn: sqlite3.Connection, session: int, unique: list[str]) -> Iterat
 def insert_events(conn: sqlite3.Connection, session: int, rows: list[_rows.EventRow]) -> None:
     """Append the encoded events to the session's log."""
     conn.executemany(
-        "INSERT INTO events (session, seq, tag, body, at, message_id, role, text) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [(session, r.seq, r.tag, r.body, r.at, r.message_id, r.role, r.text) for r in rows],
+        "INSERT INTO events (session, seq, tag, body, at, message_id, role, text, turn_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (session, r.seq, r.tag, r.body, r.at, r.message_id, r.role, r.text, r.turn_id)
+            for r in rows
+        ],
     )
+
+
+def stored_turns(conn: sqlite3.Connection, session: int, turns: Sequence[str]) -> list[str]:
+    """Return which of these turn ids the session's log holds (one indexed look-up each)."""
+    found: list[str] = []
+    for start in range(0, len(turns), IN_CHUNK):
+        chunk = list(turns[start : start + IN_CHUNK])
+        found.extend(
+            t
+            for (t,) in conn.execute(
+                f"SELECT turn_id FROM events WHERE session = ? AND turn_id IN "
+                f"({', '.join('?' * len(chunk))})",
+                (session, *chunk),
+            )
+        )
+    return found
 
 
 def session_for_log(

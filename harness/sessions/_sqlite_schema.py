@@ -13,13 +13,15 @@ from typing import Final
 
 from harness.errors import ConfigurationError
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """The SQLite layout: `_rows.SCHEMA_VERSION` (2, the tables both backends share) plus the
 deferred full-text index of version 3 (``fts_marks``, no insert triggers, ``fragment_texts``
 with its own copy of the texts), version 4's ``fragments_by_set`` index (a set is read in
 row order without sorting its bodies in a temporary tree) and version 5's ``working`` table
 (the working ids one row each, so a commit writes only those that changed; rewriting them in
-the state blob cost ~1.2 ms a commit at 10,000 ids). A database with a newer version
+the state blob cost ~1.2 ms a commit at 10,000 ids) and version 6's ``events.turn_id`` with its unique ``events_by_turn`` index
+(a caller's turn is logged at most once per session; older rows have none, so a stored
+session loads as before). A database with a newer version
 is refused, so an older context-harness (whose triggers would index rows a second time)
 cannot open a version-3 file. Each upgrade step runs once, in order."""
 
@@ -130,7 +132,15 @@ says how many are unchanged (`StoredState.unchanged`: the agent's recorder does)
 NULL: the ids are in the state blob (a commit without that hint, one written before version 5,
 or a session only a fragment change created)."""
 
-_UPGRADES: Final = ((3, _UPGRADE_3), (4, _UPGRADE_4), (5, _UPGRADE_5))
+_UPGRADE_6: Final = """
+ALTER TABLE events ADD COLUMN turn_id TEXT;
+CREATE UNIQUE INDEX IF NOT EXISTS events_by_turn ON events (session, turn_id)
+    WHERE turn_id IS NOT NULL;
+"""
+"""A caller's turn id on its message event (`MessageEvent.turn_id`), unique per session: a
+retried turn cannot be logged twice. NULL on every other event and on rows logged before."""
+
+_UPGRADES: Final = ((3, _UPGRADE_3), (4, _UPGRADE_4), (5, _UPGRADE_5), (6, _UPGRADE_6))
 """The steps after the shared tables, by the version each brings a database to."""
 
 

@@ -17,7 +17,7 @@ import msgspec
 
 from harness.messages import Message
 from harness.sessions import _rows
-from harness.sessions._sqlite_rows import insert_events, logged_messages
+from harness.sessions._sqlite_rows import insert_events, logged_messages, stored_turns
 from harness.sessions.store import Event, SessionKey, StoredState
 
 if TYPE_CHECKING:
@@ -39,10 +39,16 @@ class Round(msgspec.Struct, frozen=True, kw_only=True):
     """``working_n``: how many ids are rows, ``None`` when the blob holds them."""
     messages: int
     """How many events are messages joining the full history."""
+    turns: list[str]
+    """The callers' turn ids the events log (each at most once per session)."""
 
 
 def encode_round(events: list[Event], state: StoredState, new_version: int) -> Round:
-    """Encode a round's state and count its messages (on the caller's thread, no lock)."""
+    """Encode a round's state and count its messages (on the caller's thread, no lock).
+
+    Raises:
+        DuplicateTurn: two events log one turn id.
+    """
     ids = tuple(state.working_ids)
     # With a hint the ids go to ``working`` as changes; without, whole into the blob.
     rows = min(state.unchanged, len(ids)) > 0
@@ -54,6 +60,7 @@ def encode_round(events: list[Event], state: StoredState, new_version: int) -> R
         body=_rows.ENCODER.encode(_rows.stored_state(state, new_version, with_ids=not rows)),
         count=len(ids) if rows else None,
         messages=_rows.count_messages(events),
+        turns=_rows.turn_ids(events),
     )
 
 
@@ -93,8 +100,12 @@ def write_round(
     (a round that appended writes its new ids, not the whole history's). The set cache is
     carried over the commit (`SetCache.committed`).
 
+    A caller's turn the session's log holds already is refused (`DuplicateTurn`), checked in
+    the transaction and guaranteed by the unique ``events_by_turn`` index.
+
     Raises:
         StateConflict: the stored version is not ``expected_version`` (nothing written).
+        DuplicateTurn: a turn of the round is logged already (nothing written).
     """
     new_version = expected_version + 1
     ids = prepared.ids
@@ -108,6 +119,10 @@ def write_round(
     actual = 0 if row is None else row[1]
     if actual != expected_version:
         raise _rows.conflict(key, expected_version, actual)
+    if row is not None and prepared.turns:
+        stored_already = stored_turns(conn, row[0], prepared.turns)
+        if stored_already:
+            raise _rows.duplicate_turn(key, stored_already)
     if row is None:
         cursor = conn.execute(
             "INSERT INTO sessions (user_id, agent_id, session_id, state, version, title, "

@@ -15,6 +15,17 @@ error text is redacted with the fragments' patterns (`harness.fragments.redact_m
 configurable with ``secrets``) on its way to the store. The RAM state keeps the clear text,
 so the model still reads a tool's real output in the rounds that follow it in this
 process; a session resumed from the store reads the redacted text.
+
+**A refused request commits nothing of the history.** The caller's new turns join the RAM
+state before the stack sees them; when the stack refuses the request (a `ContextBuildError`
+before anything was sent), `SessionRecorder.refuse` puts the RAM state back to the last commit
+and commits only the record of it: a `RefusalEvent` with the messages the request carried, and
+the round's other events (its failed manifest, tool runs). The stored history and state stay
+as they were, so the next valid request works — in this process and in any other.
+
+**Turns are stored once.** A caller's turn is marked with `SessionRecorder.mark_turn`; its
+`MessageEvent` then carries the turn id, which a store refuses to log twice in one session
+(`harness.errors.DuplicateTurn`).
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from harness.sessions.store import (
     Event,
     ManifestEvent,
     MessageEvent,
+    RefusalEvent,
     RewriteEvent,
     SessionKey,
     SessionStore,
@@ -89,6 +101,9 @@ class SessionRecorder:
         load): only then may a commit tell the store how many of them are unchanged."""
         self._full = 0
         self._extensions: dict[str, object] = {}
+        self._calibration: dict[str, float] = {}
+        self._turns: set[str] = set()
+        """Ids of messages that are callers' turns (their events carry the id as turn id)."""
         self._pending: list[Event] = []
         self._manifests = ManifestDeltas()
         """Stores each round's manifest as a delta of the last one (its new items only)."""
@@ -127,6 +142,7 @@ class SessionRecorder:
         recorder._working_ids = tuple(m.id for m in working)
         recorder._ids_stored = recorder._working_ids == tuple(stored.working_ids)
         recorder._extensions = dict(state.extensions)
+        recorder._calibration = dict(state.calibration)
         return recorder, state
 
     def note(self, event: AgentEvent) -> None:
@@ -154,6 +170,56 @@ class SessionRecorder:
         """Remember that the call ended with ``error``."""
         text = redact(str(error)[:2_000], self.secrets)
         self._pending.append(ErrorEvent(error=type(error).__name__, text=text))
+
+    def mark_turn(self, message: Message) -> None:
+        """Log ``message`` (a caller's turn, not yet committed) with its id as turn id."""
+        self._turns.add(message.id)
+
+    async def refuse(self, state: AgentState, error: BaseException) -> None:
+        """Undo what joined ``state`` since the last commit, and commit only the refusal.
+
+        The RAM state's histories and middleware state go back to the last commit; the
+        messages they had gained are logged in a `RefusalEvent` (not as history), with the
+        round's pending events. The stored state is the last committed one, at a new version.
+
+        Raises:
+            StateConflict: another writer committed this session since it was read (nothing
+                is written; the RAM state is put back all the same).
+        """
+        refused = tuple(self._clean(m) for m in state.full_history[self._full :])
+        turn = next((m.id for m in refused if m.id in self._turns), None)
+        del state.full_history[self._full :]
+        state.working_history[:] = self._working
+        state.extensions.clear()
+        state.extensions.update(self._extensions)
+        state.touch()  # a request prepared from the refused state is stale
+        self._turns.clear()
+        self._pending.append(
+            RefusalEvent(
+                error=type(error).__name__,
+                text=redact(str(error)[:2_000], self.secrets),
+                messages=refused,
+                turn_id=turn,
+            )
+        )
+        manifests = [e.manifest for e in self._pending if isinstance(e, ManifestEvent)]
+        stored_as = iter(self._manifests.encode(manifests))
+        events = [next(stored_as) if isinstance(e, ManifestEvent) else e for e in self._pending]
+        stored = StoredState(
+            working_ids=self._working_ids,
+            unchanged=len(self._working_ids) if self._ids_stored else 0,
+            extensions=encode_extensions(self._extensions),
+            calibration=dict(self._calibration),
+            title=self.title,
+            version=self.version,
+        )
+        try:
+            self.version = await self.store.commit(
+                self.key, expected_version=self.version, events=events, state=stored
+            )
+        finally:
+            self._pending.clear()
+        self._manifests.committed()
 
     async def commit(self, state: AgentState) -> None:
         """Write the round: new messages, rewrites, summaries, pending events and the state.
@@ -193,6 +259,7 @@ class SessionRecorder:
             self.key, expected_version=self.version, events=events, state=stored
         )
         self._pending.clear()
+        self._turns.clear()
         self._manifests.committed()
         self._working, self._working_ids, self._ids_stored = working, ids, True
         if self.keep_full_history:
@@ -201,6 +268,7 @@ class SessionRecorder:
             del state.full_history[:]
             self._full = 0
         self._extensions = dict(state.extensions)
+        self._calibration = dict(state.calibration)
 
     def _message_events(
         self, state: AgentState, working: tuple[Message, ...], kept: int
@@ -213,7 +281,10 @@ class SessionRecorder:
         # logged id is kept: a session's RAM stays proportional to its working history.
         new = state.full_history[self._full :]
         clean = self._clean
-        events: list[Event] = [MessageEvent(message=clean(m)) for m in new]
+        turns = self._turns
+        events: list[Event] = [
+            MessageEvent(message=clean(m), turn_id=m.id if m.id in turns else None) for m in new
+        ]
         before = self._working_ids[kept:]
         known = {*before, *(m.id for m in new)}
         fresh = [m for m in working[kept:] if m.id not in known]

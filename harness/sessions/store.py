@@ -5,7 +5,8 @@ Per (user, agent, session) a store keeps:
 - an **append-only event log** — every message as it joined the full history, every
   ``context_build`` manifest, compactions (which message ids a summary replaced), rewrites
   (a trimmed, offloaded or truncated copy and the id of its original), tool runs, state
-  changes, warnings and errors. Nothing is ever deleted from it except by `purge`.
+  changes, warnings, errors and refusals (a request the stack refused, with the messages it
+  carried: they never join the history). Nothing is ever deleted from it except by `purge`.
 - the **state** — the working history as message ids (every id resolves to a message of
   the log: an original from a `MessageEvent`, a rewritten copy or a summary from a
   `RewriteEvent` / `CompactionEvent`), the typed middleware state, calibration, a title and
@@ -60,6 +61,10 @@ class MessageEvent(msgspec.Struct, frozen=True, kw_only=True, tag="message"):
 
     message: Message
     at: float = msgspec.field(default_factory=_now)
+    turn_id: str | None = None
+    """Set on a caller's turn (the user message, or a tool result given to the agent): a store
+    logs each turn id at most once per session, so a retried turn cannot be stored twice
+    (`harness.errors.DuplicateTurn`)."""
 
 
 class ManifestEvent(msgspec.Struct, frozen=True, kw_only=True, tag="manifest"):
@@ -132,6 +137,25 @@ class ErrorEvent(msgspec.Struct, frozen=True, kw_only=True, tag="error"):
     at: float = msgspec.field(default_factory=_now)
 
 
+class RefusalEvent(msgspec.Struct, frozen=True, kw_only=True, tag="refusal"):
+    """The stack refused a request: what it carried beyond the stored history was not committed.
+
+    The caller's new turns (and, in a later round, the tool results since the last commit)
+    are kept here for the record only: they are not messages of the history, so a load, a
+    search or `SessionStore.messages` never finds them, and the next valid request starts
+    from the history as it was before the refused one.
+    """
+
+    error: str
+    """The error's class name (``InvalidToolPairs``, ``ContextBudgetExceeded`` …)."""
+    text: str
+    messages: tuple[Message, ...] = ()
+    """The messages the refused request added (redacted like every stored message)."""
+    turn_id: str | None = None
+    """The refused turn's id, when the refused request carried a caller's turn."""
+    at: float = msgspec.field(default_factory=_now)
+
+
 class FragmentEvent(msgspec.Struct, frozen=True, kw_only=True, tag="fragment"):
     """A context fragment changed (`harness.fragments`): which, how, from and to which version."""
 
@@ -157,6 +181,7 @@ Event = (
     | StateEvent
     | WarningEvent
     | ErrorEvent
+    | RefusalEvent
     | FragmentEvent
 )
 """One entry of a session's log (a tagged union: encoded with its ``type`` tag)."""

@@ -9,7 +9,7 @@ import anyio
 import msgspec
 import pytest
 
-from harness.errors import StateConflict
+from harness.errors import DuplicateTurn, StateConflict
 from harness.manifest import ContextManifest, enc_hook
 from harness.messages import ContentPart, Message, ToolCall
 from harness.sessions import (
@@ -18,6 +18,7 @@ from harness.sessions import (
     Event,
     ManifestEvent,
     MessageEvent,
+    RefusalEvent,
     RewriteEvent,
     SessionKey,
     SessionStore,
@@ -25,6 +26,7 @@ from harness.sessions import (
     StoredState,
     ToolRunEvent,
     WarningEvent,
+    open_store,
 )
 
 KEY = SessionKey("alice", "agent", "s1")
@@ -64,7 +66,7 @@ def every_kind() -> tuple[list[Event], StoredState]:
         session_id="s1",
     )
     events: list[Event] = [
-        MessageEvent(message=user),
+        MessageEvent(message=user, turn_id=user.id),
         MessageEvent(message=assistant),
         MessageEvent(message=result),
         RewriteEvent(message=trimmed, original_id=result.id, how="trim"),
@@ -76,6 +78,12 @@ def every_kind() -> tuple[list[Event], StoredState]:
         StateEvent(keys=("todos", "plan_mode")),
         WarningEvent(code="summary_failed", text="the summary model timed out"),
         ErrorEvent(error="ProviderUnavailable", text="503 from the provider"),
+        RefusalEvent(
+            error="InvalidToolPairs",
+            text="1 result without a call",
+            messages=(Message.tool("call_9", "orphan"),),
+            turn_id="turn-9",
+        ),
     ]
     state = StoredState(
         working_ids=(summary.id, trimmed.id, parts.id),
@@ -496,3 +504,73 @@ async def test_working_ids_written_as_changes_load_back_whole(store: SessionStor
         version = await store.commit(KEY, expected_version=version, events=[], state=state)
         loaded = await store.load(KEY)
         assert loaded is not None and loaded[0].working_ids == ids, change
+
+
+def turn(n: int, turn_id: str) -> list[Event]:
+    """A round whose user message is the caller's turn ``turn_id``."""
+    user = Message.user(f"question {n}")
+    return [MessageEvent(message=user, turn_id=turn_id), *round_of(n)[1:]]
+
+
+async def test_a_turn_is_logged_once_per_session(store: SessionStore, store_url: str) -> None:
+    await store.commit(KEY, expected_version=0, events=turn(0, "t0"), state=StoredState())
+    other = open_store(store_url)  # another process's store on the same file or database
+    try:
+        # The lost-answer retry: the turn was committed, the writer retries at the new version.
+        with pytest.raises(DuplicateTurn) as twice:
+            await other.commit(KEY, expected_version=1, events=turn(1, "t0"), state=StoredState())
+        assert twice.value.turn_ids == ("t0",) and isinstance(twice.value, StateConflict)
+        assert "Load the session again" in str(twice.value)
+        with pytest.raises(DuplicateTurn):  # one commit logging a turn twice
+            await other.commit(
+                KEY, expected_version=1, events=turn(1, "t1") + turn(2, "t1"), state=StoredState()
+            )
+        assert len(await store.events(KEY)) == 2  # nothing was written
+        assert (
+            await other.commit(KEY, expected_version=1, events=turn(1, "t1"), state=StoredState())
+            == 2
+        )
+        # The same turn id in another session is another turn.
+        elsewhere = SessionKey("alice", "agent", "s2")
+        assert (
+            await store.commit(
+                elsewhere, expected_version=0, events=turn(0, "t0"), state=StoredState()
+            )
+            == 1
+        )
+    finally:
+        await other.aclose()
+
+
+async def test_a_store_from_before_turn_ids_is_upgraded_and_its_sessions_load(
+    store: SessionStore, store_url: str, backend: str
+) -> None:
+    messages = round_of(0)
+    ids = tuple(e.message.id for e in messages if isinstance(e, MessageEvent))
+    await store.commit(KEY, expected_version=0, events=messages, state=StoredState(working_ids=ids))
+    await store.aclose()
+    if backend == "sqlite":  # back to schema 5: no turn column, no index
+        import sqlite3
+
+        conn = sqlite3.connect(store_url.removeprefix("sqlite://"))
+        conn.execute("DROP INDEX events_by_turn")
+        conn.execute("ALTER TABLE events DROP COLUMN turn_id")
+        conn.execute("PRAGMA user_version = 5")
+        conn.commit()
+        conn.close()
+    else:  # back to +3
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(store_url, autocommit=True) as pg:
+            await pg.execute("DROP INDEX harness_events_by_turn")
+            await pg.execute("ALTER TABLE harness_events DROP COLUMN turn_id")
+            await pg.execute("UPDATE harness_schema SET version = 5")
+    upgraded = open_store(store_url)
+    try:
+        loaded = await upgraded.load(KEY)
+        assert loaded is not None and tuple(loaded[1]) == ids
+        await upgraded.commit(KEY, expected_version=1, events=turn(1, "t1"), state=loaded[0])
+        with pytest.raises(DuplicateTurn):
+            await upgraded.commit(KEY, expected_version=2, events=turn(2, "t1"), state=loaded[0])
+    finally:
+        await upgraded.aclose()
