@@ -49,6 +49,10 @@ What each side does per round:
   at once — the two hooks a LangChain v1 agent runs before each model call, on messages that
   carry ids, as LangGraph's state holds them. LangGraph's own per-step cost is not included.
 
+Every side gets the same input: the session's history, then the user message that starts
+the measured call (`CALL_INPUT`), as an agent invoked with it holds it — so our two drivers
+prepare the same requests, message for message, and 'sent' compares like with like.
+
 *Cold* is the first round of a fresh agent on the history (empty caches); *warm* is each
 next round, after one tool call and its result were appended. Every speed figure is a ratio
 measured in the same run: peer time / our time per repeat (paired), median and p10–p90.
@@ -118,6 +122,14 @@ GOAL_SIZES = (2_000, 10_000)
 GOAL_RATIO = 20.0
 FLAT_LIMIT = 2.0
 """'Flat': warm time at the largest history at most this many times that at the smallest."""
+CALL_INPUT = "Continue with the task."
+"""The user message that starts the measured call, after the session's history, on every side.
+
+`measure_ours` passes it to ``agent.call``, which appends it to the history; the hook loops
+append it themselves. Without it in the hook loops, our stack saw one message fewer there than
+in its agent, and with ``keep_messages`` whole units a shifted keep boundary made the two
+compacted histories differ by a unit (the agent's one message shorter on the generated runs).
+"""
 
 
 @dataclass(frozen=True)
@@ -224,7 +236,7 @@ async def measure_ours(
     agent.state(ctx).append(*session.messages)
     if collect:
         gc.collect()  # the last run's garbage is not collected inside this one's rounds
-    await agent.call("Continue with the task.", ctx)
+    await agent.call(CALL_INPUT, ctx)
     sent = [len(r.history) for r in model.agent_requests]
     return {
         "cold": clock.samples[0],
@@ -247,7 +259,8 @@ async def measure_ours_as_hooks(
     """Drive our stack as `measure_langchain` drives LangChain's hooks: a loop, no agent.
 
     Each round builds the request an agent would (the same System part, tool schemas,
-    policy, input limit, a run scope that lives as long as the session), runs it through
+    policy, input limit, a run scope that lives as long as the session; the first round's
+    history ends with the call's user message, `CALL_INPUT`), runs it through
     the composed stack to a handler that builds the manifest and answers at once, and keeps
     what the round left as the next round's history (``kept_history``: a summary in place
     of the early turns), as LangChain's loop keeps what ``before_model`` returned. Nothing
@@ -263,10 +276,12 @@ async def measure_ours_as_hooks(
         model=model, system_prompt=session.system_prompt, tools=[bash], stack=layers
     )
     kept: list[tuple[Message, ...]] = []
+    sent: list[int] = []
 
     async def answer(request: ModelRequest) -> ModelResponse:
         manifest = build_manifest(request)
         clock.observe(manifest)
+        sent.append(len(request.history))  # what the model would receive, as in the agent
         kept.append(request.kept_history())
         return ModelResponse(message=Message.assistant("ok"), manifest=manifest)
 
@@ -279,8 +294,7 @@ async def measure_ours_as_hooks(
     system = (SystemPart(name="prompt", text=session.system_prompt),)
     tools = tuple(t.schema for t in agent.tools.values())
     policy = agent.policy.replace(observer=None)
-    history = tuple(session.messages)
-    sent: list[int] = []
+    history = (*session.messages, Message.user(CALL_INPUT))
     if collect:
         gc.collect()  # the last run's garbage is not collected inside this one's rounds
     for step in range(warm + 1):
@@ -299,7 +313,6 @@ async def measure_ours_as_hooks(
         )
         await handler(request)
         history = kept[-1]
-        sent.append(len(history))
     return {
         "cold": clock.samples[0],
         "warm": clock.samples[1:],
@@ -342,9 +355,9 @@ def _appended(step: int, outputs: list[Message]) -> tuple[Any, Any]:
 def measure_langchain(
     session: Session, outputs: list[Message], warm: int, *, compacting: bool, collect: bool = True
 ) -> dict[str, Any]:
-    """Time the LangChain hooks: the first round on the history, then warm rounds."""
+    """Time the LangChain hooks: the first round on the history and `CALL_INPUT`, then warm rounds."""
     peer = langchain_peer(session.system_prompt, compacting=compacting)
-    messages = to_langchain(session.messages)
+    messages = to_langchain((*session.messages, Message.user(CALL_INPUT)))
     if collect:
         gc.collect()  # the last run's garbage is not collected inside this one's rounds
     started = time.perf_counter()
@@ -363,9 +376,12 @@ def measure_langchain(
 def measure_litellm(
     session: Session, outputs: list[Message], warm: int, *, collect: bool = True
 ) -> dict[str, Any]:
-    """Time ``litellm.utils.trim_messages`` with a limit it never reaches, cold then warm."""
+    """Time ``litellm.utils.trim_messages`` with a limit it never reaches, cold then warm.
+
+    Its input is the session's history and `CALL_INPUT`, as every other side's.
+    """
     trim = trim_messages()
-    dicts = to_openai(session.messages, session.system_prompt)
+    dicts = to_openai((*session.messages, Message.user(CALL_INPUT)), session.system_prompt)
     if collect:
         gc.collect()  # the last run's garbage is not collected inside this one's rounds
     started = time.perf_counter()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import _report, peers, trajectories, workloads
+from benchmarks import _report, bench_overhead, peers, trajectories, workloads
 from benchmarks.__main__ import BENCHMARKS, main
 from benchmarks.result import Result, ResultShapeError, to_result
 from harness.agent import HarnessAgent, RuntimeContext
@@ -302,14 +302,16 @@ def test_overhead_smoke_times_every_configuration_like_for_like(tmp_path: Path) 
                     assert entry["warm_ratio_vs_ours"]["median"] > 0
                 if system == "LangChain":  # also against our stack inside its agent
                     assert entry["warm_ratio_vs_in_agent"]["median"] > 0
-    # our stack driven as hooks prepared what it prepares inside its agent (which adds the
-    # call's user message)
+    # our stack driven as hooks prepared what it prepares inside its agent: both get the
+    # history and the call's user message, so they send the same histories, whatever the
+    # workload (with ../shared or the generated runs of a user's clone)
     for config in data:
         if config != "memory_peak":
             for n, hooks in data[config]["ours"].items():
                 if n != "flatness":
                     agent = data[config]["ours, in its agent"][n]
-                    assert 0 <= agent["sent_warm"] - hooks["sent_warm"] <= 1, (config, n)
+                    for sent in ("sent_cold", "sent_warm"):
+                        assert agent[sent] == hooks[sent], (config, n, sent)
     # compacting: both sides summarised the 120-message history down to about the same size
     for config in ("compacting", "same concerns, compacting"):
         ours, langchain = data[config]["ours"]["120"], data[config]["LangChain"]["120"]
@@ -331,6 +333,31 @@ def test_overhead_smoke_times_every_configuration_like_for_like(tmp_path: Path) 
     memory = result.data["memory_peak"]
     assert memory and all(m["peak_bytes"] > 0 and m["messages"] > 0 for m in memory.values())
     assert "![" in (tmp_path / "report.md").read_text("utf-8")
+
+
+@pytest.mark.parametrize("source", ["synthetic", "real"])
+@pytest.mark.parametrize("n", [120, 300])
+async def test_overhead_drives_our_stack_to_the_same_requests_as_hooks_and_in_its_agent(
+    tmp_path: Path, source: workloads.Source, n: int
+) -> None:
+    # Both workloads in every checkout: the smoke run above sees only the one present (the
+    # generated runs in a user's clone, where the hook loop once sent one message more).
+    if source == "real" and not trajectories.trajectory_files():
+        pytest.skip("no ../shared/data/swe-agent-trajectories next to the project")
+    session = workloads.history(n, source=source)
+    outputs = workloads.tool_results(session)
+    for config in bench_overhead.CONFIGS:
+        setup = {"compaction": config.compacting, "concerns_only": config.concerns_only}
+        hooks = await bench_overhead.measure_ours_as_hooks(
+            session, outputs, 2, tmp_path, collect=False, **setup
+        )
+        agent = await bench_overhead.measure_ours(
+            session, outputs, 2, tmp_path, collect=False, **setup
+        )
+        for sent in ("sent_cold", "sent_warm"):
+            assert agent[sent] == hooks[sent], (config.name, sent)
+        if config.compacting:
+            assert hooks["sent_cold"] < n // 2  # the cold round compacted
 
 
 def test_tokens_sent_smoke(tmp_path: Path) -> None:
