@@ -27,8 +27,8 @@ import msgspec
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.memory import MEMORY_FOLDER
 from harness.tools import Tool, ToolContext
-from harness.workspace import Workspace, scope_key
-from middleware._read_scope import ReadScope
+from harness.workspace import Workspace
+from middleware._read_scope import ReadScope, session_key
 
 DEFAULT_PAGE_CHARS = 20_000
 """Characters `read_file` returns when the model gives no ``limit``."""
@@ -37,16 +37,6 @@ MAX_PAGE_CHARS = 100_000
 
 Offset = Annotated[int, msgspec.Meta(ge=0)]
 Limit = Annotated[int, msgspec.Meta(ge=1)]
-
-
-def session_key(session_id: str, user_id: str = "") -> str:
-    """Return the folder name of a user's session in a private folder (32 hex characters).
-
-    A 128-bit hash of both ids (`harness.workspace.scope_key`), so that no id (which may
-    hold user data or path characters) ever becomes part of a path, and two users who
-    happen to use the same session id never share a folder.
-    """
-    return scope_key("session", user_id, session_id)
 
 
 def read_file_tool(

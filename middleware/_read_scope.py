@@ -44,6 +44,21 @@ from harness.errors import PathEscapeError
 from harness.tools import ToolContext
 from harness.workspace import Workspace, scope_key
 
+
+def session_key(session_id: str, user_id: str = "", agent_id: str = "") -> str:
+    """Return the folder name of a session in a private folder (32 hex characters).
+
+    A 128-bit hash (`harness.workspace.scope_key`), so that no id (which may hold user data
+    or path characters) ever becomes part of a path. A user's session is keyed by user and
+    session id: two users who happen to use the same session id never share a folder. A
+    session without a user id is its own scope: keyed by its agent and session id, so two
+    agents' anonymous sessions with one session id never share a folder either.
+    """
+    if user_id:
+        return scope_key("session", user_id, session_id)
+    return scope_key("anonymous-session", agent_id, session_id)
+
+
 STORE_FOLDER = ".harness"
 """The folder of the harness's own data in a workspace (the default session store)."""
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -98,8 +113,8 @@ class ReadScope:
         self.offload = tuple(fold(p) for p in offload) if offload is not None else None
         self.memory = tuple(fold(p) for p in memory) if memory is not None else None
         self.shared = tuple(tuple(fold(p) for p in s) for s in shared)
-        self.session_key = scope_key("session", user, session)
-        """This session's folder in the offload folder (`middleware._file_tools.session_key`)."""
+        self.session_key = session_key(session, user, agent or "")
+        """This session's folder in the offload folder."""
         own_memory: dict[str, str] = {}
         if user:
             own_memory["users"] = scope_key("user", user)

@@ -204,6 +204,7 @@ class ToolResultOffload:
                 data=data,
                 session_id=request.ids.session_id,
                 user_id=request.ids.user_id,
+                agent_id=request.ids.agent_id,
                 folder=self.folder,
             )
             reason = "no_workspace" if ws is None else await _store(ws, path, data)
@@ -312,12 +313,13 @@ def offload_path(
     *,
     session_id: str,
     user_id: str = "",
+    agent_id: str = "",
     data: bytes | None = None,
     folder: str = DEFAULT_FOLDER,
 ) -> str:
     """Return the workspace path the tool result ``message`` is offloaded to.
 
-    ``<folder>/<key of user and session>/<key of call id, message id and content>.txt``:
+    ``<folder>/<key of user (or agent) and session>/<key of call id, message id and content>.txt``:
     two results never share a file, whatever their ids, and the same result always maps
     to the same file.
 
@@ -325,6 +327,7 @@ def offload_path(
         message: the tool result.
         session_id: the session's id.
         user_id: the user's id.
+        agent_id: the agent's id (keys a session without a user id).
         data: the result's UTF-8 bytes, when already encoded.
         folder: the offload folder.
     """
@@ -332,14 +335,19 @@ def offload_path(
         data = message.text.encode("utf-8", "surrogatepass")
     content = hashlib.blake2b(data, digest_size=16).hexdigest()
     result = scope_key("result", message.tool_call_id or "", message.id, content)
-    return f"{folder}/{session_key(session_id, user_id)}/{result}.txt"
+    return f"{folder}/{session_key(session_id, user_id, agent_id)}/{result}.txt"
 
 
 def purge_session(
-    workspace: Workspace, session_id: str, *, user_id: str = "", folder: str = DEFAULT_FOLDER
+    workspace: Workspace,
+    session_id: str,
+    *,
+    user_id: str = "",
+    agent_id: str = "",
+    folder: str = DEFAULT_FOLDER,
 ) -> None:
-    """Delete every offloaded result of a user's session (call it when a session is deleted)."""
-    workspace.remove(f"{folder}/{session_key(session_id, user_id)}", recursive=True)
+    """Delete every offloaded result of a session (call it when a session is deleted)."""
+    workspace.remove(f"{folder}/{session_key(session_id, user_id, agent_id)}", recursive=True)
 
 
 def sweep(

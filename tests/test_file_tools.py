@@ -208,7 +208,7 @@ async def test_the_memory_folder_is_never_read(tmp_path: Path) -> None:
 
 async def test_private_folder_is_readable_only_by_its_own_session(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
-    mine, theirs = session_key("alice"), session_key("bob")
+    mine, theirs = session_key("alice", "", "agent"), session_key("bob", "", "agent")
     ws.write_text(f"store/{mine}/r.txt", "alice's result")
     ws.write_text(f"store/{theirs}/r.txt", "bob's result")
     os.symlink(tmp_path / "store" / theirs, tmp_path / "sneaky")

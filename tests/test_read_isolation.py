@@ -222,3 +222,41 @@ async def test_shared_limits_project_material_to_the_configured_folders(tmp_path
     refused = await tool.run('{"path": "private/b.md"}', ctx)
     assert refused.startswith("Error: PathEscapeError:") and "not shared" not in refused
     assert "docs" in refused
+
+
+async def test_anonymous_sessions_of_two_agents_with_one_session_id_keep_their_offloads_apart(
+    tmp_path: Path,
+) -> None:
+    # No user id: each (agent, session) is its own scope. The same session id under another
+    # agent on the same workspace gets another offload folder, and its read_file refuses the
+    # first one's file.
+    ws = Workspace(tmp_path / "ws")
+    secret = f"heron{uuid.uuid4().hex[:12]}"
+
+    def lookup(topic: str) -> str:
+        """Look a topic up.
+
+        Args:
+            topic: what to look up.
+        """
+        return f"report on {topic}: {secret}\n" * 2_000
+
+    def agent(agent_id: str, model: ScriptedModel) -> HarnessAgent:
+        return HarnessAgent(
+            model=model,
+            tools=[lookup],
+            stack=[ToolResultOffload(max_result_chars=1_000, preview_chars=100)],
+            workspace=ws,
+            agent_id=agent_id,
+        )
+
+    first = agent("first", ScriptedModel([ScriptedModel.tool_call("lookup", {"topic": "x"}), "ok"]))
+    await first.call("look it up", RuntimeContext(session_id="s"))
+    (offloaded,) = ws.list("large_tool_results", recursive=True)
+    assert secret in ws.read_text(offloaded)
+    assert offloaded.split("/")[1] == session_key("s", "", "first") != session_key("s", "", "other")
+
+    model = ScriptedModel([calls([offloaded]), "done"])
+    await agent("other", model).call("read it", RuntimeContext(session_id="s"))
+    (answer,) = results(model.requests[-1]).values()
+    assert answer.startswith("Error") and secret not in answer

@@ -429,7 +429,9 @@ def _remove_offloads(workspace: Workspace, key: SessionKey, folder: str) -> bool
     from middleware.tool_result_offload import purge_session
 
     try:
-        purge_session(workspace, key.session_id, user_id=key.user_id, folder=folder)
+        purge_session(
+            workspace, key.session_id, user_id=key.user_id, agent_id=key.agent_id, folder=folder
+        )
     except (OSError, HarnessError) as exc:
         sys.stderr.write(
             f"harness: could not remove the offloaded files of session {key.session_id!r}: {exc}\n"

@@ -203,7 +203,9 @@ async def test_exemption_uses_the_call_name_when_the_result_has_none(tmp_path: P
     (request,) = model.agent_requests
     results = {m.tool_call_id: m for m in request.history if m.role == "tool"}
     assert results["r"].text == big
-    assert results["x"].meta("offloaded") == offload_path(history[3], session_id="s")
+    assert results["x"].meta("offloaded") == offload_path(
+        history[3], session_id="s", agent_id="agent"
+    )
     assert request.transforms == ("tool_result_offload:x",)
 
 
@@ -318,9 +320,9 @@ async def test_purge_session_removes_only_that_session(tmp_path: Path) -> None:
     agent = HarnessAgent(model=model, tools=[dump], stack=[ToolResultOffload()], workspace=ws)
     await agent.call("one", RuntimeContext(session_id="alice"))
     await agent.call("two", RuntimeContext(session_id="bob"))
-    (alice,) = ws.list(f"large_tool_results/{session_key('alice')}")
-    (bob,) = ws.list(f"large_tool_results/{session_key('bob')}")
-    purge_session(ws, "alice")
+    (alice,) = ws.list(f"large_tool_results/{session_key('alice', '', 'agent')}")
+    (bob,) = ws.list(f"large_tool_results/{session_key('bob', '', 'agent')}")
+    purge_session(ws, "alice", agent_id="agent")
     assert not ws.exists(alice) and ws.exists(bob)
     assert ws.list("large_tool_results", recursive=True) == [bob]
     purge_session(ws, "nobody")  # nothing to remove is fine
