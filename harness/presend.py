@@ -209,6 +209,8 @@ def _within_budget(request: ModelRequest, client: ModelClientLike | None) -> Mod
             request = request.replace(input_limit=room)
     if request.input_limit < 0:
         return request
+    if request.policy.estimator is None:  # a bare request: count it as its model counts
+        request = request.replace(policy=request.policy.resolve(request.model))
     request, tokens = counted_near_limit(request)  # exact near the limit
     if tokens > request.input_limit:
         raise ContextBudgetExceeded(
