@@ -4,8 +4,10 @@ A stack whose order cannot work is refused here, when it is built: each middlewa
 its `Concern`s and the concerns that must run before it (`harness.types.Ordered`); the
 composer checks those statements and knows no middleware by name. The innermost handler
 receives the request without the blocks its history supersedes
-(`ModelRequest.without_superseded_blocks`), so the rule holds for every stack, inside the
-agent or not.
+(`ModelRequest.without_superseded_blocks`) and only once it passed the pre-send check
+(`harness.presend.checked`: pairs, ``max_tokens`` within the run's client's output limit,
+prompt + ``max_tokens`` within its window and the input limit), so both rules hold for
+every stack, inside the agent or not, with PairValidation or without.
 
 Each layer runs inside a *layer watcher* when one is set for the request in flight
 (`LAYER_WATCHER`, a context manager factory given the middleware's name) — an outer
@@ -15,7 +17,8 @@ back the middleware's own coroutine instead of awaiting it in one of its own, ca
 class's ``__call__`` as the method bound when the stack was built (`_caller`); the innermost
 handler hands back the client handler's awaitable the same way.
 Requests sent outside the stack (summaries) go through `send_watched`, which runs them
-inside the *request watcher* (`REQUEST_WATCHER`) the same way.
+inside the *request watcher* (`REQUEST_WATCHER`) the same way; their sender runs the same
+pre-send check on them first.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from contextvars import ContextVar
 from types import FunctionType, MethodType
 
 from harness.errors import ConfigurationError
+from harness.presend import checked
 from harness.request import ModelClientLike, ModelRequest, ModelResponse
 from harness.types import Concern, Handler, Middleware
 
@@ -35,6 +39,10 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
 
     The first middleware in the list is the outermost: it sees the request first and the
     response last. The result is built once and can be awaited many times concurrently.
+
+    The innermost handler sends only what passes `harness.presend.checked` (broken pairs
+    raise `InvalidToolPairs`, a request over budget `ContextBudgetExceeded`); a stack that
+    should repair pairs instead holds ``PairValidation(mode="repair")``.
 
     Raises:
         ConfigurationError: when an element of ``stack`` is not callable, or the order
@@ -50,7 +58,9 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
 
     def innermost(request: ModelRequest) -> Awaitable[ModelResponse]:
         # Hands back the handler's awaitable, as a layer does: no coroutine of its own.
-        return handler(request.without_superseded_blocks())
+        request = request.without_superseded_blocks()
+        client = request.run.client if request.run is not None else None
+        return handler(checked(request, client, owner=innermost))
 
     composed: Handler = innermost
     for middleware in reversed(stack):

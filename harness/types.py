@@ -101,6 +101,19 @@ class NamesProvider(Protocol):
         ...
 
 
+@runtime_checkable
+class OutputLimited(Protocol):
+    """A model client that can say how many output tokens a model answers with at most.
+
+    The pre-send check (`harness.presend`) keeps ``max_tokens`` within it; a client without
+    it is trusted with any ``max_tokens`` that fits the window.
+    """
+
+    def max_output_tokens(self, model: str | None = None) -> int | None:
+        """Return the model's output limit in tokens, or ``None`` when unknown."""
+        ...
+
+
 class ToolRunWatch(Protocol):
     """What a `CallWatch` is told about one tool run once it ended."""
 

@@ -23,14 +23,22 @@ import msgspec
 
 from harness.accounting import (
     acounted_near_limit,
+    count_off_loop,
     build_manifest,
     floor_of,
     report_manifest,
     sure_count,
 )
 from harness.chain import send_watched
-from harness.errors import ConfigurationError, ContextOverflowError, ProviderError
+from harness.errors import (
+    ConfigurationError,
+    ContextBudgetExceeded,
+    ContextOverflowError,
+    ProviderError,
+)
 from harness.messages import Message, new_id
+from harness.policy import ContextPolicy
+from harness.presend import checked, output_limit
 from harness.request import ModelClientLike, ModelRequest
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
 from middleware._layout import SUMMARY_ROOM
@@ -101,18 +109,46 @@ LABEL_TOKENS: Final = 4
 """Tokens a rendered message's ``[role]`` label may take beyond its own count."""
 SUMMARY_CONCURRENCY: Final = 4
 """Partial summaries requested at once when the early part is summarised in chunks."""
+OUTPUT_SLACK: Final = 256
+"""Output tokens asked for beyond the summary's cap (the answer is cut to the cap anyway)."""
+
+
+def summary_output(client: ModelClientLike, cap: int, policy: ContextPolicy) -> int:
+    """Return the ``max_tokens`` of a summary request whose answer is cut to ``cap`` tokens.
+
+    ``cap`` + `OUTPUT_SLACK`, at most the policy's output reserve (``reserve_output``: the
+    room an agent request keeps for its answer, so a summary request asked in place fits
+    where the agent's request did), the model's output limit (when the client reports one)
+    and half of what the window leaves after ``policy.safety_margin``. The request's input
+    limit is computed with this reserve, so prompt + ``max_tokens`` stays within the window.
+    """
+    output = min(cap + OUTPUT_SLACK, policy.reserve_output or cap + OUTPUT_SLACK)
+    most = output_limit(client, client.model)
+    if most is not None:
+        output = min(output, most)
+    window = client.context_window(client.model)
+    if window is not None and window > 0:
+        output = min(output, (window - policy.safety_margin) // 2)
+    return max(1, output)
 
 
 class Summariser:
     """Sends summary requests straight to the summariser (not through the stack)."""
 
     def __init__(
-        self, client: ModelClientLike, request: ModelRequest, limit: int, est: TokenEstimator
+        self,
+        client: ModelClientLike,
+        request: ModelRequest,
+        limit: int,
+        est: TokenEstimator,
+        output: int | None = None,
     ) -> None:
         self.client = client
         self.request = request
         self.limit = limit
         self.est = est
+        self.output = output
+        """The ``max_tokens`` each request asks for (``limit`` reserved it), or ``None``."""
 
     async def __call__(self, prompt: str) -> str:
         """Return the answer to ``prompt``.
@@ -142,6 +178,7 @@ class Summariser:
             model=self.client.model,
             ids=msgspec.structs.replace(source.ids, purpose="summary", call_id=new_id()),
             history=(Message.user(prompt),),
+            settings={"max_tokens": self.output} if self.output is not None else None,
             policy=source.policy.replace(estimator=self.est),
             input_limit=self.limit,
         )
@@ -186,9 +223,19 @@ async def send_summary_request(
 ) -> str | None:
     """Send a counted summary request straight to ``client``; return its answer's text.
 
-    Its manifest is reported through ``source`` (the agent request being compacted).
-    ``None`` when the summariser rejects the request as too long.
+    It passes the pre-send check every request passes (`harness.presend.checked`): its
+    pairs are repaired (it is our own request: a dangling call gets an "interrupted"
+    result, an orphan result is dropped, never sent broken), ``max_tokens`` is kept within
+    the model's output limit, and prompt + ``max_tokens`` within the window. Its manifest
+    is reported through ``source`` (the agent request being compacted). ``None`` when the
+    request is over budget (it is not sent: the caller asks for less) or the summariser
+    rejects it as too long.
     """
+    await count_off_loop(request)  # big texts counted in a thread: the check then looks them up
+    try:
+        request = checked(request, client, pairs="repair")
+    except ContextBudgetExceeded:
+        return None
     report_manifest(build_manifest(request), source)
     try:
         response = await send_watched(client, request)
@@ -328,10 +375,11 @@ class SummaryWriter:
             )
         est = request.estimator if client.model == request.model else estimator_for(client.model)
         est = packing_estimator(est, client.model)
-        limit = request.policy.input_limit(client.context_window(client.model))
+        output = summary_output(client, cap, request.policy)
+        limit = request.policy.input_limit(client.context_window(client.model), max_output=output)
         fraction = min(CHUNK_FRACTION, floor_of(est))
         chunk = min(self.chunk_tokens or int(limit * fraction) - 1, limit)
-        ask = Summariser(client, request, limit, est)
+        ask = Summariser(client, request, limit, est, output)
         if previous is not None:
             previous = fit_text(previous, est, chunk // 3)
         pieces = [render_message(m) for m in early]

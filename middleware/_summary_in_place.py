@@ -24,11 +24,16 @@ import msgspec
 
 from harness.accounting import acounted_near_limit, counted_near_limit, estimate_request
 from harness.messages import Message, new_id
+from harness.pairs import repair_pairs, safe_cut
 from harness.policy import OUTPUT_SETTINGS
 from harness.request import ModelClientLike, ModelRequest, is_stable
 from harness.tokens import TokenEstimator
-from middleware._history import safe_cut
-from middleware._summariser import SUMMARY_SECTIONS, fit_text, send_summary_request
+from middleware._summariser import (
+    SUMMARY_SECTIONS,
+    fit_text,
+    send_summary_request,
+    summary_output,
+)
 
 IN_PLACE_PROMPT: Final = (
     """\
@@ -48,8 +53,6 @@ CUT_SLACK: Final = 64
 """Tokens cut from texts beyond the estimated excess (the exact count may differ)."""
 MIN_TEXT_KEPT: Final = 200
 """The least a message text cut to fit an in-place summary request keeps, in tokens."""
-OUTPUT_SLACK: Final = 256
-"""Output tokens asked for beyond the summary's cap (the answer is cut to the cap anyway)."""
 
 
 def in_place_request(
@@ -64,25 +67,33 @@ def in_place_request(
     System, tools, the stable blocks (rendered before the history) and the history up to
     ``upto`` are ``request``'s own, so the request starts as the agent's previous one did;
     the changing blocks (rendered after the history) are left out. It asks for at most
-    ``cap`` (+ `OUTPUT_SLACK`) output tokens and no tool call; the smaller output reserve
-    leaves its input the room the agent's answer needed (the prefix came within a few
-    hundred tokens of the agent's limit in the round before). ``after`` goes between the
+    ``cap`` (+ `OUTPUT_SLACK`, within the model's output limit: `summary_output`) output
+    tokens and no tool call, and its input limit reserves exactly that output, so prompt +
+    ``max_tokens`` stays within the window (a prefix that does not fit is shortened by
+    `summarise_in_place`, never sent over). Broken tool pairs of the history (an orphan
+    result, a dangling call, as a caller of ``acompletion`` may send) are repaired as
+    PairValidation's repair mode does (`harness.pairs.repair_pairs`, ``pair_repair:…``
+    transforms): a summary request is never sent broken. ``after`` goes between the
     prefix and the instruction (the rest of the early part, shortened to fit).
     """
-    output = cap + OUTPUT_SLACK
+    output = summary_output(client, cap, request.policy)
     window = client.context_window(client.model)
-    limit = request.policy.input_limit(window, max_output=output) if window else 0
+    limit = request.policy.input_limit(window, max_output=output) if window else request.input_limit
     settings = {k: v for k, v in (request.settings or {}).items() if k not in OUTPUT_SETTINGS}
+    history, repairs = repair_pairs(
+        (*request.history[:upto], *after, Message.user(IN_PLACE_PROMPT))
+    )
     return ModelRequest(
         model=client.model,
         ids=msgspec.structs.replace(request.ids, purpose="summary", call_id=new_id()),
         system=request.system,
-        history=(*request.history[:upto], *after, Message.user(IN_PLACE_PROMPT)),
+        history=history,
         blocks=tuple(b for b in request.blocks if is_stable(b)),
         tools=request.tools,
         settings={**settings, "max_tokens": output, "tool_choice": "none"},
         policy=request.policy,
-        input_limit=max(limit, request.input_limit),
+        input_limit=limit,
+        transforms=repairs,
     ).without_superseded_blocks()
 
 

@@ -4,14 +4,16 @@ Where it sits: innermost, directly before the model client, so it sees the reque
 as it will be sent, after every other middleware rewrote it. Nothing is sent unless:
 
 1. the agent state did not change while the request was prepared (else `StateConflict`);
-2. every assistant tool call has exactly one result and every result its call, with the
-   results directly after the assistant message that made the calls (the rule in
-   `middleware._history`); in ``"fail"`` mode a violation raises `InvalidToolPairs`, in
-   ``"repair"`` mode dangling calls get a synthetic ``no result: interrupted`` result,
-   misplaced results are moved next to their call and orphan results are dropped, each
-   recorded as a ``pair_repair:…`` transform;
-3. the request fits ``request.input_limit`` — estimated far from it, counted with the
-   family's exact tokenizer near it (else `ContextBudgetExceeded`).
+2. it passes the kernel's pre-send check (`harness.presend.checked`) with this layer's
+   pair mode: every assistant tool call has exactly one result and every result its call,
+   directly after the assistant message (`harness.pairs`) — in ``"fail"`` mode a violation
+   raises `InvalidToolPairs`, in ``"repair"`` mode dangling calls get a synthetic ``no
+   result: interrupted`` result, misplaced results are moved next to their call and orphan
+   results are dropped, each recorded as a ``pair_repair:…`` transform — and the request
+   fits ``request.input_limit``, estimated far from it, counted with the family's exact
+   tokenizer near it (else `ContextBudgetExceeded`). The same check runs again where the
+   request leaves the stack, with the client's window and output limit, and on every
+   summary request.
 
 Conflict rule (cheap, O(1)): when ``state.version`` differs from the version the request
 started from, the kind is ``history_conflict`` if the working history no longer ends with
@@ -19,38 +21,24 @@ the message the request's history ends with (compared by origin id, so an offloa
 trimmed copy still matches its original), and ``state_conflict`` otherwise (e.g. todos or
 other structured state changed). The agent does not commit a request that failed here.
 
-Incremental: within a session the pair check starts at the first unit the previous valid
-history did not share (`harness.prefix.shared_prefix`) and reads the history in place from
-there (`middleware._history.pairs_valid`, no slice): the rule is per unit, and the units
-before it are unchanged and were valid. When the whole previous history is shared and a new
-unit follows it (the usual round: a tool call and its results appended), its last unit is
-complete and the check reads the new messages only. The budget check reads the session's running totals
-(`harness.accounting.HistoryTally`). So a warm round costs O(new messages) here.
+Incremental: the pre-send check reads only the units this layer's previous valid history
+did not share, and the session's running totals for the budget (see `harness.presend`), so
+a warm round costs O(new messages) here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-import msgspec
-
-from harness.accounting import count_off_loop, counted_near_limit
-from harness.errors import (
-    ConfigurationError,
-    ContextBudgetExceeded,
-    InvalidToolPairs,
-    StateConflict,
-)
+from harness.accounting import count_off_loop
+from harness.errors import ConfigurationError, StateConflict
 from harness.markers import INTERRUPTED_TEXT, ORIGIN_ID
 from harness.messages import Message
-from harness.prefix import shared_prefix
+from harness.presend import PairMode, checked
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
-from middleware._history import check_pairs, label, pairs_valid, repair_pairs
 
-Mode = Literal["fail", "repair"]
-_SHOWN = 5
+Mode = PairMode
 
 
 class PairValidation:
@@ -91,76 +79,11 @@ class PairValidation:
         if request.state is not None:  # no state, no conflict: no call
             _check_state(request)
         await count_off_loop(request)  # big new texts counted in a thread, not on the loop
-        if self._pairs_ok(request):
-            return await call_next(self._within_budget(request))
-        if self.mode == "fail":
-            check = check_pairs(request.history)
-            raise InvalidToolPairs(
-                _pairs_message(check.dangling, check.orphans, check.misplaced),
-                dangling_calls=check.dangling,
-                orphan_results=check.orphans,
-                misplaced_results=check.misplaced,
-                transforms=request.transforms,
-            )
-        history, transforms = repair_pairs(request.history, interrupted_text=self.interrupted_text)
-        request = request.replace(history=history).with_transforms(*transforms)
-        return await call_next(self._within_budget(request))
-
-    def _pairs_ok(self, request: ModelRequest) -> bool:
-        """Return whether the pairs are valid, checking only what this call has not seen."""
-        history = request.history
-        if request.run is None:
-            return pairs_valid(history)
-        seen = request.run.session_slot(self, _Valid)  # kept across the session's calls
-        old = seen.history
-        shared = shared_prefix(old, history, request.run)
-        if shared < len(old) or (shared < len(history) and history[shared].role == "tool"):
-            start = _unit_start(history, shared)  # its last unit lost or gained messages
-        else:  # the whole valid history, then a new unit (or nothing): only the new is read
-            start = shared
-        ok = pairs_valid(history, start)
-        if ok:
-            seen.history = history
-        return ok
-
-    @staticmethod
-    def _within_budget(request: ModelRequest) -> ModelRequest:
-        """Return ``request`` (counted exactly near its limit) if it fits its input limit.
-
-        Raises:
-            ContextBudgetExceeded: when it does not.
-        """
-        if request.input_limit >= 0:
-            request, tokens = counted_near_limit(request)  # exact near the limit
-            if tokens > request.input_limit:
-                raise ContextBudgetExceeded(
-                    f"the prepared request needs ~{tokens:,} tokens but the input limit is "
-                    f"{request.input_limit:,}, so it was not sent. Put BudgetFit and Compaction "
-                    "before PairValidation in the stack, shorten the system prompt, tool schemas "
-                    "or required blocks, or raise ContextPolicy.max_input_tokens.",
-                    required_tokens=tokens,
-                    limit=request.input_limit,
-                    transforms=request.transforms,
-                )
-        return request
-
-
-class _Valid(msgspec.Struct):
-    """One PairValidation's per-call slot: the last history whose pairs were valid."""
-
-    history: tuple[Message, ...] = ()
-
-
-def _unit_start(history: tuple[Message, ...], shared: int) -> int:
-    """Return where the unit holding message ``shared - 1`` starts (0 when nothing is shared).
-
-    Every unit before it lies inside the shared prefix and is followed by a shared message,
-    so it is the very unit checked before.
-    """
-    index = shared - 1
-    while index > 0 and history[index].role == "tool":
-        index -= 1
-    return max(index, 0)
+        # The kernel's pre-send check, with this layer's pair mode; the client's window and
+        # output limit are checked where the request leaves the stack (harness.chain).
+        return await call_next(
+            checked(request, pairs=self.mode, interrupted_text=self.interrupted_text, owner=self)
+        )
 
 
 def _check_state(request: ModelRequest) -> None:
@@ -194,29 +117,3 @@ def _check_state(request: ModelRequest) -> None:
 def _origin(message: Message) -> str:
     origin = message.meta(ORIGIN_ID)
     return origin if isinstance(origin, str) else message.id
-
-
-def _pairs_message(
-    dangling: Sequence[str], orphans: Sequence[str], misplaced: Sequence[str]
-) -> str:
-    problems = []
-    if dangling:
-        problems.append(f"{len(dangling)} call(s) without a result ({_ids(dangling)})")
-    if orphans:
-        problems.append(f"{len(orphans)} result(s) without a call ({_ids(orphans)})")
-    if misplaced:
-        problems.append(
-            f"{len(misplaced)} result(s) not directly after their call ({_ids(misplaced)})"
-        )
-    return (
-        "tool calls and results are not paired: "
-        + "; ".join(problems)
-        + ". The request was not sent. A middleware that cuts or rewrites the history must keep "
-        "each call with its results (see middleware._history.safe_cut); or use "
-        "PairValidation(mode='repair') to fill, move and drop them."
-    )
-
-
-def _ids(ids: Sequence[str]) -> str:
-    shown = ", ".join(label(i) for i in ids[:_SHOWN])
-    return shown + (f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else "")

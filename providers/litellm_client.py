@@ -113,6 +113,18 @@ def _window_of(model: str) -> int | None:
     return None
 
 
+@cache
+def _max_output_of(model: str) -> int | None:
+    try:
+        info = load_litellm().get_model_info(model)
+    except Exception:  # litellm raises a plain Exception for a model it does not know
+        return None
+    value = info.get("max_output_tokens") if isinstance(info, Mapping) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
 class LiteLLMClient:
     """A `ModelClient` that sends requests through litellm.
 
@@ -180,6 +192,13 @@ class LiteLLMClient:
         Uses ``max_input_tokens``, else ``max_tokens``. Never raises.
         """
         return _window_of(model or self.model)
+
+    def max_output_tokens(self, model: str | None = None) -> int | None:
+        """Return the most output tokens the model answers with (litellm's model map), or ``None``.
+
+        Uses ``max_output_tokens`` (`harness.types.OutputLimited`). Never raises.
+        """
+        return _max_output_of(model or self.model)
 
     def provider_name(self, model: str) -> str | None:
         """Return litellm's name for the provider serving ``model`` (for traces), or ``None``."""

@@ -62,6 +62,7 @@ class ScriptedModel:
         replies: the script, consumed one entry per agent request.
         model: the model name it reports.
         window: the context window it reports (``None``: unknown).
+        max_output: the most output tokens it reports it can answer (``None``: unknown).
         overflow_above: raise `ContextOverflowError` when the estimated input exceeds this.
         default: the reply when the script is exhausted (``None``: raise `ScriptExhausted`).
         summary: the reply to ``summary`` requests (default: a short built-in summary).
@@ -75,6 +76,7 @@ class ScriptedModel:
         *,
         model: str = "scripted",
         window: int | None = 128_000,
+        max_output: int | None = None,
         overflow_above: int | None = None,
         default: Reply | None = None,
         summary: Reply | None = None,
@@ -84,6 +86,7 @@ class ScriptedModel:
         self.model = model
         self.script: deque[Reply] = deque(replies)
         self.window = window
+        self.max_output = max_output
         self.overflow_above = overflow_above
         self.default = default
         self.summary = summary
@@ -122,6 +125,10 @@ class ScriptedModel:
     def context_window(self, model: str | None = None) -> int | None:
         """Return the configured window."""
         return self.window
+
+    def max_output_tokens(self, model: str | None = None) -> int | None:
+        """Return the configured output limit (`harness.types.OutputLimited`)."""
+        return self.max_output
 
     def provider_name(self, model: str) -> str:
         """Return ``scripted``: no provider serves this model (`harness.types.NamesProvider`)."""

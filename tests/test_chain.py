@@ -7,6 +7,7 @@ import functools
 import pytest
 
 from harness import ConfigurationError, ContextBlock, Message, ModelRequest, ModelResponse, compose
+from harness.messages import ToolCall
 from harness.types import Handler, Middleware
 
 
@@ -119,7 +120,8 @@ async def test_the_innermost_handler_drops_blocks_the_history_supersedes() -> No
 
     chain = compose([], handler)
     receipt = Message.tool("c1", "todos: 1", id="receipt")
-    bare = ModelRequest(model="m", history=(Message.user("go"), receipt))
+    call = Message.assistant(None, tool_calls=[ToolCall(id="c1", name="todos", arguments="{}")])
+    bare = ModelRequest(model="m", history=(Message.user("go"), call, receipt))
     await chain(bare)
     assert seen[-1] is bare
     shown = ContextBlock.runtime("todos", "1. go", superseded_by="receipt")

@@ -461,6 +461,15 @@ def test_context_window_known_and_unknown() -> None:
     assert client.context_window("") == 128_000  # no name: the client's own model
 
 
+def test_max_output_tokens_known_and_unknown() -> None:
+    # The pre-send check keeps max_tokens within it (harness.presend), from litellm's map.
+    client = LiteLLMClient("gpt-4o")
+
+    assert client.max_output_tokens() == 16_384
+    assert client.max_output_tokens("gpt-4o") == 16_384
+    assert client.max_output_tokens("openai/no-such-model-3000") is None
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

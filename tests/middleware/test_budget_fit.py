@@ -16,6 +16,7 @@ from harness import (
     HarnessAgent,
     Message,
     ModelRequest,
+    ModelResponse,
     RuntimeContext,
     SystemPart,
 )
@@ -27,6 +28,7 @@ from harness.request import RunScope
 from harness.state import SessionScratch
 from harness.task import TodoItem, set_todos
 from harness.tokens import shared_exact
+from harness.types import Handler
 from middleware._layout import SUMMARY_ROOM
 from middleware._layout import minimum as history_minimum
 from middleware._selection import DefaultSelection
@@ -59,13 +61,14 @@ def agent_for(
     manifests: list[ContextManifest] | None = None,
     replies: Sequence[str | Message] = ("ok",),
     extra: Sequence[object] = (),
+    inner: Sequence[object] = (),
 ) -> tuple[HarnessAgent, ScriptedModel]:
     model = ScriptedModel(list(replies))
     observer = manifests.append if manifests is not None else None
     agent = HarnessAgent(
         model=model,
         system_prompt=system_prompt,
-        stack=[source_of(blocks), *extra, budget or BudgetFit()],  # type: ignore[list-item]
+        stack=[source_of(blocks), *extra, budget or BudgetFit(), *inner],  # type: ignore[list-item]
         # Exact counts: these tests are about the selection, not about estimation error.
         policy=ContextPolicy(max_input_tokens=limit, observer=observer, estimator=EXACT),
     )
@@ -309,13 +312,27 @@ def test_history_minimum_is_what_compaction_keeps() -> None:
 
 async def test_min_history_tokens_reserves_more_history() -> None:
     blocks = [ContextBlock.reference("nice", words(60))]
+    chosen: list[ModelRequest] = []
+
+    async def record(request: ModelRequest, call_next: Handler) -> ModelResponse:
+        chosen.append(request)  # what BudgetFit chose, as it leaves BudgetFit
+        return await call_next(request)
+
     for reserve in (0, 10_000):
-        agent, model = agent_for(blocks, 2_000, budget=BudgetFit(min_history_tokens=reserve))
+        chosen.clear()
+
+        agent, model = agent_for(
+            blocks, 2_000, budget=BudgetFit(min_history_tokens=reserve), inner=[record]
+        )
         state = agent.state(RuntimeContext())
         for i in range(30):
             state.append(Message.user(words(50, f"q{i}")), Message.assistant(words(50, "a")))
-        await agent.call("x")
-        request = model.agent_requests[0]
+        # No Compaction in this stack: the history alone is over the limit, so the request
+        # is refused where it leaves the stack (harness.presend) and the model sees nothing.
+        with pytest.raises(ContextBudgetExceeded):
+            await agent.call("x")
+        assert model.requests == []
+        (request,) = chosen
         assert request.estimator.count_messages(request.history) > 2_000
         assert sent_ids(request) == (["nice"] if reserve == 0 else [])
 

@@ -30,11 +30,7 @@ from harness.errors import (
     StateConflict,
 )
 from harness.markers import INTERRUPTED, INTERRUPTED_TEXT
-from harness.sessions import SessionKey
-from harness.state import AgentState
-from harness.tokens import shared_exact
-from harness.types import Handler, Middleware
-from middleware._history import (
+from harness.pairs import (
     _plan,
     check_pairs,
     label,
@@ -43,6 +39,10 @@ from middleware._history import (
     safe_cut,
     units,
 )
+from harness.sessions import SessionKey
+from harness.state import AgentState
+from harness.tokens import shared_exact
+from harness.types import Handler, Middleware
 from middleware.pair_validation import Mode, PairValidation
 from providers import ScriptedModel
 

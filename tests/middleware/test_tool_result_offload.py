@@ -152,7 +152,8 @@ async def test_results_under_the_threshold_and_exempt_tools_are_untouched(tmp_pa
                 ],
             ),
             "ok",
-        ]
+        ],
+        window=1_000_000,  # 290,000 characters stay in the history, without compaction
     )
 
     def listing(size: int) -> str:
@@ -459,7 +460,9 @@ async def test_offload_is_byte_exact_for_any_text(tmp_path: Path) -> None:
 
     ws = Workspace(tmp_path)
     model = ScriptedModel(
-        [ScriptedModel.tool_call("tricky", {}, id="t")], default=read_all(limit=33_333)
+        [ScriptedModel.tool_call("tricky", {}, id="t")],
+        default=read_all(limit=33_333),
+        window=1_000_000,  # every page read stays in the history, without compaction
     )
     agent = HarnessAgent(model=model, tools=[tricky], stack=[ToolResultOffload()], workspace=ws)
     assert (await agent.call("go")).text == "done"
