@@ -23,8 +23,8 @@ import msgspec
 
 from harness.accounting import (
     acounted_near_limit,
-    count_off_loop,
     build_manifest,
+    count_off_loop,
     floor_of,
     report_manifest,
     sure_count,
