@@ -249,6 +249,7 @@ class HarnessAgent:
             self.states[key] = state
         else:  # seeded in memory (states=...): recorded from here on
             recorder = SessionRecorder(self.store, key, keep_full_history=self.keep_full_history)
+            recorder.seeded(state)
         self._recorders[key] = recorder
         return state
 

@@ -107,6 +107,8 @@ class SessionRecorder:
         self._pending: list[Event] = []
         self._manifests = ManifestDeltas()
         """Stores each round's manifest as a delta of the last one (its new items only)."""
+        self._seed: tuple[int, tuple[Message, ...], dict[str, object]] | None = None
+        """A state given in memory and not committed yet (`seeded`): what a refusal goes back to."""
 
     @classmethod
     async def load(
@@ -145,6 +147,14 @@ class SessionRecorder:
         recorder._calibration = dict(state.calibration)
         return recorder, state
 
+    def seeded(self, state: AgentState) -> None:
+        """Take ``state``, given in memory (``HarnessAgent(states=...)``), as the session's.
+
+        Its messages are stored with the first commit; until then a refusal puts the RAM
+        state back to it (not to the empty store): the seed is not the refused turn.
+        """
+        self._seed = (len(state.full_history), tuple(state.working_history), dict(state.extensions))
+
     def note(self, event: AgentEvent) -> None:
         """Remember an event of the round (manifests, warnings, errors) for the next commit."""
         if event.kind == "context_build" and event.manifest is not None:
@@ -178,7 +188,8 @@ class SessionRecorder:
     async def refuse(self, state: AgentState, error: BaseException) -> None:
         """Undo what joined ``state`` since the last commit, and commit only the refusal.
 
-        The RAM state's histories and middleware state go back to the last commit; the
+        The RAM state's histories and middleware state go back to the last commit (or to
+        the state given in memory, before the first commit: `seeded`); the
         messages they had gained are logged in a `RefusalEvent` (not as history), with the
         round's pending events. The stored state is the last committed one, at a new version.
 
@@ -186,12 +197,15 @@ class SessionRecorder:
             StateConflict: another writer committed this session since it was read (nothing
                 is written; the RAM state is put back all the same).
         """
-        refused = tuple(self._clean(m) for m in state.full_history[self._full :])
+        full, working, extensions = (
+            self._seed if self._seed is not None else (self._full, self._working, self._extensions)
+        )
+        refused = tuple(self._clean(m) for m in state.full_history[full:])
         turn = next((m.id for m in refused if m.id in self._turns), None)
-        del state.full_history[self._full :]
-        state.working_history[:] = self._working
+        del state.full_history[full:]
+        state.working_history[:] = working
         state.extensions.clear()
-        state.extensions.update(self._extensions)
+        state.extensions.update(extensions)
         state.touch()  # a request prepared from the refused state is stale
         self._turns.clear()
         self._pending.append(
@@ -261,6 +275,7 @@ class SessionRecorder:
         self._pending.clear()
         self._turns.clear()
         self._manifests.committed()
+        self._seed = None
         self._working, self._working_ids, self._ids_stored = working, ids, True
         if self.keep_full_history:
             self._full = len(state.full_history)
