@@ -43,7 +43,7 @@ from benchmarks._report import Mode, Progress, ProgressBar
 from benchmarks.peers import LangChainPeer, PrepClock, our_stack, to_langchain
 from benchmarks.workloads import FIXED_SUMMARY, Session, history, tool_results
 from harness.accounting import estimate_request
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest

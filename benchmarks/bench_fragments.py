@@ -39,8 +39,8 @@ from benchmarks import _report
 from benchmarks._report import Mode, Progress
 from benchmarks.bench_sessions import WORD, chinese, warm, with_postgres
 from benchmarks.workloads import Session, history
-from harness.agent import HarnessAgent, RuntimeContext
-from harness.fragments import (
+from harness.agent.loop import HarnessAgent, RuntimeContext
+from harness.fragments.editing import (
     DEFAULT_PROJECT,
     Fragment,
     FragmentChange,

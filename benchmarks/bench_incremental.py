@@ -49,7 +49,7 @@ import msgspec
 from benchmarks._report import Mode, Progress, fmt_time, stats
 from benchmarks.peers import PrepClock, our_stack
 from benchmarks.workloads import FIXED_SUMMARY, Session, history, replay_turns, tool_results
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.policy import ContextPolicy
 from harness.tokens import approximate, clear_count_caches, exact_for_family, family_for

@@ -38,7 +38,7 @@ from benchmarks import _report
 from benchmarks._report import Mode, Progress
 from benchmarks.peers import PrepClock, our_stack
 from benchmarks.workloads import FIXED_SUMMARY, make_session, tool_results
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.blocks import ContextBlock
 from harness.messages import Message
 from harness.policy import ContextPolicy

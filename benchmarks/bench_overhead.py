@@ -85,7 +85,7 @@ from benchmarks.peers import (
 )
 from benchmarks.workloads import FIXED_SUMMARY, Session, history, replay_turns, tool_results
 from harness.accounting import build_manifest
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.chain import compose
 from harness.messages import Message
 from harness.policy import ContextPolicy

@@ -44,7 +44,7 @@ from benchmarks.workloads import (
     request_ready,
     stack_tool_names,
 )
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
 

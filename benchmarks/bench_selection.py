@@ -39,10 +39,10 @@ from harness.blocks import ContextBlock
 from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, SystemPart
-from harness.task import TodoItem
 from harness.tokens import approximate, clear_count_caches
 from middleware.budget_fit import BudgetFit
 from middleware.task_state import render_todos
+from middleware.task_state.state import TodoItem
 
 SIZES = (10, 1_000, 10_000)
 GOAL_N = 1_000

@@ -74,7 +74,7 @@ from benchmarks.workloads import (
     replay_tools,
     stack_tool_names,
 )
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy

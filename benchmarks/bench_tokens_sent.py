@@ -55,7 +55,7 @@ from benchmarks.workloads import (
     stack_tool_names,
 )
 from harness.accounting import REPLY_PRIMING
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.tokens import TokenEstimator, estimator_for, tiktoken_encoding
 from providers.scripted import ScriptedModel

@@ -707,12 +707,14 @@ def floor_of(ratios: Sequence[float]) -> float:
 
 
 FITTED = re.compile(r"# BEGIN FITTED\n.*?# END FITTED\n", re.S)
-FITTED_FILE = Path(__file__).resolve().parent.parent / "harness" / "_fitted_coefficients.py"
+FITTED_FILE = (
+    Path(__file__).resolve().parent.parent / "harness" / "tokens" / "_fitted_coefficients.py"
+)
 """The module whose FITTED block ``--write`` replaces."""
 
 
 def format_block(results: dict[str, Coefficients], floors: dict[str, float]) -> str:
-    """Return the fitted block of `harness/_fitted_coefficients.py`."""
+    """Return the fitted block of `harness/tokens/_fitted_coefficients.py`."""
     lines = ["# BEGIN FITTED", "FAMILY_COEFFICIENTS: dict[str, Coefficients] = {"]
     for family, c in results.items():
         lines.append(f'    "{family}": Coefficients(')
@@ -760,7 +762,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--family", nargs="*", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument("--no-lofo", action="store_true", help="skip the leave-one-family-out fits")
     parser.add_argument(
-        "--write", action="store_true", help="write the fit into harness/_fitted_coefficients.py"
+        "--write",
+        action="store_true",
+        help="write the fit into harness/tokens/_fitted_coefficients.py",
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()

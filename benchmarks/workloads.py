@@ -51,7 +51,7 @@ from harness.types import ProvidesTools
 from providers.scripted import ScriptedModel
 
 if TYPE_CHECKING:
-    from harness.agent import HarnessAgent, RuntimeContext
+    from harness.agent.loop import HarnessAgent, RuntimeContext
     from harness.request import ModelClientLike, ModelRequest, ModelResponse
 
 Source = Literal["auto", "real", "synthetic"]

@@ -32,7 +32,7 @@ from langchain_core.tools import tool
 from pydantic import Field
 
 from harness import ContextManifest, ContextPolicy
-from harness.langchain_adapter import HarnessMiddleware, LangChainModelClient
+from harness.adapters.langchain import HarnessMiddleware, LangChainModelClient
 from middleware import Compaction, default_stack
 
 LIMIT = 1_500

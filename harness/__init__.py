@@ -12,10 +12,10 @@ from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from harness.accounting import estimate_request
-    from harness.adapters import acompletion, completion, manifest_of
-    from harness.agent import HarnessAgent, RuntimeContext
+    from harness.adapters.completion import acompletion, completion, manifest_of
+    from harness.agent.loop import HarnessAgent, RuntimeContext
+    from harness.agent.permissions import PermissionRule, ToolPermissions
     from harness.blocks import ContextBlock, content_hash
-    from harness.builtin_fragments import DEFAULT_BUILTINS
     from harness.chain import compose
     from harness.errors import (
         ConfigurationError,
@@ -41,12 +41,10 @@ if TYPE_CHECKING:
         WorkspaceError,
     )
     from harness.events import AgentEvent
-    from harness.fragments import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
+    from harness.fragments.editing import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
     from harness.manifest import ContextManifest, ManifestItem, ManifestItems
     from harness.messages import ContentPart, Message, ToolCall, ToolSchema
-    from harness.permissions import PermissionRule, ToolPermissions
     from harness.policy import ContextPolicy
-    from harness.redaction import redact_message
     from harness.request import (
         ModelRequest,
         ModelResponse,
@@ -57,6 +55,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from harness.sessions import SessionKey, SessionStore, open_store
+    from harness.sessions.redaction import redact_message
     from harness.state import AgentState
     from harness.tokens import TokenEstimator, approximate, estimator_for
     from harness.tools import Tool, ToolContext, tool
@@ -75,13 +74,12 @@ _HOMES: dict[str, str] = {
     "ContextManifest": "harness.manifest",
     "ContextOverflowError": "harness.errors",
     "ContextPolicy": "harness.policy",
-    "DEFAULT_BUILTINS": "harness.builtin_fragments",
     "DuplicateTurn": "harness.errors",
-    "Fragment": "harness.fragments",
-    "FragmentPolicy": "harness.fragments",
-    "Fragments": "harness.fragments",
+    "Fragment": "harness.fragments.editing",
+    "FragmentPolicy": "harness.fragments.editing",
+    "Fragments": "harness.fragments.editing",
     "Handler": "harness.types",
-    "HarnessAgent": "harness.agent",
+    "HarnessAgent": "harness.agent.loop",
     "HarnessError": "harness.errors",
     "InvalidInputError": "harness.errors",
     "InvalidToolPairs": "harness.errors",
@@ -93,7 +91,7 @@ _HOMES: dict[str, str] = {
     "ModelRequest": "harness.request",
     "ModelResponse": "harness.request",
     "PathEscapeError": "harness.errors",
-    "PermissionRule": "harness.permissions",
+    "PermissionRule": "harness.agent.permissions",
     "ProviderAuthError": "harness.errors",
     "ProviderBadRequest": "harness.errors",
     "ProviderError": "harness.errors",
@@ -102,9 +100,9 @@ _HOMES: dict[str, str] = {
     "ProviderUnavailable": "harness.errors",
     "RequestIds": "harness.request",
     "RunScope": "harness.request",
-    "RuntimeContext": "harness.agent",
+    "RuntimeContext": "harness.agent.loop",
     "ScriptExhausted": "harness.errors",
-    "SecretPattern": "harness.fragments",
+    "SecretPattern": "harness.fragments.editing",
     "SessionBusy": "harness.errors",
     "SessionKey": "harness.sessions",
     "SessionStore": "harness.sessions",
@@ -116,22 +114,22 @@ _HOMES: dict[str, str] = {
     "Tool": "harness.tools",
     "ToolCall": "harness.messages",
     "ToolContext": "harness.tools",
-    "ToolPermissions": "harness.permissions",
+    "ToolPermissions": "harness.agent.permissions",
     "ToolSchema": "harness.messages",
     "Usage": "harness.request",
     "Workspace": "harness.workspace",
     "WorkspaceError": "harness.errors",
-    "acompletion": "harness.adapters",
+    "acompletion": "harness.adapters.completion",
     "approximate": "harness.tokens",
-    "completion": "harness.adapters",
+    "completion": "harness.adapters.completion",
     "compose": "harness.chain",
     "content_hash": "harness.blocks",
     "estimate_request": "harness.accounting",
     "estimator_for": "harness.tokens",
-    "manifest_of": "harness.adapters",
+    "manifest_of": "harness.adapters.completion",
     "open_store": "harness.sessions",
-    "redact": "harness.fragments",
-    "redact_message": "harness.redaction",
+    "redact": "harness.fragments.editing",
+    "redact_message": "harness.sessions.redaction",
     "tool": "harness.tools",
 }
 """Where each exported name lives; imported on first use (`__getattr__`)."""
@@ -140,7 +138,6 @@ _HOMES: dict[str, str] = {
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _HOMES)
 
 __all__ = [
-    "DEFAULT_BUILTINS",
     "AgentEvent",
     "AgentState",
     "Concern",

@@ -1,5 +1,5 @@
 """``python -m harness`` runs the command-line interface."""
 
-from harness.cli import main
+from harness.cli.main import main
 
 raise SystemExit(main())

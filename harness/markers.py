@@ -35,7 +35,7 @@ ORIGIN_ID: Final = "origin_id"
 INTERRUPTED: Final = "interrupted"
 """On a result made up for a tool call that never answered (``True``)."""
 FRAGMENT: Final = "fragment"
-"""On a history message sent with a developer's edit (`harness.fragments`): the fragment's
+"""On a history message sent with a developer's edit (`harness.fragments.editing`): the fragment's
 ``fragment:<id>@<version>`` label; ``origin_id`` names the message it overlays."""
 
 REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED)

@@ -3,7 +3,7 @@
 Both are frozen. A middleware changes a request with ``request.replace(...)`` and passes
 the new one on; nothing it adds for one request is written back to the persisted
 history except what the agent commits after a request passed validation (see
-`harness.agent`).
+`harness.agent.loop`).
 """
 
 from __future__ import annotations
@@ -160,7 +160,9 @@ class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
     def restore(self, kept: tuple[Message, ...]) -> tuple[Message, ...]:
         """Return ``kept`` (what the later layers kept) with the left-out messages back."""
         if self.passed and self.left and len(kept) == len(self.passed):
-            from harness.prefix import shared_prefix  # prefix imports this module to type
+            from harness.accounting.prefix import (
+                shared_prefix,  # prefix imports this module to type
+            )
 
             if shared_prefix(self.passed, kept) == len(kept) and self._calls_kept():
                 return self.history

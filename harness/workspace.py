@@ -1,7 +1,7 @@
 """The agent's workspace: a folder on any fsspec filesystem (a local folder by default).
 
 It holds the agent's stable instructions (``AGENTS.md``), reference material (``MEMORY.md``,
-``knowledge/``), long-term memory per scope (``memory/``, see `harness.memory`) and
+``knowledge/``), long-term memory per scope (``memory/``, see `middleware.memory`) and
 offloaded tool results (``large_tool_results/``). Every path is relative to the workspace
 root and checked so that nothing — a model-supplied path, ``..``, an absolute path or a
 symlink — can leave it.

@@ -13,18 +13,6 @@ from typing import TYPE_CHECKING
 from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from harness.task import (
-        TodoItem,
-        begin_task,
-        confirm_requirement,
-        enter_plan_mode,
-        exit_plan_mode,
-        propose_requirement,
-        record_verification,
-        reject_requirement,
-        set_subject_version,
-        set_todos,
-    )
     from middleware._selection import DefaultSelection, SelectionPolicy
     from middleware.budget_fit import BudgetFit
     from middleware.compaction import Compaction
@@ -38,8 +26,20 @@ if TYPE_CHECKING:
     from middleware.overflow_retry import OverflowRetry
     from middleware.pair_validation import PairValidation
     from middleware.session_tools import SessionTools
-    from middleware.stack import default_stack
+    from middleware.stack import DEFAULT_BUILTINS, default_stack
     from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
+    from middleware.task_state.state import (
+        TodoItem,
+        begin_task,
+        confirm_requirement,
+        enter_plan_mode,
+        exit_plan_mode,
+        propose_requirement,
+        record_verification,
+        reject_requirement,
+        set_subject_version,
+        set_todos,
+    )
     from middleware.tool_result_offload import ToolResultOffload, purge_session
     from middleware.tracing import Tracing
     from middleware.workspace_materials import Instruction, WorkspaceMaterials, instruction
@@ -59,24 +59,25 @@ _HOMES: dict[str, str] = {
     "SelectionPolicy": "middleware._selection",
     "SessionTools": "middleware.session_tools",
     "TaskState": "middleware.task_state",
-    "TodoItem": "harness.task",
+    "TodoItem": "middleware.task_state.state",
     "ToolResultOffload": "middleware.tool_result_offload",
     "Tracing": "middleware.tracing",
     "WorkspaceMaterials": "middleware.workspace_materials",
-    "begin_task": "harness.task",
-    "confirm_requirement": "harness.task",
+    "begin_task": "middleware.task_state.state",
+    "confirm_requirement": "middleware.task_state.state",
     "context_source": "middleware.context_sources",
     "default_stack": "middleware.stack",
+    "DEFAULT_BUILTINS": "middleware.stack",
     "enable_task_list": "middleware.task_state",
-    "enter_plan_mode": "harness.task",
-    "exit_plan_mode": "harness.task",
+    "enter_plan_mode": "middleware.task_state.state",
+    "exit_plan_mode": "middleware.task_state.state",
     "instruction": "middleware.workspace_materials",
-    "propose_requirement": "harness.task",
+    "propose_requirement": "middleware.task_state.state",
     "purge_session": "middleware.tool_result_offload",
-    "record_verification": "harness.task",
-    "reject_requirement": "harness.task",
-    "set_subject_version": "harness.task",
-    "set_todos": "harness.task",
+    "record_verification": "middleware.task_state.state",
+    "reject_requirement": "middleware.task_state.state",
+    "set_subject_version": "middleware.task_state.state",
+    "set_todos": "middleware.task_state.state",
 }
 """Where each exported name lives; imported on first use (`__getattr__`)."""
 
@@ -84,6 +85,7 @@ _HOMES: dict[str, str] = {
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _HOMES)
 
 __all__ = [
+    "DEFAULT_BUILTINS",
     "BudgetFit",
     "Compaction",
     "ContextRequest",

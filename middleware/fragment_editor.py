@@ -4,7 +4,7 @@ Place in the stack: after TaskState and before ToolResultOffload, BudgetFit, Com
 PairValidation — it adds context (System parts, reference blocks) and changes the history,
 so the budget, compaction and pair checks see exactly what will be sent.
 
-Before every request it reads the session's fragments and the project's (`harness.fragments`,
+Before every request it reads the session's fragments and the project's (`harness.fragments.editing`,
 through the store and session key the agent puts in ``request.run``), so an edit made by the
 CLI while an agent serves the session reaches its next request:
 
@@ -24,7 +24,7 @@ CLI while an agent serves the session reaches its next request:
   ``fragment_omitted_for_budget`` warning event, and a request over ``warn_at`` of its limit
   is a ``context_near_limit`` warning.
 
-**Built-in System parts** (``builtins=DEFAULT_BUILTINS`` from `harness.builtin_fragments`: working
+**Built-in System parts** (``builtins=DEFAULT_BUILTINS`` from `middleware.stack`: working
 principles, environment information, the plan mode's rules; off by default) are seeded once
 into the project's
 fragments (`harness.builtin_fragments.seed_builtins`: idempotent, upgraded only while untouched) and
@@ -57,16 +57,17 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple, cast
 
 import msgspec
 
+from harness.accounting.prefix import shared_prefix
 from harness.blocks import ContextBlock
-from harness.builtin_fragments import (
+from harness.errors import ConfigurationError
+from harness.events import AgentEvent
+from harness.fragments.builtins import (
     Builtin,
     builtin_changes,
     render_placeholders,
     seed_builtins,
 )
-from harness.errors import ConfigurationError
-from harness.events import AgentEvent
-from harness.fragments import (
+from harness.fragments.editing import (
     DEFAULT_PROJECT,
     Fragment,
     FragmentScope,
@@ -78,7 +79,6 @@ from harness.fragments import (
 )
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
-from harness.prefix import shared_prefix
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.types import Concern, Handler
 
@@ -99,7 +99,7 @@ class FragmentEditor:
             is emitted (``None``: never).
         purposes: request purposes the fragments apply to (default: the agent loop).
         builtins: the built-in System parts to seed into the project, e.g.
-            `harness.builtin_fragments.DEFAULT_BUILTINS` (default ``()``: none — the drop-in call and
+            `middleware.DEFAULT_BUILTINS` (default ``()``: none — the drop-in call and
             the proxy hook serve other machines, whose date and folder these are not; parts
             seeded before stay fragments until removed).
 

@@ -6,7 +6,7 @@ as it will be sent, after every other middleware rewrote it. Nothing is sent unl
 1. the agent state did not change while the request was prepared (else `StateConflict`);
 2. it passes the kernel's pre-send check (`harness.presend.checked`) with this layer's
    pair mode: every assistant tool call has exactly one result and every result its call,
-   directly after the assistant message (`harness.pairs`) — in ``"fail"`` mode a violation
+   directly after the assistant message (`harness.presend.pairs`) — in ``"fail"`` mode a violation
    raises `InvalidToolPairs`, in ``"repair"`` mode dangling calls get a synthetic ``no
    result: interrupted`` result, misplaced results are moved next to their call and orphan
    results are dropped, each recorded as a ``pair_repair:…`` transform — and the request

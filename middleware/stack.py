@@ -8,7 +8,9 @@ middleware. Each keyword replaces one concern's default instance; the common set
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
+from harness.fragments.builtins import Builtin
 from harness.types import Middleware
 from middleware.budget_fit import BudgetFit
 from middleware.compaction import Compaction
@@ -17,9 +19,36 @@ from middleware.fragment_editor import FragmentEditor
 from middleware.overflow_retry import OverflowRetry
 from middleware.pair_validation import PairValidation
 from middleware.task_state import TaskState
+from middleware.task_state.state import DEFAULT_PLAN_RULES, PLAN_PART
 from middleware.tool_result_offload import ToolResultOffload
 from middleware.tracing import Tracing
 from middleware.workspace_materials import Instruction, WorkspaceMaterials
+
+DEFAULT_BUILTINS: Final = (
+    Builtin(
+        id="builtin-principles",
+        title="Working principles",
+        content=(
+            "Working principles:\n"
+            "- Read the code and context that matter before you change anything.\n"
+            "- Make the smallest change that does the task; leave unrelated code as it is.\n"
+            "- Check the result (run the tests or the command) before you say it is done.\n"
+            "- Say plainly what you did, what you did not do, and what is uncertain."
+        ),
+    ),
+    Builtin(
+        id="builtin-environment",
+        title="Environment",
+        content="Environment:\n- Date: {date}\n- Platform: {platform}\n- Working folder: {cwd}",
+    ),
+    Builtin(
+        id="builtin-mode-plan",
+        title="Plan mode rules",
+        content=DEFAULT_PLAN_RULES,
+        part=PLAN_PART,
+    ),
+)
+"""Working principles, environment information and the plan mode's rules."""
 
 
 def default_stack(
@@ -54,7 +83,7 @@ def default_stack(
         task: replaces the default `TaskState()` (e.g. ``enable_task_list()``).
         fragments: replaces the default `FragmentEditor()` (e.g.
             ``FragmentEditor(builtins=DEFAULT_BUILTINS)`` for the built-in System parts of
-            `harness.builtin_fragments`).
+            `harness.fragments.builtins`).
         offload: replaces the default `ToolResultOffload()`.
         budget: replaces the default `BudgetFit()`.
         compaction: replaces the default `Compaction()`.

@@ -49,7 +49,7 @@ from typing import Any, Final
 
 import msgspec
 
-from harness.adapters import prepare_messages
+from harness.adapters.completion import prepare_messages
 from harness.errors import (
     ConfigurationError,
     ContextBuildError,

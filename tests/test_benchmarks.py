@@ -18,9 +18,9 @@ import pytest
 from benchmarks import _report, bench_overhead, peers, trajectories, workloads
 from benchmarks.__main__ import BENCHMARKS, main
 from benchmarks.result import Result, ResultShapeError, to_result
-from harness.agent import HarnessAgent, RuntimeContext
+from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
-from harness.redaction import redact_message
+from harness.sessions.redaction import redact_message
 from providers.scripted import ScriptedModel
 
 SYSTEMS_OVERHEAD = {"ours", "ours, in its agent", "LangChain", "litellm"}

@@ -18,10 +18,10 @@ import anyio
 import pytest
 
 from harness import HarnessAgent, ModelRequest, ModelResponse, RequestIds, RuntimeContext
-from harness.memory import memory_path
 from harness.types import Handler
 from harness.workspace import Workspace
 from middleware import tool_result_offload
+from middleware.memory import memory_path
 from middleware.tool_result_offload import ToolResultOffload
 from middleware.workspace_materials import WorkspaceMaterials
 from providers import ScriptedModel

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from harness import ContextManifest, ContextPolicy, HarnessAgent
 from harness.accounting import estimate_request
-from harness.calibration import MAX_FACTOR, MIN_FACTOR, updated_factor
+from harness.tokens.calibration import MAX_FACTOR, MIN_FACTOR, updated_factor
 from providers import ScriptedModel
 
 

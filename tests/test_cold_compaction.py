@@ -198,7 +198,7 @@ PIECES = [
 def test_memory_cue_lines_are_those_a_regex_finds_on_every_line(text: str) -> None:
     # The fast path (substring search on the folded text, then the regex on those lines only)
     # finds exactly what testing every line with the regex finds.
-    from harness import memory
+    from middleware import memory
 
     for cue, words, at_start in (
         (memory._USER_CUES, memory._CUE_WORDS, False),

@@ -15,7 +15,7 @@ import pytest
 
 from harness import ContextManifest, ContextPolicy, HarnessAgent, Message, RuntimeContext, ToolCall
 from harness.accounting import estimate_request, manifest_items
-from harness.adapters import (
+from harness.adapters.completion import (
     _CONVERSIONS,
     _SCRATCHES,
     chain_hashes,

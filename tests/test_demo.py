@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import HarnessAgent, Workspace
-from harness.demo import MARKER, run_demo
+from harness.cli.demo import MARKER, run_demo
 from harness.errors import WorkspaceError
 from providers import ScriptedModel
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness import HarnessAgent, RuntimeContext, StateConflict
-from harness.permissions import PermissionRule, ToolPermissions
+from harness.agent.permissions import PermissionRule, ToolPermissions
 from harness.sessions import open_store
-from harness.task import TodoItem, enter_plan_mode, plan_mode, set_todos, todo_items
 from middleware import default_stack, enable_task_list
+from middleware.task_state.state import TodoItem, enter_plan_mode, plan_mode, set_todos, todo_items
 from providers import ScriptedModel
 from providers.scripted import Reply
 
@@ -108,7 +108,7 @@ CHILD = textwrap.dedent(
     """
     import sys, anyio
     from harness import HarnessAgent, RuntimeContext
-    from harness.task import TodoItem, enter_plan_mode, set_todos
+    from middleware.task_state.state import TodoItem, enter_plan_mode, set_todos
     from middleware import default_stack, enable_task_list
     from providers import ScriptedModel
 

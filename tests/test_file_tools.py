@@ -14,7 +14,12 @@ from harness import HarnessAgent, Message, ModelRequest, RuntimeContext, ToolCal
 from harness.errors import ConfigurationError
 from harness.state import AgentState
 from harness.tools import ToolContext
-from middleware._file_tools import MAX_PAGE_CHARS, page, read_file_tool, session_key
+from middleware.tool_result_offload._read_file import (
+    MAX_PAGE_CHARS,
+    page,
+    read_file_tool,
+    session_key,
+)
 from providers import ScriptedModel
 
 HEADER = re.compile(

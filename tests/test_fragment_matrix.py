@@ -19,15 +19,14 @@ import pytest
 
 from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeContext
 from harness.accounting import estimate_request
-from harness.builtin_fragments import DEFAULT_BUILTINS, Builtin, builtin_changes, seed_builtins
 from harness.events import AgentEvent
-from harness.fragments import FragmentScope
+from harness.fragments.builtins import Builtin, builtin_changes, seed_builtins
+from harness.fragments.editing import FragmentScope
 from harness.markers import ORIGIN_ID, is_summary
 from harness.messages import ToolCall
 from harness.request import LeftOut, ModelRequest
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, open_store
 from harness.sessions.store import FragmentStore
-from harness.task import enter_plan_mode
 from harness.types import Middleware
 from middleware import (
     BudgetFit,
@@ -39,6 +38,8 @@ from middleware import (
     ToolResultOffload,
 )
 from middleware._history import check_pairs
+from middleware.stack import DEFAULT_BUILTINS
+from middleware.task_state.state import enter_plan_mode
 from providers import ScriptedModel
 
 CTX = RuntimeContext(user_id="u1", session_id="s1")

@@ -14,14 +14,15 @@ import msgspec
 import pytest
 
 from harness import FragmentPolicy, Fragments, SecretPattern, redact
-from harness.builtin_fragments import DEFAULT_BUILTINS, seed_builtins
 from harness.errors import ConfigurationError, InvalidInputError, StateConflict
-from harness.fragments import FragmentScope, ReadsOneFragment, read_sets
+from harness.fragments.builtins import seed_builtins
+from harness.fragments.editing import FragmentScope, ReadsOneFragment, read_sets
 from harness.messages import ContentPart, Message, ToolCall
-from harness.redaction import DEFAULT_SECRETS, redact_message
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
-from harness.sessions.sqlite import SqliteStore
+from harness.sessions.redaction import DEFAULT_SECRETS, redact_message
+from harness.sessions.sqlite.store import SqliteStore
 from harness.sessions.store import FragmentStore, MessageEvent
+from middleware.stack import DEFAULT_BUILTINS
 from tests.sessions import conftest as shared
 
 backend = shared.backend

@@ -58,7 +58,7 @@ def test_opening_a_workspace_loads_fsspec() -> None:
 
 def test_a_lazy_name_resolves_to_its_home_and_unknown_names_fail() -> None:
     import harness
-    from harness.agent import HarnessAgent
+    from harness.agent.loop import HarnessAgent
 
     assert harness.HarnessAgent is HarnessAgent
     assert "HarnessAgent" in dir(harness)

@@ -34,10 +34,10 @@ from harness.accounting import (
     history_tokens,
     manifest_items,
 )
+from harness.accounting.prefix import shared_prefix
 from harness.errors import InvalidToolPairs
 from harness.manifest import CHUNK
 from harness.markers import SUMMARY
-from harness.prefix import shared_prefix
 from harness.request import ModelResponse, RunScope
 from harness.state import SessionScratch
 from harness.tokens import (

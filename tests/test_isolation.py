@@ -26,9 +26,9 @@ from harness import (
     ToolContext,
     Workspace,
 )
-from harness.memory import WorkspaceMemory
 from middleware import default_stack
 from middleware.compaction import Compaction
+from middleware.memory import WorkspaceMemory
 from middleware.tool_result_offload import ToolResultOffload
 from providers import ScriptedModel
 

@@ -20,7 +20,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from harness import ContextManifest, ContextPolicy
-from harness.langchain_adapter import HarnessMiddleware
+from harness.adapters.langchain import HarnessMiddleware
 
 LIMIT = 2_000
 

@@ -12,8 +12,8 @@ import pytest
 
 from harness import Message, ModelRequest, RequestIds, RunScope, Workspace
 from harness.errors import ConfigurationError
-from harness.memory import MEMORY_SCOPES, WorkspaceMemory, memory_path, visible_memory
 from harness.workspace import scope_key
+from middleware.memory import MEMORY_SCOPES, WorkspaceMemory, memory_path, visible_memory
 
 HOSTILE_IDS = [
     "",

@@ -20,12 +20,12 @@ from harness import (
 from harness.accounting import estimate_request
 from harness.errors import InvalidToolPairs
 from harness.messages import ToolCall
-from harness.pairs import check_pairs
 from harness.policy import requested_output
+from harness.presend.pairs import check_pairs
 from harness.request import RunScope
 from harness.tokens import estimator_for
 from middleware import Compaction, PairValidation, default_stack
-from middleware._summary_in_place import IN_PLACE_PROMPT
+from middleware.compaction._in_place import IN_PLACE_PROMPT
 from providers import ScriptedModel
 
 CTX = RuntimeContext(user_id="u", session_id="s")

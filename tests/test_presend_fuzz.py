@@ -22,8 +22,8 @@ from harness import ContextPolicy, HarnessAgent, Message, ModelRequest, RuntimeC
 from harness.accounting import estimate_request
 from harness.errors import ConfigurationError, ContextBuildError, ProviderError
 from harness.messages import ToolCall
-from harness.pairs import check_pairs
 from harness.policy import requested_output
+from harness.presend.pairs import check_pairs
 from harness.tokens import estimator_for
 from middleware import Compaction, PairValidation, default_stack
 from providers import ScriptedModel

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from harness import HarnessAgent, Message, ModelRequest, RuntimeContext, ToolCall, Workspace
-from harness.memory import memory_path
 from harness.request import RequestIds
 from harness.state import AgentState
 from harness.tools import ToolContext
 from harness.workspace import scope_key
-from middleware._file_tools import read_file_tool, session_key
+from middleware.memory import memory_path
 from middleware.tool_result_offload import ToolResultOffload
+from middleware.tool_result_offload._read_file import read_file_tool, session_key
 from providers import ScriptedModel
 
 AGENT = "helper"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.messages import Message, ToolCall
-from harness.redaction import DEFAULT_SECRETS, _by_lines, _compiled, redact, redact_message
+from harness.sessions.redaction import DEFAULT_SECRETS, _by_lines, _compiled, redact, redact_message
 
 from ._secret_shapes import CASES, KEYS, PASSWORDS, TOKENS
 
@@ -51,7 +51,7 @@ ORDINARY = [
     "client = Client(api_key=args.api_key)",
     "self._api_key = api_key",
     "api_key: the provider's API key; by default litellm reads it",
-    '"SecretPattern": "harness.fragments",',
+    '"SecretPattern": "harness.fragments.editing",',
     "summariser = GenericFakeChatModel(messages=iter(()))",
     "password_file: /run/secrets/db",
     "export PGPASSWORD=$DB_PASSWORD",

@@ -27,7 +27,7 @@ from harness.sessions import (
     ToolRunEvent,
     open_store,
 )
-from middleware._file_tools import session_key
+from middleware.tool_result_offload._read_file import session_key
 
 from .sessions.conftest import new_database, pg_server
 from .sessions.pg_server import PostgresServer
@@ -505,7 +505,7 @@ def test_every_subcommand_has_help(tmp_path: Path, args: tuple[str, ...]) -> Non
 
 def test_the_cli_does_not_import_benchmarks(tmp_path: Path) -> None:
     code = (
-        "import sys; from harness.cli import main, _parser; _parser(); "
+        "import sys; from harness.cli.main import main, _parser; _parser(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'benchmarks'))"
     )
     out = subprocess.run(

@@ -10,22 +10,24 @@ from typing import Any
 import harness.tokens as tokens
 from benchmarks.fit_estimator import FITTED, FITTED_FILE, format_block
 
-HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _homes() -> set[str]:
     """Return the private modules harness.tokens imports from."""
-    tree = ast.parse((HARNESS_DIR / "tokens.py").read_text("utf-8"))
+    tree = ast.parse((ROOT / "harness" / "tokens" / "__init__.py").read_text("utf-8"))
     return {
         node.module
         for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness._")
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("harness.tokens._")
     }
 
 
 def _public_definitions(module: str) -> set[str]:
     """Return the public names ``module`` defines at its top level (not those it imports)."""
-    path = HARNESS_DIR / f"{module.removeprefix('harness.')}.py"
+    path = ROOT / f"{module.replace('.', '/')}.py"
     names: set[str] = set()
     for node in ast.parse(path.read_text("utf-8")).body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -39,7 +41,7 @@ def _public_definitions(module: str) -> set[str]:
 
 def test_every_public_name_of_the_token_modules_is_re_exported_as_itself() -> None:
     homes = _homes()
-    assert "harness._approximate" in homes and "harness._exact_tokens" in homes
+    assert "harness.tokens._approximate" in homes and "harness.tokens._exact_tokens" in homes
     for module in homes:
         home = importlib.import_module(module)
         for name in _public_definitions(module):

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from benchmarks.shapes import SHAPES, shape_texts
 from benchmarks.textgen import WIDE_CLASSES
 from harness import ContextPolicy, ModelRequest
-from harness._text_shapes import _letter_runs_in, _may_hold_letter_run, _short_run
 from harness.accounting import counted_near_limit, estimate_request
 from harness.errors import ConfigurationError
 from harness.messages import ContentPart, Message, ToolCall
@@ -52,6 +51,7 @@ from harness.tokens import (
     period,
     shared_exact,
 )
+from harness.tokens._text_shapes import _letter_runs_in, _may_hold_letter_run, _short_run
 from tests._texts import KINDS
 from tests._texts import generate as budget_text
 

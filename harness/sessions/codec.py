@@ -1,23 +1,23 @@
 """Middleware state in the store with its types intact.
 
-``AgentState.extensions`` holds frozen msgspec values (a `harness.task.TodoList`, a
-`harness.task.PlanMode` …). Stored as plain JSON they would come back as dicts, and
-`todo_items()` would find nothing. Each value is stored with the name of its type, and a
-registered type is rebuilt on load; an unregistered struct comes back as builtins (and its
-owner can register it with `register_state_type`).
+``AgentState.extensions`` holds frozen msgspec values (TaskState's `TodoList`,
+`PlanMode` …). Stored as plain JSON they would come back as dicts, and `todo_items()` would
+find nothing. Each value is stored with the name of its type, and a
+registered type is rebuilt on load; an unregistered struct comes back as builtins. Each owner
+registers its own types with `register_state_type` where they are defined.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
 from harness.errors import ConfigurationError
 from harness.manifest import dec_hook, enc_hook
-from harness.task import PlanMode, TaskContext, TodoList
 
 _TYPES: dict[str, type[msgspec.Struct]] = {}
+_S = TypeVar("_S", bound=msgspec.Struct)
 _TYPE: Final = "type"
 _VALUE: Final = "value"
 
@@ -27,17 +27,13 @@ def type_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def register_state_type(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
+def register_state_type(cls: type[_S]) -> type[_S]:
     """Let values of ``cls`` in ``AgentState.extensions`` come back from the store as ``cls``.
 
     Usable as a class decorator; returns ``cls``.
     """
     _TYPES[type_name(cls)] = cls
     return cls
-
-
-for _cls in (TodoList, PlanMode, TaskContext):
-    register_state_type(_cls)
 
 
 def encode_extensions(extensions: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.accounting.prefix import shared_prefix
 from harness.events import AgentEvent
 from harness.markers import (
     ARGS_TRUNCATED,
@@ -44,10 +45,9 @@ from harness.markers import (
     is_summary,
 )
 from harness.messages import Message
-from harness.prefix import shared_prefix
-from harness.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.codec import decode_extensions, encode_extensions
 from harness.sessions.manifest_log import ManifestDeltas
+from harness.sessions.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.store import (
     CompactionEvent,
     ErrorEvent,

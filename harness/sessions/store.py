@@ -31,7 +31,7 @@ from harness.manifest import ContextManifest
 from harness.messages import Message
 
 if TYPE_CHECKING:
-    from harness.fragments import Fragment, FragmentChange, FragmentScope
+    from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
 
 
 class SessionKey(msgspec.Struct, frozen=True):
@@ -157,7 +157,7 @@ class RefusalEvent(msgspec.Struct, frozen=True, kw_only=True, tag="refusal"):
 
 
 class FragmentEvent(msgspec.Struct, frozen=True, kw_only=True, tag="fragment"):
-    """A context fragment changed (`harness.fragments`): which, how, from and to which version."""
+    """A context fragment changed (`harness.fragments.editing`): which, how, from and to which version."""
 
     fragment_id: str
     op: str
@@ -333,11 +333,11 @@ def open_store(url: str) -> SessionStore:
         )
     scheme = url.split("://", 1)[0].lower()
     if scheme == "sqlite":
-        from harness.sessions.sqlite import SqliteStore
+        from harness.sessions.sqlite.store import SqliteStore
 
         return SqliteStore(url)
     if scheme in ("postgresql", "postgres"):
-        from harness.sessions.postgres import PostgresStore
+        from harness.sessions.postgres.store import PostgresStore
 
         return PostgresStore(url)
     raise ConfigurationError(
@@ -347,7 +347,7 @@ def open_store(url: str) -> SessionStore:
 
 @runtime_checkable
 class FragmentStore(SessionStore, Protocol):
-    """A session store that also keeps context fragments (`harness.fragments`).
+    """A session store that also keeps context fragments (`harness.fragments.editing`).
 
     A fragment set is one scope (`harness.fragments.FragmentScope`): a user's session, or an
     agent's project (no user). It has a version bumped by every `commit_fragments`; every

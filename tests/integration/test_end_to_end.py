@@ -141,7 +141,7 @@ async def test_calibration_converges_to_a_provider_counting_20_percent_more(
 async def test_the_demo_runs_on_a_real_provider_path(
     openai_server: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.demo import run_demo
+    from harness.cli.demo import run_demo
 
     openai_server.push(tool_call("list_files", {"folder": ""}), reply("All done."))
     status = await run_demo(

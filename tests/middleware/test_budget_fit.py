@@ -26,7 +26,6 @@ from harness.markers import SUMMARY
 from harness.messages import ToolCall
 from harness.request import RunScope
 from harness.state import SessionScratch
-from harness.task import TodoItem, set_todos
 from harness.tokens import shared_exact
 from harness.types import Handler
 from middleware._layout import SUMMARY_ROOM
@@ -35,6 +34,7 @@ from middleware._selection import DefaultSelection
 from middleware.budget_fit import BudgetFit, _Memo
 from middleware.context_sources import ContextRequest, ContextSources, context_source
 from middleware.task_state import TaskState
+from middleware.task_state.state import TodoItem, set_todos
 from providers import ScriptedModel
 
 EXACT = shared_exact("o200k")

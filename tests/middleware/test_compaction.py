@@ -30,13 +30,10 @@ from harness import (
     Workspace,
 )
 from harness.accounting import estimate_request
-from harness.memory import MemoryStore, WorkspaceMemory, extract_facts
-from harness.redaction import redact_message
+from harness.sessions.redaction import redact_message
 from harness.tokens import approximate
 from harness.types import Handler, Middleware
 from middleware._history import check_pairs, safe_cut
-from middleware._summariser import render_message
-from middleware._summary_in_place import IN_PLACE_PROMPT
 from middleware.compaction import (
     DEFAULT_SUMMARY_PROMPT,
     MERGE_PROMPT,
@@ -45,6 +42,9 @@ from middleware.compaction import (
     last_unit_start,
     select_cut,
 )
+from middleware.compaction._in_place import IN_PLACE_PROMPT
+from middleware.compaction._summariser import render_message
+from middleware.memory import MemoryStore, WorkspaceMemory, extract_facts
 from providers import ScriptedModel
 
 CTX = RuntimeContext(user_id="u", session_id="s")

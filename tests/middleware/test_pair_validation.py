@@ -22,7 +22,7 @@ from harness import (
     ToolCall,
 )
 from harness.accounting import estimate_request
-from harness.agent import interrupted_results
+from harness.agent.loop import interrupted_results
 from harness.errors import (
     ConfigurationError,
     ContextBudgetExceeded,
@@ -30,7 +30,7 @@ from harness.errors import (
     StateConflict,
 )
 from harness.markers import INTERRUPTED, INTERRUPTED_TEXT
-from harness.pairs import (
+from harness.presend.pairs import (
     _plan,
     check_pairs,
     label,

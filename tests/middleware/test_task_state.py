@@ -19,7 +19,8 @@ from harness import (
 from harness.errors import ConfigurationError, InvalidInputError
 from harness.messages import new_id
 from harness.request import RunScope
-from harness.task import (
+from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
+from middleware.task_state.state import (
     TODOS_KEY,
     TodoItem,
     TodoList,
@@ -36,7 +37,6 @@ from harness.task import (
     task_context,
     todo_items,
 )
-from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
 from providers import ScriptedModel
 
 CTX = RuntimeContext(session_id="task")

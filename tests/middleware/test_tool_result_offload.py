@@ -27,7 +27,6 @@ from harness.request import ModelResponse, RequestIds, RunScope
 from harness.sessions import SessionKey
 from harness.state import AgentState
 from middleware import tool_result_offload
-from middleware._file_tools import session_key
 from middleware.tool_result_offload import (
     DEFAULT_EXEMPT_TOOLS,
     ToolResultOffload,
@@ -35,6 +34,7 @@ from middleware.tool_result_offload import (
     purge_session,
     sweep,
 )
+from middleware.tool_result_offload._read_file import session_key
 from providers import ScriptedModel
 
 HEADER = re.compile(r"^\[[^\]]+; (?P<where>end of file|next offset: (?P<next>\d+))\]\n")

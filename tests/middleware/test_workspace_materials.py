@@ -22,12 +22,12 @@ from harness import (
 )
 from harness.accounting import estimate_request
 from harness.errors import ConfigurationError
-from harness.memory import memory_path
 from harness.messages import new_id
 from harness.tokens import shared_exact
 from harness.types import Handler
 from middleware.budget_fit import BudgetFit
 from middleware.context_sources import ContextRequest, ContextSources, context_source
+from middleware.memory import memory_path
 from middleware.workspace_materials import WorkspaceMaterials, instruction
 from providers import ScriptedModel
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigurationError
-from harness.fragments import Fragment, FragmentChange, FragmentScope
+from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, StoredState, open_store
-from harness.sessions.sqlite import SCHEMA_VERSION, SqliteStore
+from harness.sessions.sqlite.store import SCHEMA_VERSION, SqliteStore
 
 USER = "alice"
 

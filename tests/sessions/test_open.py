@@ -11,7 +11,7 @@ import pytest
 
 from harness.errors import ConfigurationError, HarnessError, WorkspaceError
 from harness.sessions import SessionKey, StoredState, open_store
-from harness.sessions.sqlite import SqliteStore
+from harness.sessions.sqlite.store import SqliteStore
 
 from .conftest import new_database
 from .pg_server import PostgresServer, free_port

@@ -22,7 +22,7 @@ import msgspec
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, StoredState, open_store
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.sqlite import CHECKPOINT_EVERY, SqliteStore
+from harness.sessions.sqlite.store import CHECKPOINT_EVERY, SqliteStore
 
 KEY = SessionKey("u", "agent", "s")
 

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from harness import HarnessAgent, RuntimeContext, SessionBusy, StateConflict
-from harness.agent import RUNNING_KEY
+from harness.agent.loop import RUNNING_KEY
 from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message, ToolCall
 from harness.sessions import MessageEvent, SessionKey, StoredState, open_store

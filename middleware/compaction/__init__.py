@@ -1,0 +1,628 @@
+"""Compaction: keep the history inside its budget — trim, truncate, then summarise.
+
+Place in the stack: after BudgetFit (which sets ``request.history_budget``, the room left
+for the history once System, tools and the kept blocks are counted) and before
+PairValidation (which checks the history this layer produced). Without BudgetFit the
+budget is the input limit minus the fixed cost and the blocks.
+
+Nothing changes in a round where nothing is due: the history then stays byte for byte the
+previous request's, so a provider's prompt cache keeps matching it. A round is due when the
+history has ``trigger_messages`` messages, exceeds its budget or the optional ``trigger``
+threshold, when ``request.force_compaction`` is set (by OverflowRetry), or when the agent
+asked for it with the ``compact_conversation`` tool. Then three stages run in order; each
+changes only the *working* history the model sees next (the agent commits it, so nothing is
+redone next round), never the agent's ``full_history``:
+
+1. **Trim old tool outputs** (no model). The newest ``trim_protect_tokens`` of tool output
+   are protected; once the older, untrimmed tool outputs add up to ``trim_min_tokens``,
+   each becomes a ``trim_preview_chars`` preview (new id, metadata ``trimmed``). In small
+   windows both thresholds shrink to 40 % and 20 % of the history budget.
+   Transform ``tool_output_trim:<messages>``.
+2. **Truncate old tool-call arguments** (off by default). Outside the kept range, string
+   arguments longer than ``max_arg_length`` keep their first 20 characters and
+   ``truncation_text``. Transform ``tool_args_truncate:<calls>``.
+3. **Summarise**, unless the history was only over its budget and the first two stages
+   left at least `TRIM_HEADROOM` of it free (a trim that frees less would only delay the
+   summary by a few rounds, breaking the cache twice). The long-term-memory hook first
+   records lasting facts of the part to be summarised. When the summariser is the agent's
+   own model with the default prompt, the summary is asked *in place*: the agent's own
+   prefix up to the cut, then one instruction (`middleware.compaction._in_place`), which the
+   provider's cache serves; the part of the early history that does not fit goes on top
+   as a transcript. Otherwise the summariser (``model``, called directly — not through the
+   stack) gets the early part as a transcript, in chunks that fit its window when needed —
+   each message in exactly one summary request, then only the partial summaries are
+   merged; a chunk the summariser still rejects as too long is halved and only it is
+   asked again. The history becomes: the first user message (the task, pinned while it is
+   the only user turn, or always with ``pin_first_task``), one summary message, the newest
+   user message (what the agent is doing now, kept even when it lies in the early part),
+   the kept recent messages. An existing summary is *updated*
+   with the new early messages. Transform ``history_compaction:<messages summarised>``.
+
+The cut never separates a tool call from its results (`middleware._history.safe_cut`).
+The kept part is bounded by tokens (``keep_tokens``; ``None`` is 35 % of the history
+budget) or, with ``keep_tokens=0``, by ``keep_messages`` — and, by tokens, always by
+half of ``trigger_messages`` — so after a compaction the history is well below every
+trigger and the next rounds append to a byte-stable prefix (task, summary, kept
+messages) instead of compacting again. A forced compaction keeps only the last unit; when
+it can shrink nothing it raises `ContextOverflowError` with ``reason="nothing_to_compact"``,
+which ends OverflowRetry's round without resending the same history.
+
+The stages live apart: trimming and truncation in ``middleware/compaction/_trim.py``, the summariser
+side (prompts, rendering, chunk packing, the summary requests and their manifests) in
+``middleware/compaction/_summariser.py``, the in-place summary request in
+``middleware/compaction/_in_place.py``, the checked settings in
+``middleware/compaction/_settings.py``;
+this module decides when and where to cut and puts the new history together. A summariser
+that fails leaves the early part out of that round only (transforms ``summary_failed:…``
+and ``history_dropped:…``, a ``summary_failed`` warning event); the next round tries again.
+
+Cost when nothing is due: one sum of cached per-message counts, bounded by the trigger
+(compaction keeps the working history short), not by the session's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Final
+
+import msgspec
+
+from harness.accounting import (
+    blocks_tokens,
+    count_off_loop,
+    counted_near_limit,
+    fixed_tokens,
+    history_tokens,
+)
+from harness.errors import (
+    NOTHING_TO_COMPACT,
+    ContextOverflowError,
+    ProviderBadRequest,
+    ProviderError,
+    WorkspaceError,
+)
+from harness.events import AgentEvent
+from harness.markers import (
+    SUMMARISED,
+    SUMMARY,
+    SUMMARY_FAILED,
+    SUMMARY_REQUEST,
+)
+from harness.messages import Message, new_id
+from harness.policy import DEFAULT_INPUT_TOKENS
+from harness.request import ModelClientLike, ModelRequest, ModelResponse
+from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
+from harness.tools import Tool, ToolContext
+from harness.types import Concern, Handler
+from middleware._history import safe_cut
+from middleware._layout import Layout, current_user, last_unit_start
+from middleware._layout import layout as layout_of
+from middleware.compaction._in_place import summarise_in_place
+from middleware.compaction._settings import CompactionSettings
+from middleware.compaction._summariser import (
+    DEFAULT_SUMMARY_PROMPT,
+    HEADER_TOKENS,
+    MERGE_PROMPT,
+    MIN_TEXT_TOKENS,
+    SUMMARY_HEADER,
+    UPDATE_PREAMBLE,
+    SummaryWriter,
+    summary_text,
+)
+from middleware.compaction._trim import trim_tool_outputs, truncate_arguments
+from middleware.memory import DEFAULT_MEMORY, MemoryStore
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "MERGE_PROMPT",
+    "SUMMARY_HEADER",
+    "UPDATE_PREAMBLE",
+    "Compaction",
+    "compact_conversation",
+    "last_unit_start",
+    "select_cut",
+]
+
+REQUEST_KEY: Final = "compaction.requested"
+"""The state extension the ``compact_conversation`` tool sets (a fresh token per request)."""
+
+KEEP_FRACTION: Final = 0.35
+"""The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
+KEEP_CAP_FRACTION: Final = 0.8
+"""The kept part plus the pinned task and newest user message never take more of the budget."""
+TRIM_HEADROOM: Final = 0.25
+"""A trim that leaves less of the history budget free than this share is not enough on its
+own: the summary it would only delay comes in the same round instead, so the provider's
+prompt cache breaks once, not twice a few rounds apart."""
+SUMMARY_CAP_FRACTION: Final = 0.25
+"""A summary longer than this share of the history budget is cut (head and tail kept)."""
+
+
+def select_cut(
+    body: Sequence[Message],
+    count: Callable[[Message], int],
+    *,
+    keep_tokens: int,
+    max_messages: int,
+) -> int:
+    """Return where the kept part of ``body`` starts.
+
+    The result is the smallest safe cut (see `middleware._history.safe_cut`) whose suffix
+    holds at most ``keep_tokens`` tokens and ``max_messages`` messages; the last unit is
+    always kept, even when it alone is larger. Only the kept units are visited, so the cost
+    is O(kept messages), not O(history).
+
+    Args:
+        body: the messages that may be summarised or kept, oldest first.
+        count: the token count of one message (the estimator's cached ``count_message``).
+        keep_tokens: the most tokens the kept part may hold.
+        max_messages: the most messages the kept part may hold.
+
+    Returns:
+        An index in ``[0, len(body)]``; ``len(body)`` only when ``body`` is empty.
+    """
+    n = len(body)
+    cut = n
+    tokens = 0
+    while cut > 0:
+        start = safe_cut(body, cut - 1)
+        for k in range(start, cut):
+            tokens += count(body[k])
+        if cut < n and (tokens > keep_tokens or n - start > max_messages):
+            break
+        cut = start
+    return cut
+
+
+def compact_conversation(context: ToolContext) -> str:
+    """Summarise the earlier conversation before your next step, to free context.
+
+    Use it when the conversation has grown long and its early part is no longer needed
+    word for word: the early messages are replaced by a summary, the latest are kept.
+    """
+    context.state.set_extension(REQUEST_KEY, new_id())
+    return (
+        "Compaction requested: the earlier conversation will be summarised before your next step."
+    )
+
+
+class Compaction:
+    """Keep the working history within its budget: trim, truncate, then summarise.
+
+    Args:
+        trigger_messages: summarise when the history holds this many messages.
+        trigger: an extra token threshold for the whole request — a fraction in ``(0, 1]``
+            of the input limit (the model's window minus reserves), or an absolute token
+            count (int). It lowers the history budget to what the threshold leaves for the
+            history; the history exceeding its budget always triggers.
+        keep_tokens: tokens kept verbatim after a summary; ``None`` is 35 % of the history
+            budget (as lowered by ``trigger``); ``0`` keeps ``keep_messages`` messages instead.
+        keep_messages: messages kept verbatim when ``keep_tokens`` is 0.
+        model: the summariser (default: the agent's client, ``request.run.client``).
+        summary_prompt: the summary prompt; must contain ``{messages}`` and may contain
+            ``{previous_summary}`` (where an earlier summary to update goes).
+        trim_protect_tokens: the newest tool output, in tokens, that is never trimmed.
+        trim_min_tokens: trim only once this many tokens of older tool output are
+            trimmable; ``None`` disables trimming.
+        trim_preview_chars: characters a trimmed tool output keeps.
+        truncate_args: truncate long string arguments of old tool calls (stage 2).
+        max_arg_length: string arguments longer than this are truncated.
+        truncation_text: appended to the first 20 characters of a truncated argument.
+        summary_chunk_tokens: the most tokens one summary request may hold, by the fast
+            estimate (default: 60 % of the summariser's input limit, from its window and the
+            policy, and never more than the estimator's ``floor`` of it, so no request needs
+            an exact recount). Requests are still checked against the limit by exact count
+            near it.
+        memory: the long-term-memory store called before summarising (default: each
+            user's own memory file in the agent's workspace, `harness.memory.WorkspaceMemory`;
+            shared scopes only when configured); ``None`` disables it.
+        compact_tool: give the agent a ``compact_conversation`` tool to ask for a summary.
+        in_place_summary: ask for the summary as the agent's own conversation followed by
+            one instruction, so a provider's prompt cache serves the early part
+            (`middleware.compaction._in_place`); used when the summariser is the agent's model,
+            ``summary_prompt`` is the default, ``summary_chunk_tokens`` is not set and the
+            early part fits the model's limit — else the early part is sent as a
+            transcript, in chunks when needed.
+        pin_first_task: keep the first user message word for word for the whole session,
+            even once newer user turns came (every request then carries it). By default it
+            stays while it is the only user turn; the first compaction that finds a newer
+            one summarises it with the early part (its goal and constraints go into the
+            summary's "Session goal"), so a session that moved on to other tasks does not
+            carry a finished one at the top of every request.
+
+    Raises:
+        ConfigurationError: when an argument is out of range, ``model`` is not a model
+            client, or ``summary_prompt`` lacks ``{messages}``.
+    """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.COMPACTS})
+    after: ClassVar[frozenset[Concern]] = frozenset(
+        {Concern.ADDS_CONTEXT, Concern.RETRIES_OVERFLOW}
+    )
+
+    def __init__(
+        self,
+        *,
+        trigger_messages: int = 50,
+        trigger: float | int | None = None,
+        keep_tokens: int | None = None,
+        keep_messages: int = 20,
+        model: ModelClientLike | None = None,
+        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        trim_protect_tokens: int = 40_000,
+        trim_min_tokens: int | None = 20_000,
+        trim_preview_chars: int = 300,
+        truncate_args: bool = False,
+        max_arg_length: int = 2000,
+        truncation_text: str = "... [truncated] ...",
+        summary_chunk_tokens: int | None = None,
+        memory: MemoryStore | None = DEFAULT_MEMORY,
+        compact_tool: bool = False,
+        in_place_summary: bool = True,
+        pin_first_task: bool = False,
+    ) -> None:
+        self.settings = CompactionSettings(
+            trigger_messages=trigger_messages,
+            trigger=trigger,
+            keep_tokens=keep_tokens,
+            keep_messages=keep_messages,
+            model=model,
+            summary_prompt=summary_prompt,
+            trim_protect_tokens=trim_protect_tokens,
+            trim_min_tokens=trim_min_tokens,
+            trim_preview_chars=trim_preview_chars,
+            truncate_args=truncate_args,
+            max_arg_length=max_arg_length,
+            truncation_text=truncation_text,
+            summary_chunk_tokens=summary_chunk_tokens,
+            memory=memory,
+            compact_tool=compact_tool,
+            in_place_summary=in_place_summary,
+            pin_first_task=pin_first_task,
+        )
+        """The configuration, checked (a frozen `CompactionSettings`)."""
+        self._refused: set[str] = set()
+        """Models whose provider refused an in-place summary request (model names only)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"Compaction(trigger_messages={self.settings.trigger_messages}, trigger={self.settings.trigger!r}, "
+            f"keep_tokens={self.settings.keep_tokens!r}, keep_messages={self.settings.keep_messages}, "
+            f"truncate_args={self.settings.truncate_args}, compact_tool={self.settings.compact_tool})"
+        )
+
+    def tools(self) -> list[Tool]:
+        """Return the ``compact_conversation`` tool when ``compact_tool`` is on."""
+        return [Tool(compact_conversation)] if self.settings.compact_tool else []
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        """Compact ``request``'s history as needed and pass it on."""
+        if request.history:  # `prepare`, without a coroutine on the round with nothing due
+            await count_off_loop(request)  # big new texts counted in a thread, not on the loop
+            request, budget, reason = self._due(request)
+            if reason is not None:
+                request = await self._rewrite(request, budget, reason)
+        return await call_next(request)
+
+    # ------------------------------------------------------------------ stages
+    async def prepare(self, request: ModelRequest) -> ModelRequest:
+        """Return ``request`` with its history trimmed, truncated and summarised as needed.
+
+        Raises:
+            ConfigurationError: when a summary is needed but there is no summariser.
+            ProviderError: when the summariser fails.
+        """
+        if not request.history:
+            return request
+        request, budget, reason = self._due(request)
+        if reason is None:
+            # Nothing is due: the history stays byte for byte what the provider cached last
+            # round. Trims and truncations wait for a round that rewrites the history anyway.
+            return request
+        return await self._rewrite(request, budget, reason)
+
+    def _due(self, request: ModelRequest) -> tuple[ModelRequest, int, str | None]:
+        """Return ``request`` (exact near its limit), its history budget, why it is due.
+
+        The reason is ``None`` when nothing is due.
+        """
+        request, _ = counted_near_limit(request)  # exact counts near the limit
+        est = request.estimator
+        budget = self._history_budget(request, est)
+        return request, budget, self._reason(request, request.history, est, budget, None)
+
+    async def _rewrite(
+        self, request: ModelRequest, budget: int, reason: str | None
+    ) -> ModelRequest:
+        """Return ``request`` with its history trimmed, truncated and summarised for ``reason``."""
+        history = request.history
+        est = request.estimator
+        layout = layout_of(history)
+        transforms: list[str] = []
+        history, trimmed = trim_tool_outputs(self.settings, history, est, budget)
+        if trimmed:
+            transforms.append(f"tool_output_trim:{trimmed}")
+            layout = layout_of(history)
+        if self.settings.truncate_args:
+            body = history[layout.start :]
+            end = layout.start + self._normal_cut(body, est, budget, layout)
+            history, truncated = truncate_arguments(self.settings, history, layout.start, end)
+            if truncated:
+                transforms.append(f"tool_args_truncate:{truncated}")
+        if transforms:  # what was over its budget may fit now, without a summary
+            reason = self._reason(request, history, est, budget, layout)
+            if reason is None and est.count_messages(history) > (1 - TRIM_HEADROOM) * budget:
+                reason = "tokens"  # a trim that frees little would be followed by a summary
+        keep: tuple[Message, ...] | None = None
+        if reason is not None:
+            history, done, keep = await self._compact(request, history, est, budget, layout, reason)
+            transforms.extend(done)
+        if history is request.history:
+            if request.force_compaction:
+                raise ContextOverflowError(
+                    "Compaction was forced after a context overflow but nothing is left to "
+                    "compact: the pinned task, the summary, the newest user message and the "
+                    "last tool results are all that remain. Shorten the system prompt, tool "
+                    "schemas or context blocks, or use a model with a larger window.",
+                    reason=NOTHING_TO_COMPACT,
+                    transforms=request.transforms,
+                )
+            return request
+        return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
+
+    # ---------------------------------------------------------------- deciding
+    def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
+        """Return the tokens the history may use: its budget, lowered by ``trigger``."""
+        limit = request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
+        if request.history_budget is not None:
+            budget = request.history_budget
+        else:
+            budget = limit - fixed_tokens(request, est) - blocks_tokens(request, est)
+        if self.settings.trigger is not None:
+            # The trigger bounds the whole request; what is not history is limit - budget.
+            threshold = (
+                self.settings.trigger * limit
+                if isinstance(self.settings.trigger, float)
+                else self.settings.trigger
+            )
+            budget = min(budget, int(threshold) - (limit - budget))
+        return budget
+
+    def _reason(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        est: TokenEstimator,
+        budget: int,
+        layout: Layout | None,
+    ) -> str | None:
+        """Return why ``history`` must be compacted now, or ``None`` when nothing is due.
+
+        ``layout`` is ``history``'s, or ``None`` to find it only if asked (a pending
+        ``compact_conversation`` request): the round with nothing due does not look for it.
+        """
+        if request.force_compaction:
+            return "forced"
+        if self.settings.compact_tool and (
+            self._pending_request(request, layout or layout_of(history)) is not None
+        ):
+            return "requested"
+        if len(history) >= self.settings.trigger_messages:
+            return "messages"
+        if budget <= 0:
+            return None
+        # The request's own history: the run's running total (O(new messages)).
+        used = (
+            history_tokens(request, est)
+            if history is request.history
+            else est.count_messages(history)
+        )
+        return "tokens" if used > budget else None
+
+    def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
+        """Return the token of a ``compact_conversation`` request not yet honoured."""
+        if not self.settings.compact_tool or request.state is None:
+            return None
+        token = request.state.extension(REQUEST_KEY)
+        if not isinstance(token, str):
+            return None
+        if layout.previous is not None and layout.previous.meta(SUMMARY_REQUEST) == token:
+            return None
+        return token
+
+    def _normal_cut(
+        self, body: Sequence[Message], est: TokenEstimator, budget: int, layout: Layout
+    ) -> int:
+        """Return the keep boundary in ``body`` under the configured keep range."""
+        pinned = est.count_message(layout.pinned) if layout.pinned is not None else 0
+        current = current_user(body)
+        if current is not None:
+            pinned += est.count_message(body[current])
+        cap = max(0, int(max(budget, 0) * KEEP_CAP_FRACTION) - pinned)
+        if self.settings.keep_tokens == 0:
+            return select_cut(
+                body, est.count_message, keep_tokens=cap, max_messages=self.settings.keep_messages
+            )
+        # The dynamic range is what stays after compaction, pinned messages included, so a
+        # long pinned task does not make every compacted request larger.
+        wanted = (
+            self.settings.keep_tokens
+            if self.settings.keep_tokens is not None
+            else max(0, int(max(budget, 0) * KEEP_FRACTION) - pinned)
+        )
+        return select_cut(
+            body,
+            est.count_message,
+            keep_tokens=min(wanted, cap),
+            max_messages=max(1, self.settings.trigger_messages // 2 - 3),
+        )
+
+    # -------------------------------------------------------------- compacting
+    async def _compact(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        est: TokenEstimator,
+        budget: int,
+        layout: Layout,
+        reason: str,
+    ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...] | None]:
+        """Stage 3: summarise the early part of the body, keep the recent part.
+
+        Returns the new history, the transforms, and the history to keep for the next round
+        when it differs from the new one (the summariser failed: see `_without_summary`).
+        """
+        body = history[layout.start :]
+        task: tuple[Message, ...] = ()  # a first task that joins the early part
+        if (
+            layout.pinned is not None
+            and not self.settings.pin_first_task
+            and current_user(body) is not None
+        ):
+            task = (layout.pinned,)  # a newer user turn came: the first task is history now
+            layout = msgspec.structs.replace(layout, pinned=None)
+        if reason == "forced":
+            cut = last_unit_start(body)
+        else:
+            cut = self._normal_cut(body, est, budget, layout)
+            if cut == 0 and reason == "requested":
+                cut = last_unit_start(body)
+        head = (layout.pinned,) if layout.pinned is not None else ()
+        # The summary needs room too: while what is kept leaves less than MIN_TEXT_TOKENS of the
+        # budget for it, the oldest kept unit joins the early part (never the last unit).
+        tail = last_unit_start(body)
+        while cut < tail and budget - self._rest(est, head, body, cut) < MIN_TEXT_TOKENS:
+            cut = safe_cut(body, cut + 1, forward=True)
+        early, kept = _split(body, cut)
+        early = (*task, *early)
+        if not early:
+            return history, [], None  # nothing early enough to summarise: leave it unchanged
+        done: list[str] = []
+        if self.settings.memory is not None:
+            try:
+                stored = await self.settings.memory.record(early, request)
+            except (WorkspaceError, ProviderError) as exc:
+                done.append(f"memory_failed:{type(exc).__name__}")
+            else:
+                if stored:
+                    done.append(f"memory_record:{stored}")
+        previous = summary_text(layout.previous) if layout.previous is not None else None
+        # The summary gets what the pinned and kept messages leave of the budget (at most
+        # SUMMARY_CAP_FRACTION of it), so the compacted history fits.
+        rest = self._rest(est, head, body, cut)
+        cap = max(MIN_TEXT_TOKENS, min(int(max(budget, 0) * SUMMARY_CAP_FRACTION), budget - rest))
+        try:
+            text = None
+            # After an overflow the previous request was too long: its prefix would be too.
+            client = self._in_place_client(request) if reason != "forced" else None
+            if client is not None:
+                # The history as received: up to the cut, the previous request's prefix.
+                upto = layout.start + cut
+                try:
+                    asked = await summarise_in_place(request, upto, client, cap, start=layout.start)
+                except ProviderBadRequest:
+                    # A provider (or litellm for it) that refuses tools with tool_choice
+                    # "none": the transcript, now and for this model from now on.
+                    self._refused.add(client.model)
+                    asked = None
+                if asked is not None:
+                    text, used = asked
+                    if used < upto:  # what did not fit goes on top, as a transcript
+                        among = {id(m) for m in early}
+                        leftover = [m for m in history[used:upto] if id(m) in among]
+                        text = await self._writer().summarise(leftover, text, request, cap)
+            if text is None:
+                text = await self._writer().summarise(early, previous, request, cap)
+        except ProviderError as exc:
+            failure = type(exc).__name__
+        else:
+            failure = "" if text else "empty_summary"
+        if failure:
+            return self._without_summary(request, history, layout, early, kept, failure, done)
+        total = len(early) + (int(layout.previous.meta(SUMMARISED, 0)) if layout.previous else 0)
+        metadata: dict[str, Any] = {SUMMARY: True, SUMMARISED: total}
+        token = self._pending_request(request, layout)
+        if token is not None:
+            metadata[SUMMARY_REQUEST] = token
+        summary = Message.user(
+            f"{SUMMARY_HEADER}: {total} messages were compacted; the full record is in the "
+            f"session log.]\n\n{text}",
+            metadata=metadata,
+        )
+        done.append(f"history_compaction:{len(early)}")
+        return (*head, summary, *kept), done, None
+
+    def _writer(self) -> SummaryWriter:
+        """Return the transcript summariser of these settings."""
+        return SummaryWriter(
+            model=self.settings.model,
+            prompt=self.settings.summary_prompt,
+            chunk_tokens=self.settings.summary_chunk_tokens,
+        )
+
+    def _in_place_client(self, request: ModelRequest) -> ModelClientLike | None:
+        """Return the client to ask in place, when an in-place summary applies."""
+        settings = self.settings
+        if (
+            not settings.in_place_summary
+            or settings.summary_prompt != DEFAULT_SUMMARY_PROMPT
+            or settings.summary_chunk_tokens is not None  # the caller bounds each request
+        ):
+            return None
+        client = settings.model or (request.run.client if request.run is not None else None)
+        if client is None or client.model != request.model or client.model in self._refused:
+            return None  # a provider's cache is per model
+        return client
+
+    @staticmethod
+    def _rest(
+        est: TokenEstimator, head: tuple[Message, ...], body: Sequence[Message], cut: int
+    ) -> int:
+        """Return the tokens of a compacted history besides the summary's text."""
+        _, kept = _split(body, cut)
+        return est.count_messages((*head, *kept)) + MESSAGE_OVERHEAD + HEADER_TOKENS
+
+    def _without_summary(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        layout: Layout,
+        early: Sequence[Message],
+        kept: Sequence[Message],
+        failure: str,
+        done: list[str],
+    ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...]]:
+        """Leave the early part out of this round only, when the summariser failed.
+
+        The round still fits; the working history kept for the next round is ``history``
+        (as trimmed), so the next compaction tries to summarise the same messages again.
+        """
+        notice = Message.user(
+            f"[{len(early)} earlier messages are left out of this request because they could "
+            f"not be summarised ({failure}); the full record is in the session log.]",
+            metadata={SUMMARY_FAILED: failure},
+        )
+        head = tuple(m for m in (layout.pinned, layout.previous) if m is not None)
+        if request.run is not None and request.run.emit is not None:
+            request.run.emit(
+                AgentEvent(
+                    kind="warning",
+                    code="summary_failed",
+                    text=f"the summariser failed ({failure}); {len(early)} early messages were "
+                    "left out of this request and will be summarised on a later round",
+                )
+            )
+        done.extend((f"summary_failed:{failure}", f"history_dropped:{len(early)}"))
+        return (*head, notice, *kept), done, history
+
+
+def _split(body: Sequence[Message], cut: int) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
+    """Return the early and the kept part of ``body`` cut at ``cut``.
+
+    The newest user message says what the agent is doing now: it is kept word for word,
+    right after the summary, even when it lies in the early part.
+    """
+    current = current_user(body)
+    if current is not None and current < cut:
+        return (*body[:current], *body[current + 1 : cut]), (body[current], *body[cut:])
+    return tuple(body[:cut]), tuple(body[cut:])

@@ -1,0 +1,463 @@
+"""ToolResultOffload: keep huge tool results in the workspace and show the model a preview.
+
+Where it sits: after the material middleware (WorkspaceMaterials, ContextSources, TaskState,
+FragmentEditor) and before BudgetFit and Compaction, so that budget fitting and compaction
+measure the small preview instead of a 200,000-character log.
+
+A ``tool`` message longer than ``max_result_chars`` — or whose estimated tokens exceed
+``max_result_share`` of the request's input limit (a dense script such as Hangul fills a
+window long before 80,000 characters) — is written, byte for byte (UTF-8), to
+``large_tool_results/<user and session key>/<result key>.txt`` in the workspace and replaced
+in the request by its first and last ``preview_chars`` characters, the file's path and how
+to read it with the ``read_file`` tool, which this middleware also gives the agent (and
+which lets a session read only its own folder). Both keys are 128-bit hashes
+(`harness.workspace.scope_key`): no id, path or text from the model or the tool ever becomes
+part of a file name. The result key covers the call id, the message id and the content, so
+every result has its own file: a repeated ``tool_call_id`` never reuses or overwrites
+another result's file.
+
+The agent commits the rewritten history, so a result is offloaded once; the replacement
+carries ``metadata["offloaded"]`` and is skipped afterwards. A file already holding the
+same bytes (a round that failed after the write) is not written again. Files live per
+session (`purge_session` removes a session's) and files older than ``max_age_s`` are swept
+at most once per agent call and once per folder every `SWEEP_INTERVAL_S` seconds.
+
+**When the write fails** (read-only or full filesystem, a file where the folder should be,
+any `OSError`) or there is no workspace at all, the result is replaced by an inline
+head-and-tail preview that says the middle is not available, with the transform
+``offload_failed:<call id>:<reason>``; the session goes on and no temporary file is left.
+
+Incremental: a round scans only the messages after the prefix its history shares with the
+one this middleware passed on last time in the session (`harness.prefix.shared_prefix`; the
+same limit and estimator): those were decided already and the decision depends on the
+message alone. So a round costs the prefix comparison, one slot look-up (the session's
+notes, which also name the call that swept last) and, per new tool result, its first token
+count — which the estimator's cache keeps, so the layers after it do not count that result
+again. Only a sweep awaits.
+
+Workspace: the one given to the constructor, else the agent's (an agent given none has a
+private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import time
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import anyio.to_thread
+
+from harness.accounting.prefix import shared_prefix
+from harness.errors import ConfigurationError, WorkspaceError
+from harness.messages import Message
+from harness.request import ModelRequest, ModelResponse, RunScope
+from harness.tools import Tool
+from harness.types import Concern, Handler
+from harness.workspace import Workspace, scope_key
+from middleware._history import label
+from middleware.tool_result_offload._read_file import read_file_tool, relative_folder, session_key
+
+DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
+    {"read_file", "write_file", "edit_file", "memory_search", "memory_get", "session_search"}
+)
+"""Tools whose results are never offloaded (they read or page content themselves)."""
+DEFAULT_FOLDER = "large_tool_results"
+"""The workspace folder offloaded results are written to."""
+_MIN_KEEP = 100
+"""A token-sized preview keeps at least this many characters at each end."""
+_WEEK_S = 7 * 24 * 3600
+SWEEP_INTERVAL_S = 60.0
+"""A folder is swept for expired results at most this often per process (any call)."""
+_LAST_SWEEP: dict[tuple[str, str, str], float] = {}
+"""(filesystem, workspace root, folder) → when it was last swept (monotonic seconds)."""
+
+
+class ToolResultOffload:
+    """Write oversized tool results to the workspace; keep head, tail and a pointer.
+
+    Args:
+        max_result_chars: results longer than this many characters are offloaded.
+        max_result_share: results whose estimated tokens exceed this share of the input
+            limit are offloaded too, and a preview never takes more than a quarter of this
+            share (it keeps fewer characters when it would); ``None`` turns both off.
+        preview_chars: characters kept from the start and from the end of the result.
+        exempt_tools: names of tools whose results are never offloaded.
+        folder: the workspace folder for offloaded results (relative).
+        max_age_s: offloaded files older than this many seconds are deleted, checked at
+            most once per agent call and once per folder every `SWEEP_INTERVAL_S` seconds;
+            ``None`` keeps them until `purge_session`.
+        workspace: where to write (default: the agent's workspace).
+
+    When a result cannot be written, the preview is inline (head and tail, ``preview_chars``
+    each, or a quarter of ``max_result_chars`` up to 2,000 when that is 0) and the request
+    records ``offload_failed:<call id>:<reason>``.
+
+    Raises:
+        ConfigurationError: when an argument is out of range.
+    """
+
+    concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.SHRINKS_TOOL_RESULTS})
+    after: ClassVar[frozenset[Concern]] = frozenset()
+
+    def __init__(
+        self,
+        *,
+        max_result_chars: int = 80_000,
+        max_result_share: float | None = 0.25,
+        preview_chars: int = 2_000,
+        exempt_tools: Iterable[str] = DEFAULT_EXEMPT_TOOLS,
+        folder: str = DEFAULT_FOLDER,
+        max_age_s: float | None = _WEEK_S,
+        workspace: Workspace | None = None,
+    ) -> None:
+        if not _is_int(max_result_chars) or max_result_chars < 1:
+            raise ConfigurationError(
+                f"max_result_chars must be a positive int, got {max_result_chars!r}"
+            )
+        if max_result_share is not None and (
+            isinstance(max_result_share, bool)
+            or not isinstance(max_result_share, int | float)
+            or not 0 < max_result_share <= 1
+        ):
+            raise ConfigurationError(
+                f"max_result_share must be a fraction in (0, 1] or None, got {max_result_share!r}"
+            )
+        if not _is_int(preview_chars) or preview_chars < 0:
+            raise ConfigurationError(f"preview_chars must be an int ≥ 0, got {preview_chars!r}")
+        if 2 * preview_chars >= max_result_chars:
+            raise ConfigurationError(
+                f"preview_chars ({preview_chars}) keeps head and tail, so it must be less than "
+                f"half of max_result_chars ({max_result_chars}); lower it"
+            )
+        if isinstance(exempt_tools, str) or not all(isinstance(t, str) for t in exempt_tools):
+            raise ConfigurationError(
+                "exempt_tools must be a collection of tool names, e.g. frozenset({'read_file'})"
+            )
+        if max_age_s is not None and (
+            isinstance(max_age_s, bool) or not isinstance(max_age_s, int | float) or max_age_s <= 0
+        ):
+            raise ConfigurationError(
+                f"max_age_s must be a positive number of seconds or None, got {max_age_s!r}"
+            )
+        if workspace is not None and not isinstance(workspace, Workspace):
+            raise ConfigurationError(f"workspace must be a Workspace or None, got {workspace!r}")
+        self.max_result_chars = max_result_chars
+        self.max_result_share = max_result_share
+        self.preview_chars = preview_chars
+        self.exempt_tools = frozenset(exempt_tools)
+        self.folder = relative_folder(folder)
+        self.max_age_s = max_age_s
+        self.workspace = workspace
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolResultOffload(max_result_chars={self.max_result_chars}, "
+            f"preview_chars={self.preview_chars}, folder={self.folder!r})"
+        )
+
+    def tools(self) -> list[Tool]:
+        """Return the ``read_file`` tool that reads offloaded results back."""
+        return [read_file_tool(workspace=self.workspace, private_folder=self.folder)]
+
+    async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
+        """Offload the oversized tool results of ``request`` and pass it on."""
+        run = request.run
+        ws = self.workspace if self.workspace is not None else run.workspace if run else None
+        # What was decided is kept across the session's calls; the sweep is once per call.
+        notes = run.session_slot(self, _Notes) if run is not None else None
+        if (
+            ws is not None
+            and run is not None
+            and notes is not None
+            and notes.swept_in != run.run_id  # swept in this call already: the usual round
+            and self._sweep_due(notes, run)
+        ):
+            await self._sweep(ws)
+        history = request.history
+        start = notes.decided(request) if notes is not None else 0
+        replaced: dict[int, Message] = {}
+        transforms: list[str] = []
+        names: dict[str, str] | None = None
+        for index in range(start, len(history)):
+            message = history[index]
+            if message.role != "tool":
+                continue
+            metadata, text = message.metadata, message.content
+            if metadata is not None and _done(metadata):
+                continue
+            if not isinstance(text, str):
+                text = _plain_text(message)
+            if text is None or not self._too_big(text, message, request):
+                continue
+            name = message.name
+            if name is None:
+                names = names if names is not None else _call_names(history)
+                name = names.get(message.tool_call_id or "")
+            if name in self.exempt_tools:
+                continue
+            key = label(message.tool_call_id or message.id)
+            data = text.encode("utf-8", "surrogatepass")
+            path = offload_path(
+                message,
+                data=data,
+                session_id=request.ids.session_id,
+                user_id=request.ids.user_id,
+                agent_id=request.ids.agent_id,
+                folder=self.folder,
+            )
+            reason = "no_workspace" if ws is None else await _store(ws, path, data)
+            keep = self._keep(text, request, self.preview_chars if reason is None else None)
+            if reason is None:
+                replaced[index] = message.revise(
+                    "offload",
+                    metadata={"offloaded": path, "offloaded_chars": len(text)},
+                    content=self._preview(text, path, keep),
+                )
+                transforms.append(f"tool_result_offload:{key}")
+            else:
+                replaced[index] = message.revise(
+                    "offload",
+                    metadata={"offload_failed": reason, "offloaded_chars": len(text)},
+                    content=self._inline_preview(text, reason, keep),
+                )
+                transforms.append(f"offload_failed:{key}:{reason}")
+        if replaced:  # new results only: the messages before the first are kept as a slice
+            first = min(replaced)
+            tail = tuple(replaced.get(i, history[i]) for i in range(first, len(history)))
+            request = request.replace(history=history[:first] + tail).with_transforms(*transforms)
+        if notes is not None:
+            notes.passed_on(request)
+        return await call_next(request)
+
+    # --------------------------------------------------------------- private
+    def _sweep_due(self, notes: _Notes, run: RunScope) -> bool:
+        """Whether this call should sweep: at its first request, unless the folder is fresh.
+
+        Synchronous (the call the session's notes last swept in) so a round that does not
+        sweep awaits nothing here.
+        """
+        if self.max_age_s is None or notes.swept_in == run.run_id:
+            return False
+        notes.swept_in = run.run_id  # before awaiting: one sweep per call, even if it fails
+        return True
+
+    async def _sweep(self, ws: Workspace) -> None:
+        # One sweep per folder per SWEEP_INTERVAL_S serves every call meanwhile: a burst of
+        # calls must not each list the folder in a worker thread.
+        max_age_s = self.max_age_s
+        key, now = (str(ws.fs.protocol), ws.root, self.folder), time.monotonic()
+        if max_age_s is None or now - _LAST_SWEEP.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
+            return
+        if len(_LAST_SWEEP) >= 4096:
+            _LAST_SWEEP.clear()  # at worst one extra sweep per folder
+        _LAST_SWEEP[key] = now
+        await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
+
+    def _too_big(self, text: str, message: Message, request: ModelRequest) -> bool:
+        if len(text) > self.max_result_chars:
+            return True
+        share, limit = self.max_result_share, request.input_limit
+        if share is None or limit <= 0 or len(text) <= 2 * _MIN_KEEP:
+            return False
+        return request.estimator.count_message(message) > share * limit
+
+    def _keep(self, text: str, request: ModelRequest, wanted: int | None) -> int:
+        """Return the characters a preview keeps at each end: fewer when they cost too much."""
+        if wanted is None:  # inline: something must be shown
+            wanted = self.preview_chars or min(2_000, self.max_result_chars // 4)
+        keep = min(wanted, max(0, (len(text) - 1) // 2))
+        share, limit = self.max_result_share, request.input_limit
+        if share is None or limit <= 0 or keep == 0:
+            return keep
+        cap = share * limit / 4
+        count = request.estimator.count
+        while keep > _MIN_KEEP and count(text[:keep]) + count(text[-keep:]) > cap:
+            keep //= 2
+        return keep
+
+    def _inline_preview(self, text: str, reason: str, keep: int) -> str:
+        total = len(text)
+        return (
+            f"[Tool result too long for the context: {total:,} characters. It could not be "
+            f"saved to the workspace ({reason}), so only the first {keep:,} and the last "
+            f"{keep:,} characters are shown; the middle (characters {keep:,}–{total - keep:,}) "
+            "is not available. Run the tool again with narrower arguments if you need it.]\n"
+            f"{text[:keep]}\n[… {total - 2 * keep:,} characters omitted …]\n{text[-keep:]}"
+        )
+
+    def _preview(self, text: str, path: str, keep: int) -> str:
+        total = len(text)
+        intro = (
+            f"[Tool result offloaded: {total:,} characters, too long for the context, were "
+            f'saved to the workspace file "{path}". '
+        )
+        how = (
+            f'Read any part with read_file(path="{path}", offset=<first character>, '
+            "limit=<number of characters>).]"
+        )
+        if keep == 0:
+            return intro + how
+        shown = (
+            f"Shown below: the first {keep:,} and the last {keep:,} characters; the omitted "
+            f"middle is characters {keep:,}–{total - keep:,}. "
+        )
+        omitted = f"\n[… {total - 2 * keep:,} characters omitted …]\n"
+        return f"{intro}{shown}{how}\n{text[:keep]}{omitted}{text[-keep:]}"
+
+
+# ------------------------------------------------------------------- helpers
+def offload_path(
+    message: Message,
+    *,
+    session_id: str,
+    user_id: str = "",
+    agent_id: str = "",
+    data: bytes | None = None,
+    folder: str = DEFAULT_FOLDER,
+) -> str:
+    """Return the workspace path the tool result ``message`` is offloaded to.
+
+    ``<folder>/<key of user (or agent) and session>/<key of call id, message id and content>.txt``:
+    two results never share a file, whatever their ids, and the same result always maps
+    to the same file.
+
+    Args:
+        message: the tool result.
+        session_id: the session's id.
+        user_id: the user's id.
+        agent_id: the agent's id (keys a session without a user id).
+        data: the result's UTF-8 bytes, when already encoded.
+        folder: the offload folder.
+    """
+    if data is None:
+        data = message.text.encode("utf-8", "surrogatepass")
+    content = hashlib.blake2b(data, digest_size=16).hexdigest()
+    result = scope_key("result", message.tool_call_id or "", message.id, content)
+    return f"{folder}/{session_key(session_id, user_id, agent_id)}/{result}.txt"
+
+
+def purge_session(
+    workspace: Workspace,
+    session_id: str,
+    *,
+    user_id: str = "",
+    agent_id: str = "",
+    folder: str = DEFAULT_FOLDER,
+) -> None:
+    """Delete every offloaded result of a session (call it when a session is deleted)."""
+    workspace.remove(f"{folder}/{session_key(session_id, user_id, agent_id)}", recursive=True)
+
+
+def sweep(
+    workspace: Workspace,
+    *,
+    max_age_s: float,
+    folder: str = DEFAULT_FOLDER,
+    now: float | None = None,
+) -> int:
+    """Delete offloaded results older than ``max_age_s`` seconds; return how many.
+
+    Best effort: a file that vanishes or cannot be removed meanwhile is skipped (another
+    process may be sweeping too), and an unreadable or misplaced folder is left alone; the
+    next sweep tries again.
+    """
+    cutoff = (time.time() if now is None else now) - max_age_s
+    removed = 0
+    try:
+        if not workspace.fs.isdir(workspace.resolve(folder)):
+            return 0  # missing, or a file of the user's where the folder should be
+        paths = workspace.list(folder, recursive=True)
+    except (OSError, WorkspaceError):
+        return 0
+    for path in paths:
+        try:
+            if workspace.modified(path) < cutoff:
+                workspace.remove(path)
+                removed += 1
+        except (OSError, WorkspaceError):
+            continue
+    return removed
+
+
+async def _store(ws: Workspace, path: str, data: bytes) -> str | None:
+    """Write ``data`` to ``path`` unless it already holds exactly these bytes.
+
+    Returns:
+        ``None`` when the file holds ``data``; otherwise why it could not be written (an
+        errno name such as ``EROFS`` or ``ENOSPC``, else the error's class name).
+    """
+
+    def same_bytes_there() -> bool:
+        full = ws.resolve(path)
+        if not ws.fs.exists(full) or int(ws.fs.size(full)) != len(data):
+            return False
+        return bool(ws.read_bytes(path) == data)
+
+    try:
+        if not await anyio.to_thread.run_sync(same_bytes_there):
+            await ws.awrite_bytes(path, data)
+    except (OSError, WorkspaceError) as exc:
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    """Return a short, prompt-free reason for a failed write (for the transform)."""
+    for error in (exc, exc.__cause__):
+        code = error.errno if isinstance(error, OSError) else None
+        if code is not None and code in errno.errorcode:
+            return errno.errorcode[code]
+    return type(exc).__name__
+
+
+def _done(metadata: dict[str, Any]) -> bool:
+    """Whether a message with ``metadata`` already is an offload preview (written or inline)."""
+    return metadata.get("offloaded") is not None or metadata.get("offload_failed") is not None
+
+
+def _plain_text(message: Message) -> str | None:
+    """Return the text of a message whose content is all text, else ``None``."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content
+    if any(part.text is None for part in content):
+        return None  # images or audio cannot be offloaded to a text file
+    return message.text
+
+
+def _call_names(history: tuple[Message, ...]) -> dict[str, str]:
+    return {c.id: c.name for m in history if m.role == "assistant" for c in m.tool_calls}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Notes:
+    """This middleware's notes on a session: the history it passed on last, the last sweep."""
+
+    __slots__ = ("estimator", "history", "limit", "swept_in")
+
+    def __init__(self) -> None:
+        self.history: tuple[Message, ...] = ()
+        """The history it passed on last: every message in it was decided …"""
+        self.limit = -1
+        """… under this input limit …"""
+        self.estimator: object = None
+        """… and this estimator (held, so its identity stays its own)."""
+        self.swept_in = ""
+        """The id of the agent call that swept the folder last."""
+
+    def decided(self, request: ModelRequest) -> int:
+        """Return how many leading messages of ``request``'s history need no new decision."""
+        if request.input_limit != self.limit or request.policy.estimator is not self.estimator:
+            return 0
+        return shared_prefix(self.history, request.history, request.run)
+
+    def passed_on(self, request: ModelRequest) -> None:
+        """Remember ``request``'s history as decided."""
+        self.history = request.history
+        self.limit = request.input_limit
+        self.estimator = request.policy.estimator
