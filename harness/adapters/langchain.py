@@ -1,4 +1,4 @@
-"""`HarnessMiddleware`: the stack as a LangChain v1 ``AgentMiddleware``.
+"""`HarnessMiddleware`: the stack as a LangChain v1 ``AgentMiddleware`` (sync and async).
 
 A ``create_agent(model, tools, middleware=[HarnessMiddleware()])`` agent gets, before every
 model call, what `harness.acompletion` gives a litellm app: System from its system message,
@@ -8,41 +8,100 @@ manifest (``policy=ContextPolicy(observer=...)``). LangGraph keeps the conversat
 middleware is stateless: it rewrites the request LangChain's model receives, never the
 graph's state.
 
-Messages the stack leaves as they were are passed on as the very objects LangChain gave
-(``additional_kwargs`` such as ``reasoning_content`` survive); only summaries and rewritten
-messages are new. Install with ``pip install 'context-harness[langchain]'``; this module is
-imported only when used.
+LangChain's contracts hold through it:
+
+- ``ainvoke``/``astream`` run the stack on the agent's loop (``awrap_model_call``);
+  ``invoke``/``stream`` run the same async core through one bridge (``wrap_model_call``):
+  a private event loop in the calling thread, or in a worker thread when the caller is
+  itself inside a running loop; LangChain's sync handler then runs in a worker thread.
+- Summary requests are tagged ``nostream`` with ``lc_source="summarization"`` metadata, as
+  LangChain's ``SummarizationMiddleware`` tags its own: ``stream_mode="messages"`` carries
+  the agent's answer only.
+- LangChain's model call is the innermost layer of the stack, so a ``ContextOverflowError``
+  it raises is one `OverflowRetry` handles (compaction forced, sent once more); an overflow
+  that persists reaches the caller as LangChain's own exception.
+- Calls LangChain could not parse (``invalid_tool_calls``) travel as calls, paired with the
+  error result LangChain gives them; a call left without a result by an interrupted run gets
+  one (``interrupted_text``, ``status="error"``) before the next turn, as deepagents'
+  ``PatchToolCallsMiddleware`` gives it — on the request, not in the graph's state.
+- Messages the stack leaves as they were are the very objects LangChain gave
+  (``additional_kwargs`` such as ``reasoning_content`` survive); rewritten ones are copies
+  keeping ``id``, ``artifact``, ``status`` and metadata; summaries carry
+  ``additional_kwargs["lc_source"] == "summarization"``; a System message whose text the
+  stack keeps is passed as is (content blocks with ``cache_control`` included).
+
+Install with ``pip install '.[langchain]'`` from a checkout; this module is imported only
+when used.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware import ModelRequest as LCModelRequest
+from langchain_core.exceptions import ContextOverflowError as LCContextOverflowError
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AnyMessage,
-    SystemMessage,
-    convert_to_messages,
-    convert_to_openai_messages,
-)
+from langchain_core.messages import AnyMessage, convert_to_messages
+from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.constants import TAG_NOSTREAM
 
-from harness.adapters.completion import chain_hashes, prepare_messages
+from harness.adapters._langchain_messages import (
+    SUMMARY_SOURCE,
+    back_to_langchain,
+    system_back,
+    to_openai,
+    with_interrupted_results,
+)
+from harness.adapters.completion import _Call, _through_stack, split_messages, tools_from_openai
+from harness.errors import ContextOverflowError
+from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, ModelResponse
 from harness.sessions.store import SessionStore
 from harness.types import Middleware
 
+try:
+    import sniffio
+except ImportError:  # pragma: no cover - anyio works without it
+    sniffio = None  # type: ignore[assignment]
+
+try:  # newer langchain: also keeps internal calls out of the v2 stream's ``run.messages``
+    from langchain.agents.middleware.internal_call_transformer import (
+        InternalCallTransformer,
+        internal_call_metadata,
+    )
+
+    _INTERNAL: dict[str, Any] = internal_call_metadata()
+    _TRANSFORMERS: tuple[Any, ...] = (InternalCallTransformer,)
+except ImportError:  # pragma: no cover - older langchain
+    _INTERNAL, _TRANSFORMERS = {}, ()
+
 __all__ = ["HarnessMiddleware", "LangChainModelClient", "model_name"]
+
+T = TypeVar("T")
+
+
+def summary_config() -> RunnableConfig:
+    """Return the config of a summary call: not streamed, marked as LangChain marks its own."""
+    return {"tags": [TAG_NOSTREAM], "metadata": {"lc_source": SUMMARY_SOURCE, **_INTERNAL}}
 
 
 class LangChainModelClient:
     """A LangChain chat model as our model client (for summary requests).
+
+    Its calls run with `summary_config`: LangGraph does not stream them, and they carry
+    ``lc_source="summarization"`` as LangChain's own summary calls do. A LangChain
+    ``ContextOverflowError`` becomes ours (`harness.errors.ContextOverflowError`).
 
     Args:
         chat: the LangChain chat model.
@@ -56,7 +115,10 @@ class LangChainModelClient:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send ``request`` through the LangChain model and return its answer."""
         rendered = [m.to_openai() for m in request.render()]
-        answer = await self.chat.ainvoke(convert_to_messages(rendered))
+        try:
+            answer = await self.chat.ainvoke(convert_to_messages(rendered), config=summary_config())
+        except LCContextOverflowError as exc:
+            raise _overflow(exc, self.model) from exc
         calls = getattr(answer, "tool_calls", None) or ()
         return ModelResponse(
             message=Message.assistant(
@@ -86,7 +148,12 @@ class HarnessMiddleware(AgentMiddleware):
         user_of: returns whose request it is (from ``request.runtime`` or state); cached
             summaries are scoped by it. Default: everyone is ``""``.
         agent_id: the agent id for manifests and the cache.
+        interrupted_text: the content of the result a call left without one gets (an
+            interrupted run continued with a new turn); ``None`` leaves such calls to
+            `PairValidation` (refused in its default mode).
     """
+
+    transformers = _TRANSFORMERS
 
     def __init__(
         self,
@@ -96,6 +163,7 @@ class HarnessMiddleware(AgentMiddleware):
         store: SessionStore | str | None = None,
         user_of: Callable[[LCModelRequest], str] | None = None,
         agent_id: str = "langchain",
+        interrupted_text: str | None = INTERRUPTED_TEXT,
     ) -> None:
         super().__init__()
         self.stack = list(stack) if stack is not None else None
@@ -103,6 +171,7 @@ class HarnessMiddleware(AgentMiddleware):
         self.store = store
         self.user_of = user_of
         self.agent_id = agent_id
+        self.interrupted_text = interrupted_text
 
     async def awrap_model_call(
         self,
@@ -110,51 +179,115 @@ class HarnessMiddleware(AgentMiddleware):
         handler: Callable[[LCModelRequest], Awaitable[Any]],
     ) -> Any:
         """Prepare ``request`` with the stack, then let LangChain's model answer it."""
+        return await self._prepare_and_send(request, handler)
+
+    def wrap_model_call(
+        self,
+        request: LCModelRequest,
+        handler: Callable[[LCModelRequest], Any],
+    ) -> Any:
+        """`awrap_model_call` for ``invoke``/``stream``: the async core, run to completion."""
+
+        async def send(prepared: LCModelRequest) -> Any:
+            return await anyio.to_thread.run_sync(handler, prepared)
+
+        return run_sync(lambda: self._prepare_and_send(request, send))
+
+    async def _prepare_and_send(
+        self,
+        request: LCModelRequest,
+        send: Callable[[LCModelRequest], Awaitable[Any]],
+    ) -> Any:
+        """Run the stack with LangChain's model call as its innermost layer."""
         originals: list[AnyMessage] = list(request.messages)
+        if self.interrupted_text is not None:
+            originals = with_interrupted_results(originals, self.interrupted_text)
         dicts: list[dict[str, Any]] = []
         if request.system_message is not None:
             dicts.append({"role": "system", "content": request.system_message.text})
-        dicts.extend(convert_to_openai_messages(originals))
-        tools = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
+        dicts.extend(to_openai(originals))
+        user_id = self.user_of(request) if self.user_of is not None else ""
+        scope = f"{user_id}\0{self.agent_id}"  # as the stateless call scopes its conversions
+        _, history = split_messages(dicts, scope=scope)
+        by_id = {m.id: o for m, o in zip(history, originals, strict=True)}
         client = LangChainModelClient(request.model)
-        prepared, _ = await prepare_messages(
-            client.model,
-            dicts,
-            tools,
-            client=client,
-            stack=self.stack,
-            policy=self.policy,
-            user_id=self.user_of(request) if self.user_of is not None else "",
-            store=self.store,
-            agent_id=self.agent_id,
-            settings=dict(request.model_settings) or None,
+
+        async def langchain_model(
+            prepared: ModelRequest, stream: bool
+        ) -> tuple[Any, ModelResponse]:
+            rendered = prepared.render()
+            system = rendered.pop(0).text if rendered and rendered[0].role == "system" else ""
+            sent = request.override(
+                messages=back_to_langchain(rendered, by_id),
+                system_message=system_back(system, request.system_message),
+            )
+            try:
+                answer = await send(sent)
+            except LCContextOverflowError as exc:
+                raise _overflow(exc, client.model) from exc
+            return answer, ModelResponse(message=Message(role="assistant", content=""))
+
+        call = _Call(client=client, send=langchain_model, stream=True)
+        schemas, _ = tools_from_openai(
+            t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools
         )
-        system = None
-        if prepared and prepared[0]["role"] == "system":
-            system = SystemMessage(content=prepared.pop(0)["content"])
-        messages = _back_to_langchain(prepared, originals, dicts[len(dicts) - len(originals) :])
-        return await handler(request.override(messages=messages, system_message=system))
+        try:
+            await _through_stack(
+                call, client.model, dicts, schemas, dict(request.model_settings) or None,
+                stack=self.stack, policy=self.policy, session_id=None, user_id=user_id,
+                store=self.store, agent_id=self.agent_id,
+            )  # fmt: skip
+        except ContextOverflowError as exc:
+            native = _langchain_overflow(exc)
+            if native is None:
+                raise
+            native.add_note(f"context-harness: {exc}")
+            raise native from native.__cause__  # LangChain's error, as without the harness
+        return call.raw
 
 
-def _back_to_langchain(
-    prepared: list[dict[str, Any]],
-    originals: list[AnyMessage],
-    original_dicts: list[dict[str, Any]],
-) -> list[AnyMessage]:
-    """Return the prepared messages as LangChain messages, reusing the unchanged originals."""
-    by_hash: dict[str, list[AnyMessage]] = {}
-    for message, data in zip(originals, original_dicts, strict=True):
-        by_hash.setdefault(_hash(data), []).append(message)
-    out: list[AnyMessage] = []
-    for data in prepared:
-        same = by_hash.get(_hash(data))
-        out.append(same.pop(0) if same else cast("AnyMessage", convert_to_messages([data])[0]))
-    return out
+def run_sync(work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work`` to completion from synchronous code (the one sync bridge of this module).
+
+    In a thread without a running event loop (LangGraph's sync executor) ``work`` runs on a
+    private loop there; under a running loop (``invoke`` called from async code) it runs on
+    a private loop in a worker thread. Context variables (LangChain's callbacks and config)
+    go with it either way.
+    """
+    context = contextvars.copy_context()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return context.run(_on_a_new_loop, work)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-sync") as pool:
+        return pool.submit(context.run, _on_a_new_loop, work).result()
 
 
-def _hash(data: dict[str, Any]) -> str:
-    clean = {k: v for k, v in data.items() if v is not None or k in ("role", "content")}
-    return chain_hashes([Message.from_openai(clean)])[0]
+def _on_a_new_loop(work: Callable[[], Awaitable[T]]) -> T:
+    # A context copied from async code (LangGraph copies it into its executor's threads)
+    # still names that code's library; no loop of it runs in this thread.
+    if sniffio is not None:
+        sniffio.current_async_library_cvar.set(None)
+    return anyio.run(work)
+
+
+def _overflow(exc: LCContextOverflowError, model: str) -> ContextOverflowError:
+    return ContextOverflowError(
+        f"the LangChain model {model!r} reports a context overflow: {exc}",
+        provider="langchain",
+    )
+
+
+def _langchain_overflow(exc: BaseException) -> LCContextOverflowError | None:
+    """Return LangChain's overflow error behind ``exc``, if one is."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, LCContextOverflowError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _json(call: Any) -> str:
