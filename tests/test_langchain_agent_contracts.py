@@ -277,7 +277,8 @@ async def test_an_interrupted_call_gets_a_result_before_the_next_user_turn() -> 
     ]
     result = sent[2]
     assert isinstance(result, ToolMessage) and result.tool_call_id == "gone"
-    assert "interrupted" in result.text and result.status == "error"
+    assert "interrupted" in result.text and "run_sql" in result.text and "gone" in result.text
+    assert result.status == "error" and result.name == "run_sql"
     assert not any(isinstance(m, ToolMessage) for m in out["messages"])  # the graph's own
 
 
@@ -286,6 +287,17 @@ def test_an_interrupted_call_gets_a_result_sync() -> None:
     agent = create_agent(model, tools=[run_sql], middleware=[HarnessMiddleware()])
     out = agent.invoke({"messages": _interrupted_history()})
     assert out["messages"][-1].content == "Hello." and _pairs_hold(model.received[-1])
+
+
+async def test_interrupted_text_none_leaves_the_call_to_pair_validation() -> None:
+    from harness.errors import InvalidToolPairs
+
+    model = ScriptedChat(messages=iter([AIMessage("Hello.")]))
+    harness = HarnessMiddleware(interrupted_text=None)
+    agent = create_agent(model, tools=[run_sql], middleware=[harness])
+    with pytest.raises(InvalidToolPairs):
+        await agent.ainvoke({"messages": _interrupted_history()})
+    assert model.received == []  # refused before LangChain's model was called
 
 
 # ------------------------------------------------------------------ 5. overflow retry

@@ -33,12 +33,19 @@ from harness.markers import INTERRUPTED, ORIGIN_ID, is_summary
 from harness.messages import Message
 
 __all__ = [
+    "INTERRUPTED_CALL_TEXT",
     "SUMMARY_SOURCE",
     "back_to_langchain",
     "system_back",
     "to_openai",
     "with_interrupted_results",
 ]
+
+INTERRUPTED_CALL_TEXT = (
+    "no result: interrupted — the run stopped before tool call {name} (id {id}) returned, "
+    "and the conversation went on; call it again if its result is still needed."
+)
+"""The default content of the result a call left without one gets (``{name}``, ``{id}``)."""
 
 SUMMARY_SOURCE = "summarization"
 """LangChain's ``additional_kwargs["lc_source"]`` on a summary message."""
@@ -68,8 +75,8 @@ def with_interrupted_results(messages: list[AnyMessage], text: str) -> list[AnyM
 
     A run interrupted after the model called a tool, then continued with a new user turn,
     leaves a call without its result; providers refuse such a request. The made-up result
-    (``status="error"``, ``text`` as content) goes right after the call's other results,
-    before the next turn. ``messages`` itself is returned when nothing is missing.
+    (``status="error"``, ``text`` as content, its ``{name}`` and ``{id}`` filled in) goes
+    right after the call's other results, before the next turn. ``messages`` itself is returned when nothing is missing.
     """
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     if not any(_unanswered(m, answered) for m in messages if isinstance(m, AIMessage)):
@@ -84,7 +91,7 @@ def with_interrupted_results(messages: list[AnyMessage], text: str) -> list[AnyM
         if isinstance(message, AIMessage):
             pending += [
                 ToolMessage(
-                    text,
+                    text.replace("{name}", name or "?").replace("{id}", call_id),
                     tool_call_id=call_id,
                     name=name,
                     status="error",

@@ -55,6 +55,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.constants import TAG_NOSTREAM
 
 from harness.adapters._langchain_messages import (
+    INTERRUPTED_CALL_TEXT,
     SUMMARY_SOURCE,
     back_to_langchain,
     system_back,
@@ -63,7 +64,6 @@ from harness.adapters._langchain_messages import (
 )
 from harness.adapters.completion import _Call, _through_stack, split_messages, tools_from_openai
 from harness.errors import ContextOverflowError
-from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, ModelResponse
@@ -149,8 +149,8 @@ class HarnessMiddleware(AgentMiddleware):
             summaries are scoped by it. Default: everyone is ``""``.
         agent_id: the agent id for manifests and the cache.
         interrupted_text: the content of the result a call left without one gets (an
-            interrupted run continued with a new turn); ``None`` leaves such calls to
-            `PairValidation` (refused in its default mode).
+            interrupted run continued with a new turn), with ``{name}`` and ``{id}`` filled
+            in; ``None`` leaves such calls to `PairValidation` (refused in its default mode).
     """
 
     transformers = _TRANSFORMERS
@@ -163,7 +163,7 @@ class HarnessMiddleware(AgentMiddleware):
         store: SessionStore | str | None = None,
         user_of: Callable[[LCModelRequest], str] | None = None,
         agent_id: str = "langchain",
-        interrupted_text: str | None = INTERRUPTED_TEXT,
+        interrupted_text: str | None = INTERRUPTED_CALL_TEXT,
     ) -> None:
         super().__init__()
         self.stack = list(stack) if stack is not None else None
