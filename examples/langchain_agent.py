@@ -1,6 +1,7 @@
 """A LangChain v1 agent (``create_agent``) with the harness as its middleware.
 
-`HarnessMiddleware` runs the stack on every model request of the agent: long tool results
+`HarnessMiddleware` runs the stack on every model request of the agent (``ainvoke`` and,
+in the last turn, ``invoke``): long tool results
 trimmed, early turns summarised once the conversation outgrows the budget, tool calls never
 sent without their results, ``reasoning_content`` kept — on the request LangChain's model
 receives, never on the graph's state (LangGraph keeps the whole conversation). Each
@@ -9,7 +10,7 @@ request's manifest goes to ``ContextPolicy(observer=...)``.
 Runs offline with LangChain's own fake chat model (``GenericFakeChatModel``), taught to
 accept tools and to remember what it received; a second fake model writes the summaries::
 
-    pip install 'context-harness[langchain]'
+    pip install '.[langchain]'        # from a checkout (or: uv sync --extra langchain)
     python examples/langchain_agent.py
 """
 
@@ -81,8 +82,12 @@ def script() -> Iterator[AIMessage]:
         yield AIMessage(f"Order {n} has shipped.", additional_kwargs={"reasoning_content": "ok"})
 
 
-async def main() -> None:
-    """Ask about eight orders in one conversation; show what the model received each time."""
+async def main() -> tuple[Any, list[AnyMessage | dict[str, Any]]]:
+    """Ask about eight orders in one conversation; show what the model received each time.
+
+    Returns:
+        The agent and the conversation, for one more turn from sync code (`sync_turn`).
+    """
     model = FakeChat(messages=script())
     summariser = GenericFakeChatModel(messages=cycle([AIMessage("Summary: orders checked.")]))
     manifests: list[ContextManifest] = []
@@ -112,7 +117,15 @@ async def main() -> None:
         assert all("reasoning_content" in m.additional_kwargs for m in thinking)
     summaries = sum(1 for m in manifests if m.purpose == "summary")
     print(f"every request had its tool pairs and reasoning; {summaries} summary requests")
+    return agent, messages
+
+
+def sync_turn(agent: Any, messages: list[AnyMessage | dict[str, Any]]) -> None:
+    """One more turn from synchronous code: ``invoke`` runs the same stack."""
+    messages = [*messages, HumanMessage("And order 8?")]
+    state = agent.invoke({"messages": messages})
+    print(f"sync invoke: {state['messages'][-1].content!r}")
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    sync_turn(*anyio.run(main))

@@ -147,3 +147,4 @@ def test_the_langchain_agent() -> None:
     assert all(int(used) <= int(limit) for used, limit in limits)
     assert "history_compaction" in out
     assert "every request had its tool pairs and reasoning" in out
+    assert "sync invoke: 'Order 8 has shipped.'" in out  # the sync agent works too
