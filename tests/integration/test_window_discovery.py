@@ -155,6 +155,7 @@ async def test_the_window_an_overflow_states_is_used_by_the_retry_and_after(styl
         later = await _drive(server, 3)
         base_url = server.base_url
 
+    assert retried is not None
     assert first[0].input_limit == 64_000
     assert len(server.over_window) == 1  # only the first over-long request
     assert "overflow_retry:1" in retried.transforms
