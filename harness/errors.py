@@ -249,15 +249,24 @@ class ContextOverflowError(ProviderError):
         status: int | None = None,
         reason: str = "provider_overflow",
         retries: int = 0,
+        window: int | None = None,
         **context: Any,
     ) -> None:
         super().__init__(
-            message, provider=provider, status=status, reason=reason, retries=retries, **context
+            message,
+            provider=provider,
+            status=status,
+            reason=reason,
+            retries=retries,
+            window=window,
+            **context,
         )
         self.reason = reason
         """Why: ``provider_overflow``, ``nothing_to_compact``, ``retry_overflowed`` …"""
         self.retries = retries
         """How many retries with forced compaction were made before giving up."""
+        self.window = window
+        """The model's context window when the provider's error states it (``None``: not)."""
 
 
 class ProviderAuthError(ProviderError):

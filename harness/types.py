@@ -114,6 +114,20 @@ class OutputLimited(Protocol):
         ...
 
 
+@runtime_checkable
+class DiscoversWindow(Protocol):
+    """A model client that can look a model's window up (a server's metadata) before use.
+
+    The ways in await it once before computing the input budget
+    (`harness.policy.discovered_input_limit`); afterwards ``context_window`` answers from
+    what it found. A client without it is asked ``context_window`` only.
+    """
+
+    async def discover_context_window(self, model: str | None = None) -> int | None:
+        """Return the model's window in tokens, or ``None`` when it stays unknown."""
+        ...
+
+
 class ToolRunWatch(Protocol):
     """What a `CallWatch` is told about one tool run once it ended."""
 

@@ -14,7 +14,7 @@ compacted, pairs validated. The request's manifest rides on the answer::
 in order — never history, so never summarised away. The other dicts are the history
 (checked; a malformed one is refused with `InvalidInputError` before anything is sent).
 OpenAI tool dicts become `ToolSchema`s for the budget and are sent as given (``strict``
-included). ``api_base``, ``api_key`` and ``timeout`` configure the client; every other
+included). ``api_base``, ``api_key``, ``timeout`` and ``context_window`` configure the client; every other
 keyword is sent to the provider as litellm would. The caller's list is never changed.
 
 **Stateless** (the default): the caller's messages are the history. What the stack made
@@ -70,7 +70,7 @@ from harness.errors import (
 )
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolSchema, history_message
-from harness.policy import ContextPolicy, requested_output
+from harness.policy import ContextPolicy, discovered_input_limit, requested_output
 from harness.request import (
     ModelClientLike,
     ModelRequest,
@@ -111,7 +111,7 @@ CACHE_TITLE: Final = "prefix cache (stateless acompletion; not a conversation)"
 """The title of every prefix-cache entry in the store (what ``sessions list`` shows)."""
 LOOKBACK: Final = 64
 """How many shorter prefixes a call looks up for a cached working history."""
-CLIENT_KEYS: Final = ("api_base", "api_key", "timeout")
+CLIENT_KEYS: Final = ("api_base", "api_key", "timeout", "context_window")
 """Keywords that configure the client instead of travelling as provider settings."""
 
 
@@ -252,8 +252,8 @@ async def _through_stack(
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
     system, converted, hashes = _split(messages, scope=f"{user_id}\0{agent_id}")
     resolved = (policy or ContextPolicy()).resolve(model)
-    limit = resolved.input_limit(
-        call.client.context_window(model), max_output=requested_output(settings)
+    limit, guessed = await discovered_input_limit(
+        resolved, call.client, model, max_output=requested_output(settings)
     )
     composed = _composed(stack)
     template = ModelRequest(
@@ -263,6 +263,7 @@ async def _through_stack(
         settings=settings,
         policy=resolved,
         input_limit=limit,
+        transforms=guessed,
     )
     token = _CURRENT_CALL.set(call)
     try:
