@@ -2,7 +2,10 @@
 
 Place in the stack: after TaskState and before ToolResultOffload, BudgetFit, Compaction and
 PairValidation — it adds context (System parts, reference blocks) and changes the history,
-so the budget, compaction and pair checks see exactly what will be sent.
+so the budget, compaction and pair checks see exactly what will be sent. It edits what the
+context adders produced (TaskState's ``mode/plan`` part), so it states ``after =
+{ADDS_CONTEXT}``: a stack with it before TaskState, ContextSources or WorkspaceMaterials is
+refused when it is built.
 
 Before every request it reads the session's fragments and the project's (`harness.fragments.editing`,
 through the store and session key the agent puts in ``request.run``), so an edit made by the
@@ -109,7 +112,9 @@ class FragmentEditor:
     """
 
     concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
-    after: ClassVar[frozenset[Concern]] = frozenset()
+    after: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
+    """It edits what the context adders produced (TaskState's ``mode/plan`` part, a source's
+    block): standing before one of them, it would not see what that one adds."""
 
     def __init__(
         self,
