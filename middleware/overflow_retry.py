@@ -19,11 +19,15 @@ accept it) and a second overflow ends it. The middleware keeps no state.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from harness.errors import NOTHING_TO_COMPACT, ConfigurationError, ContextOverflowError
+from harness.manifest import Transform, TransformKind
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
+
+OVERFLOW_RETRY: Final = TransformKind("overflow_retry")
+"""A request sent again, compacted, after the provider refused it: ``overflow_retry:<n>``."""
 
 
 class OverflowRetry:
@@ -62,7 +66,9 @@ class OverflowRetry:
             original = exc
         last = original
         for n in range(1, self.max_retries + 1):
-            retry = request.replace(force_compaction=True).with_transforms(f"overflow_retry:{n}")
+            retry = request.replace(force_compaction=True).with_transforms(
+                Transform(OVERFLOW_RETRY, n)
+            )
             try:
                 return await call_next(retry)
             except ContextOverflowError as exc:
