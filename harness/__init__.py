@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     )
     from harness.events import AgentEvent
     from harness.fragments.editing import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
-    from harness.manifest import ContextManifest, ManifestItem, ManifestItems
+    from harness.manifest import (
+        ContextManifest,
+        ManifestItem,
+        ManifestItems,
+        Transform,
+        TransformKind,
+    )
     from harness.messages import ContentPart, Message, ToolCall, ToolSchema
     from harness.policy import ContextPolicy
     from harness.request import (
@@ -116,6 +122,8 @@ _HOMES: dict[str, str] = {
     "ToolContext": "harness.tools",
     "ToolPermissions": "harness.agent.permissions",
     "ToolSchema": "harness.messages",
+    "Transform": "harness.manifest",
+    "TransformKind": "harness.manifest",
     "Usage": "harness.request",
     "Workspace": "harness.workspace",
     "WorkspaceError": "harness.errors",
@@ -191,6 +199,8 @@ __all__ = [
     "ToolContext",
     "ToolPermissions",
     "ToolSchema",
+    "Transform",
+    "TransformKind",
     "Usage",
     "Workspace",
     "WorkspaceError",

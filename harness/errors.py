@@ -30,7 +30,10 @@ is also kept in ``error.context``, so an error can be re-raised with a longer me
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+if TYPE_CHECKING:
+    from harness.manifest import Transform
 
 Validation = Literal[
     "passed",
@@ -64,7 +67,9 @@ class ContextBuildError(HarnessError):
 
     validation: Validation = "build_failed"
 
-    def __init__(self, message: str, *, transforms: tuple[str, ...] = (), **context: Any) -> None:
+    def __init__(
+        self, message: str, *, transforms: tuple[Transform, ...] = (), **context: Any
+    ) -> None:
         super().__init__(message, transforms=transforms, **context)
         self.transforms = tuple(transforms)
         """What the middleware before the failure had changed (for the failed manifest)."""

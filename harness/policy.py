@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
 from harness.errors import ConfigurationError
+from harness.manifest import Transform, TransformKind
 
 if TYPE_CHECKING:
     from harness.manifest import ContextManifest
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 DEFAULT_INPUT_TOKENS = 64_000
 """The input budget when neither the policy nor the model says otherwise."""
 
-WINDOW_GUESSED = "input_limit_guessed"
+WINDOW_GUESSED: Final = TransformKind("input_limit_guessed")
 """The transform (``input_limit_guessed:<limit>``) on a request whose window was unknown."""
 
 logger = logging.getLogger("harness.policy")
@@ -147,7 +148,7 @@ _warned_lock = threading.Lock()
 
 async def discovered_input_limit(
     policy: ContextPolicy, client: _WindowClient, model: str, *, max_output: int | None = None
-) -> tuple[int, tuple[str, ...]]:
+) -> tuple[int, tuple[Transform, ...]]:
     """Return the input budget for ``model`` on ``client`` and the transforms to record.
 
     The client is asked to discover the window first when it can
@@ -171,7 +172,7 @@ async def discovered_input_limit(
     if window is not None or policy.max_input_tokens is not None:
         return limit, ()
     _warn_unknown_window(model, str(getattr(client, "api_base", None) or ""), limit)
-    return limit, (f"{WINDOW_GUESSED}:{limit}",)
+    return limit, (Transform(WINDOW_GUESSED, limit),)
 
 
 def _warn_unknown_window(model: str, api_base: str, limit: int) -> None:

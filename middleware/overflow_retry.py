@@ -21,12 +21,17 @@ allows, the retry is prepared with the smaller limit. The middleware keeps no st
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from harness.errors import NOTHING_TO_COMPACT, ConfigurationError, ContextOverflowError
+from harness.manifest import Transform, TransformKind
 from harness.policy import requested_output
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
+
+OVERFLOW_RETRY: Final = TransformKind("overflow_retry")
+LIMIT_FROM_OVERFLOW: Final = TransformKind("input_limit_from_overflow")
+"""A request sent again, compacted, after the provider refused it: ``overflow_retry:<n>``."""
 
 
 class OverflowRetry:
@@ -65,7 +70,9 @@ class OverflowRetry:
             original = exc
         last = original
         for n in range(1, self.max_retries + 1):
-            retry = request.replace(force_compaction=True).with_transforms(f"overflow_retry:{n}")
+            retry = request.replace(force_compaction=True).with_transforms(
+                Transform(OVERFLOW_RETRY, n)
+            )
             retry = _within_stated_window(retry, last.window)
             try:
                 return await call_next(retry)
@@ -91,7 +98,7 @@ def _within_stated_window(request: ModelRequest, window: int | None) -> ModelReq
         return request
     if 0 <= request.input_limit <= limit:
         return request
-    return request.replace(input_limit=limit).with_transforms(f"input_limit_from_overflow:{limit}")
+    return request.replace(input_limit=limit).with_transforms(Transform(LIMIT_FROM_OVERFLOW, limit))
 
 
 def _nothing_to_compact(original: ContextOverflowError, retries: int) -> ContextOverflowError:

@@ -62,7 +62,7 @@ from harness.errors import (
     StateConflict,
 )
 from harness.events import AgentEvent
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Transform
 from harness.markers import interrupted_result
 from harness.messages import Message, ToolCall, agent_input, new_id, waiting_calls
 from harness.policy import ContextPolicy, discovered_input_limit, requested_output
@@ -215,7 +215,7 @@ class HarnessAgent:
         self.input_limit = self.policy.input_limit(
             model.context_window(self.model), max_output=requested_output(settings)
         )
-        self._limit_transforms: tuple[str, ...] = ()
+        self._limit_transforms: tuple[Transform, ...] = ()
         """What the input limit's origin adds to each request's record (a guessed window)."""
         self._schemas = tuple(t.schema for t in self.tools.values())
         self._streaming = model if isinstance(model, StreamingClient) else None
