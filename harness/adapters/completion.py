@@ -88,7 +88,7 @@ from harness.sessions.store import (
     StoredState,
     open_store,
 )
-from harness.state import AgentState, SessionScratch
+from harness.state import AgentState, SessionScratch, StateKey
 from harness.types import Handler, Middleware
 
 __all__ = [
@@ -103,8 +103,19 @@ __all__ = [
 
 MANIFEST_KEY: Final = "harness_manifest"
 """The key of the manifest in the answer's ``_hidden_params``."""
-RECORD_KEY: Final = "adapters.record"
-"""The state extension holding how many caller-visible messages the record has, and their hash."""
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """How much of a stateful caller's conversation the session's record holds."""
+
+    count: int = 0
+    """How many caller-visible messages the record has."""
+    hash: str = ""
+    """The chain hash of the last of them (`chain_hashes`)."""
+
+
+RECORD_KEY: Final = StateKey("adapters/record", SessionRecord, former=("adapters.record",))
+"""Where a stateful session keeps its `SessionRecord`."""
 CACHE_SUFFIX: Final = ":prefix-cache"
 """Appended to the agent id for the store's prefix-cache entries."""
 CACHE_TITLE: Final = "prefix cache (stateless acompletion; not a conversation)"
@@ -450,8 +461,8 @@ async def _stateful(
     store: SessionStore,
 ) -> None:
     recorder, state = await SessionRecorder.load(store, key)
-    record = state.extension(RECORD_KEY)
-    count, last = (record["count"], record["hash"]) if isinstance(record, dict) else (0, "")
+    record = state.get(RECORD_KEY) or SessionRecord()
+    count, last = record.count, record.hash
     if count and len(converted) >= count and hashes[count - 1] == last:
         new = converted[count:]  # the whole conversation, extending the record
         new_hashes = hashes[count:]
@@ -483,7 +494,7 @@ async def _stateful(
         with anyio.CancelScope(shield=True):
             if call.sent:  # the stack accepted the request: its turns are the session's
                 recorder.note_error(exc)
-                state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+                state.set(RECORD_KEY, SessionRecord(count=count, hash=last))
                 await recorder.commit(state)
             else:  # refused: logged, and the stored history stays as it was
                 try:
@@ -497,7 +508,7 @@ async def _stateful(
         last = chain_hashes([call.reply], start=last)[0]
         state.append(call.reply.replace(id=last[:16]))
         count += 1
-    state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+    state.set(RECORD_KEY, SessionRecord(count=count, hash=last))
     await recorder.commit(state)
 
 

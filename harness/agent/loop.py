@@ -7,7 +7,7 @@ prepared history as the session's working history, so offload, trimming and comp
 are done once, not every round.
 
 **Running tool calls belong to their writer.** A round whose reply calls tools records, in
-the committed state (``agent.running_tool_calls``), which writer started them
+the committed state (``agent/running_tool_calls``), which writer started them
 (`HarnessAgent.writer_id`: host, process id and start time, agent). Until their results are
 committed the session waits for them, and a call that finds them waiting answers them as
 interrupted only when their writer provably stopped running them: it is this process and
@@ -76,7 +76,7 @@ from harness.request import (
 )
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
-from harness.state import AgentState
+from harness.state import AgentState, StateKey
 from harness.tokens import TokenEstimator
 from harness.tokens.calibration import CalibratedEstimator, updated_factor
 from harness.tools import Tool, ToolContext, as_tool
@@ -428,8 +428,8 @@ class HarnessAgent:
         waiting = [c for c in waiting_calls(state.working_history) if c != answered]
         if not waiting:
             return
-        owner = state.extension(RUNNING_KEY)
-        if not isinstance(owner, dict) or not set(waiting) & set(owner.get("calls", ())):
+        owner = state.get(RUNNING_KEY)
+        if owner is None or not set(waiting) & set(owner.get("calls", ())):
             return  # no writer known (a session stored before owners were): abandoned
         if not self._abandoned(key, owner, waiting):
             raise SessionBusy(
@@ -535,7 +535,7 @@ class HarnessAgent:
                 calls = run.slot(_Running, _Running).calls
                 calls.update((key, c.id) for c in reply.tool_calls)
                 _RUNNING.update(calls)
-                state.set_extension(RUNNING_KEY, self._owner(reply.tool_calls))
+                state.set(RUNNING_KEY, self._owner(reply.tool_calls))
             if reply.text:
                 yield AgentEvent(kind="text", round=round_no, text=reply.text)
             # One commit per round, once the model answered: the reply, the last round's
@@ -733,8 +733,10 @@ class _Running:
         self.calls: set[tuple[SessionKey, str]] = set()
 
 
-RUNNING_KEY = "agent.running_tool_calls"
-"""The state extension naming the writer that started the last round's tool calls."""
+RUNNING_KEY: StateKey[dict[str, Any]] = StateKey(
+    "agent/running_tool_calls", dict, former=("agent.running_tool_calls",)
+)
+"""The state naming the writer that started the last round's tool calls."""
 _RUNNING: set[tuple[SessionKey, str]] = set()
 """The tool calls this process is running now, by session."""
 _HOST = socket.gethostname()

@@ -91,6 +91,7 @@ from harness.markers import (
 from harness.messages import Message, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
 from harness.request import ModelClientLike, ModelRequest, ModelResponse
+from harness.state import StateKey
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
@@ -115,6 +116,7 @@ from middleware.memory import DEFAULT_MEMORY, MemoryStore
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MERGE_PROMPT",
+    "REQUEST_KEY",
     "SUMMARY_HEADER",
     "UPDATE_PREAMBLE",
     "Compaction",
@@ -123,8 +125,8 @@ __all__ = [
     "select_cut",
 ]
 
-REQUEST_KEY: Final = "compaction.requested"
-"""The state extension the ``compact_conversation`` tool sets (a fresh token per request)."""
+REQUEST_KEY: Final = StateKey("compaction/requested", str, former=("compaction.requested",))
+"""The state the ``compact_conversation`` tool sets (a fresh token per request)."""
 
 KEEP_FRACTION: Final = 0.35
 """The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
@@ -180,7 +182,7 @@ def compact_conversation(context: ToolContext) -> str:
     Use it when the conversation has grown long and its early part is no longer needed
     word for word: the early messages are replaced by a summary, the latest are kept.
     """
-    context.state.set_extension(REQUEST_KEY, new_id())
+    context.state.set(REQUEST_KEY, new_id())
     return (
         "Compaction requested: the earlier conversation will be summarised before your next step."
     )
@@ -423,8 +425,8 @@ class Compaction:
         """Return the token of a ``compact_conversation`` request not yet honoured."""
         if not self.settings.compact_tool or request.state is None:
             return None
-        token = request.state.extension(REQUEST_KEY)
-        if not isinstance(token, str):
+        token = request.state.get(REQUEST_KEY)
+        if token is None:
             return None
         if layout.previous is not None and layout.previous.meta(SUMMARY_REQUEST) == token:
             return None

@@ -215,8 +215,8 @@ class TaskState:
         receipt the history shows and the options. A round with all of them equal reuses
         the parts instead of rendering and hashing the texts again.
         """
-        listed = state.extension(TODOS_KEY) if self.task_list else None
-        if not (isinstance(listed, TodoList) and listed.items):
+        listed = state.get(TODOS_KEY) if self.task_list else None
+        if not (listed is not None and listed.items):
             listed = None
         # While the receipt is in the history the block is only a stand-in: the agent drops
         # it if the receipt survives offload and compaction, so the list is never shown
@@ -349,7 +349,7 @@ async def todo_write(todos: list[TodoItem], context: ToolContext) -> str:
         context: injected by the agent (the state and the call whose id marks the receipt).
     """
     items = numbered_todos(todos)
-    context.state.set_extension(TODOS_KEY, TodoList(items=items, receipt_call_id=context.call.id))
+    context.state.set(TODOS_KEY, TodoList(items=items, receipt_call_id=context.call.id))
     return "Updated. " + render_todos(items)
 
 

@@ -95,7 +95,7 @@ async def test_todo_write_replaces_the_structured_list() -> None:
         TodoItem(content="locate the cause", status="completed", id="1"),
         TodoItem(content="add a test", status="in_progress", id="2"),
     )
-    stored = state.extension(TODOS_KEY)
+    stored = state.get(TODOS_KEY)
     assert isinstance(stored, TodoList)
     receipt = model.agent_requests[2].history[-1]
     assert receipt.tool_call_id == stored.receipt_call_id

@@ -106,20 +106,21 @@ async def _check_approved(state: AgentState) -> None:
 def _compaction_request(state: AgentState) -> object:
     from middleware.compaction import REQUEST_KEY
 
-    return state.extension(REQUEST_KEY)
+    return state.get(REQUEST_KEY)
 
 
 def _adapter_record(state: AgentState) -> tuple[int, str]:
     from harness.adapters.completion import RECORD_KEY
 
-    record = state.extension(RECORD_KEY)
-    return record["count"], record["hash"]
+    record = state.get(RECORD_KEY)
+    assert record is not None
+    return record.count, record.hash
 
 
 def _running_owner(state: AgentState) -> object:
     from harness.agent.loop import RUNNING_KEY
 
-    return state.extension(RUNNING_KEY)
+    return state.get(RUNNING_KEY)
 
 
 async def test_the_stored_state_comes_back_as_its_types(store_url: str) -> None:
