@@ -339,7 +339,6 @@ class _Call:
         self.stream = stream
         self.raw: Any = None
         self.manifest: ContextManifest | None = None
-        self.prepared: tuple[Message, ...] | None = None
         self.reply: Message | None = None
         self.sent = False
         """Whether the stack passed the request on to be sent (else it refused it)."""
@@ -350,14 +349,13 @@ _CURRENT_CALL: ContextVar[_Call] = ContextVar("harness.adapters.call")
 
 
 async def _innermost(request: ModelRequest) -> ModelResponse:
-    """The innermost handler of every call: manifest, send, remember what was sent."""
+    """The innermost handler of every call: manifest, send, remember the answer."""
     call = _CURRENT_CALL.get()
     manifest = build_manifest(request)
     report_manifest(manifest, request)
     call.sent = True
     raw, response = await call.send(request, call.stream)
     call.raw, call.manifest, call.reply = raw, manifest, response.message
-    call.prepared = request.kept_history()
     return response.replace(manifest=manifest)
 
 
@@ -403,10 +401,13 @@ def _default_stack() -> list[Middleware]:
     return default_stack()
 
 
-async def _run(handler: Handler, request: ModelRequest) -> None:
-    """Run ``handler`` on ``request``; provider failures leave as litellm's exceptions."""
+async def _run(handler: Handler, request: ModelRequest) -> tuple[Message, ...] | None:
+    """Run ``handler`` on ``request`` and return the history the round keeps.
+
+    Provider failures leave as litellm's exceptions.
+    """
     try:
-        await handler(request)
+        return (await handler(request)).kept
     except ProviderError as exc:
         native = exc.__cause__
         if isinstance(native, Exception) and type(native).__module__.startswith(
@@ -445,8 +446,7 @@ async def _stateless(
     run = RunScope(client=call.client, key=key, session=_SCRATCHES.get(key))
     ids = RequestIds(agent_id=agent_id, user_id=user_id, run_id=run.run_id)
     request = template.replace(ids=ids, history=history, state=state, run=run)
-    await _run(handler, request)
-    prepared = call.prepared
+    prepared = await _run(handler, request)
     if prepared is not None and hashes and (cached or _changed(prepared, converted)):
         await cache.put(user_id, agent_id, hashes[-1], prepared)
 
@@ -489,7 +489,7 @@ async def _stateful(
         run=run,
     )
     try:
-        await _run(handler, request)
+        prepared = await _run(handler, request)
     except Exception as exc:
         with anyio.CancelScope(shield=True):
             if call.sent:  # the stack accepted the request: its turns are the session's
@@ -502,8 +502,8 @@ async def _stateful(
                 except StateConflict as conflict:  # the caller needs the refusal's reason
                     exc.add_note(f"context-harness: the refusal was not logged ({conflict})")
         raise
-    if call.prepared is not None and state.version == request.state_version:
-        state.commit_working(call.prepared)
+    if prepared is not None and state.version == request.state_version:
+        state.commit_working(prepared)
     if not call.stream and call.reply is not None:
         last = chain_hashes([call.reply], start=last)[0]
         state.append(call.reply.replace(id=last[:16]))

@@ -2,9 +2,9 @@
 
 The stack runs before **every** model request, not once per call. The agent's own
 innermost handler turns the prepared request into a manifest (emitted to the policy's
-observer and the event stream), sends it, and — once the model answered — commits the
-prepared history as the session's working history, so offload, trimming and compaction
-are done once, not every round.
+observer and the event stream) and sends it; once the chain returned, the history the round
+keeps (`harness.request.ModelResponse.kept`) becomes the session's working history, so
+offload, trimming and compaction are done once, not every round.
 
 **Running tool calls belong to their writer.** A round whose reply calls tools records, in
 the committed state (``agent/running_tool_calls``), which writer started them
@@ -564,9 +564,21 @@ class HarnessAgent:
     async def _answer(
         self, request: ModelRequest, outbox: _Outbox, outcome: list[ModelResponse | Exception]
     ) -> None:
-        """Run the chain for ``request``; put its response, or the error it raised, in ``outcome``."""
+        """Run the chain for ``request``; put its response, or the error it raised, in ``outcome``.
+
+        Once the chain returned, the history the round keeps (`ModelResponse.kept`) becomes
+        the working history — unless the state changed since the request was prepared.
+        """
         try:
-            outcome.append(await self._handler(request))
+            response = await self._handler(request)
+            state, kept = request.state, response.kept
+            if state is not None and kept is not None and state.version == request.state_version:
+                prepared = request.run.slot(_Prepared, _Prepared) if request.run else None
+                # The very tuple the round was prepared from, the state unchanged since: the
+                # working history holds these messages already (no O(history) copy).
+                if prepared is None or kept is not prepared.history:
+                    state.commit_working(kept)
+            outcome.append(response)
         except Exception as exc:  # raised again by the loop, in the consumer's task
             outcome.append(exc)
         finally:
@@ -617,7 +629,7 @@ class HarnessAgent:
         )
 
     async def _send(self, request: ModelRequest) -> ModelResponse:
-        """The innermost handler: manifest, send, then commit the prepared history."""
+        """The innermost handler: manifest and send (`_answer` commits what the round keeps)."""
         manifest = build_manifest(request)
         report_manifest(manifest, request)
         started = time.perf_counter()
@@ -630,16 +642,9 @@ class HarnessAgent:
                     AgentEvent(kind="warning", code="provider_retry", text=retry.label)
                 )
         state = request.state
-        if state is not None and request.ids.purpose == "agent":
-            if self.policy.calibrate and response.usage is not None:
-                self._calibrate(state, request, manifest, response.usage.prompt_tokens)
-            if state.version == request.state_version:
-                kept = request.kept_history()
-                prepared = request.run.slot(_Prepared, _Prepared) if request.run else None
-                # The very tuple the round was prepared from, the state unchanged since: the
-                # working history holds these messages already (no O(history) copy).
-                if prepared is None or kept is not prepared.history:
-                    state.commit_working(kept)
+        calibrate = self.policy.calibrate and request.ids.purpose == "agent"
+        if calibrate and state is not None and response.usage is not None:
+            self._calibrate(state, request, manifest, response.usage.prompt_tokens)
         return response.replace(
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )

@@ -298,17 +298,25 @@ class Compaction:
         return [Tool(compact_conversation)] if self.settings.compact_tool else []
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
-        """Compact ``request``'s history as needed and pass it on."""
+        """Compact ``request``'s history as needed and pass it on.
+
+        When the summariser failed, the early part is left out of this round only: the
+        response keeps the history as it was (trimmed), so the next round tries again.
+        """
+        keep: tuple[Message, ...] | None = None
         if request.history:  # `prepare`, without a coroutine on the round with nothing due
             await count_off_loop(request)  # big new texts counted in a thread, not on the loop
             request, budget, reason = self._due(request)
             if reason is not None:
-                request = await self._rewrite(request, budget, reason)
-        return await call_next(request)
+                request, keep = await self._rewrite(request, budget, reason)
+        response = await call_next(request)
+        return response if keep is None else response.replace(kept=keep)
 
     # ------------------------------------------------------------------ stages
     async def prepare(self, request: ModelRequest) -> ModelRequest:
         """Return ``request`` with its history trimmed, truncated and summarised as needed.
+
+        What a round keeps when the summariser failed (`__call__`) is not part of it.
 
         Raises:
             ConfigurationError: when a summary is needed but there is no summariser.
@@ -321,7 +329,7 @@ class Compaction:
             # Nothing is due: the history stays byte for byte what the provider cached last
             # round. Trims and truncations wait for a round that rewrites the history anyway.
             return request
-        return await self._rewrite(request, budget, reason)
+        return (await self._rewrite(request, budget, reason))[0]
 
     def _due(self, request: ModelRequest) -> tuple[ModelRequest, int, str | None]:
         """Return ``request`` (exact near its limit), its history budget, why it is due.
@@ -335,8 +343,12 @@ class Compaction:
 
     async def _rewrite(
         self, request: ModelRequest, budget: int, reason: str | None
-    ) -> ModelRequest:
-        """Return ``request`` with its history trimmed, truncated and summarised for ``reason``."""
+    ) -> tuple[ModelRequest, tuple[Message, ...] | None]:
+        """Return ``request`` with its history trimmed, truncated and summarised for ``reason``.
+
+        And the history the round keeps when it differs from the one sent (the summariser
+        failed: `_without_summary`), else ``None``.
+        """
         history = request.history
         est = request.estimator
         layout = layout_of(history)
@@ -369,8 +381,8 @@ class Compaction:
                     reason=NOTHING_TO_COMPACT,
                     transforms=request.transforms,
                 )
-            return request
-        return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
+            return request, None
+        return request.replace(history=history).with_transforms(*transforms), keep
 
     # ---------------------------------------------------------------- deciding
     def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
