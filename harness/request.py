@@ -214,8 +214,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     def render(self) -> list[Message]:
         """Return the messages the provider receives.
 
-        System first; then the stable reference material (memory, knowledge, context-file and fragment
-        blocks under ``HARNESS_CONTEXT``) in one message; then the history; then one message
+        System first; then the stable reference material (``HARNESS_CONTEXT`` blocks marked
+        ``stable``: workspace files, fragments) in one message; then the history; then one message
         with everything that changes between rounds (task and runtime state, source blocks).
         Stable material sits before the history so that a provider's prompt cache keeps
         matching the whole prefix from one round to the next: after the history it was
@@ -237,13 +237,10 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 _ORDER = ("TASK_STATE", "RUNTIME_STATE", "HARNESS_CONTEXT")
 
-STABLE_CATEGORIES: frozenset[str] = frozenset({"memory", "knowledge", "context", "fragment"})
-"""Block categories that change rarely (workspace files and developer-authored fragments)."""
-
 
 def is_stable(block: ContextBlock) -> bool:
     """Return whether ``block`` is rendered before the history (stable reference material)."""
-    return block.category in STABLE_CATEGORIES and block.where == "HARNESS_CONTEXT"
+    return block.stable and block.where == "HARNESS_CONTEXT"
 
 
 def render_blocks(blocks: tuple[ContextBlock, ...]) -> str:

@@ -312,6 +312,7 @@ class FragmentEditor:
             revision=str(fragment.version),
             category="fragment",
             priority=self.priority,
+            stable=True,  # rendered before the history: fragments change rarely
         )
 
     def _history(

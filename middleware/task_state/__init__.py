@@ -1,8 +1,8 @@
 """TaskState: show the structured task state — todos, plan mode, goal, requirements, checks.
 
 Place in the stack: after ContextSources and before FragmentEditor and the budget layers.
-Its blocks are category ``task``, which BudgetFit counts as fixed cost: task state is what
-keeps a long task on track, so it is never dropped for optional material.
+Its blocks are required (category ``task``), so BudgetFit counts them as fixed cost: task
+state is what keeps a long task on track, so it is never dropped for optional material.
 
 The state itself lives in ``AgentState.extensions`` as frozen msgspec values (`middleware.task_state.state`),
 written by tools (``todo_write``, ``propose_requirement``, ``enter_plan_mode`` …) or by the
@@ -318,7 +318,7 @@ def _state_block(
     name: str, text: str, placement: Literal["TASK_STATE", "RUNTIME_STATE"]
 ) -> ContextBlock:
     return ContextBlock.runtime(
-        name, text, category="task", placement=placement, source_id=f"state/{name}"
+        name, text, category="task", placement=placement, source_id=f"state/{name}", required=True
     )
 
 
