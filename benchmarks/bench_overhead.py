@@ -262,7 +262,7 @@ async def measure_ours_as_hooks(
     policy, input limit, a run scope that lives as long as the session; the first round's
     history ends with the call's user message, `CALL_INPUT`), runs it through
     the composed stack to a handler that builds the manifest and answers at once, and keeps
-    what the round left as the next round's history (``kept_history``: a summary in place
+    what the round left as the next round's history (``response.kept``: a summary in place
     of the early turns), as LangChain's loop keeps what ``before_model`` returned. Nothing
     runs between rounds but appending the tool call and its result, on both sides. No
     session store: FragmentEditor passes requests on, as LangChain's hooks have no
@@ -275,14 +275,12 @@ async def measure_ours_as_hooks(
     agent = HarnessAgent(
         model=model, system_prompt=session.system_prompt, tools=[bash], stack=layers
     )
-    kept: list[tuple[Message, ...]] = []
     sent: list[int] = []
 
     async def answer(request: ModelRequest) -> ModelResponse:
         manifest = build_manifest(request)
         clock.observe(manifest)
         sent.append(len(request.history))  # what the model would receive, as in the agent
-        kept.append(request.kept_history())
         return ModelResponse(message=Message.assistant("ok"), manifest=manifest)
 
     handler = compose([clock, *agent.stack], answer)
@@ -311,8 +309,8 @@ async def measure_ours_as_hooks(
             input_limit=agent.input_limit,
             run=run,
         )
-        await handler(request)
-        history = kept[-1]
+        kept = (await handler(request)).kept
+        history = kept if kept is not None else history
     return {
         "cold": clock.samples[0],
         "warm": clock.samples[1:],

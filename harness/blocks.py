@@ -40,6 +40,10 @@ class ContextBlock(msgspec.Struct, frozen=True, kw_only=True):
     """Higher survives longer when the budget is short."""
     required: bool = False
     """A required block is never dropped; if it does not fit, the build fails."""
+    stable: bool = False
+    """Material that changes rarely (workspace files, fragments): a ``HARNESS_CONTEXT``
+    block marked so is rendered before the history, where a provider's prompt cache keeps
+    matching it from one round to the next (`harness.request.is_stable`)."""
     source_id: str = ""
     """The id the manifest shows, e.g. ``source/build-status/latest`` (set by whoever adds it)."""
     category: str = "source"

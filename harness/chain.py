@@ -7,15 +7,16 @@ receives the request without the blocks its history supersedes
 (`ModelRequest.without_superseded_blocks`) and only once it passed the pre-send check
 (`harness.presend.checked`: pairs, ``max_tokens`` within the run's client's output limit,
 prompt + ``max_tokens`` within its window and the input limit), so both rules hold for
-every stack, inside the agent or not, with PairValidation or without.
+every stack, inside the agent or not, with PairValidation or without. Its response carries
+the history as sent (`ModelResponse.kept`): what the round keeps for the next one, unless a
+layer that changed the history for this round only mends it on the way out.
 
 Each layer runs inside a *layer watcher* when one is set for the request in flight
 (`LAYER_WATCHER`, a context manager factory given the middleware's name) — an outer
 middleware sets it for the requests it wants to watch (Tracing opens a span per layer
 this way). Without one, a layer costs one context-variable lookup and nothing else: it hands
 back the middleware's own coroutine instead of awaiting it in one of its own, calling a
-class's ``__call__`` as the method bound when the stack was built (`_caller`); the innermost
-handler hands back the client handler's awaitable the same way.
+class's ``__call__`` as the method bound when the stack was built (`_caller`).
 Requests sent outside the stack (summaries) go through `send_watched`, which runs them
 inside the *request watcher* (`REQUEST_WATCHER`) the same way; their sender runs the same
 pre-send check on them first.
@@ -56,11 +57,13 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
             )
     check_order(stack)
 
-    def innermost(request: ModelRequest) -> Awaitable[ModelResponse]:
-        # Hands back the handler's awaitable, as a layer does: no coroutine of its own.
+    async def innermost(request: ModelRequest) -> ModelResponse:
         request = request.without_superseded_blocks()
         client = request.run.client if request.run is not None else None
-        return handler(checked(request, client, owner=innermost))
+        sent = checked(request, client, owner=innermost)
+        response = await handler(sent)
+        # What the round keeps: the history as sent, unless a layer mends it on the way out.
+        return response if response.kept is sent.history else response.replace(kept=sent.history)
 
     composed: Handler = innermost
     for middleware in reversed(stack):

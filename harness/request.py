@@ -16,7 +16,6 @@ import msgspec
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
 from harness.manifest import ContextManifest, Transform
-from harness.markers import ORIGIN_ID
 from harness.messages import Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
 
@@ -132,88 +131,6 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     """Input tokens served from the provider's prompt cache, when reported."""
 
 
-class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
-    """Messages a middleware left out of one request only, to keep in the working history.
-
-    FragmentEditor leaves disabled messages out of what it passes on; the layers after it
-    (offload, compaction) never see them. When the agent commits, `restore` puts them back
-    among what those layers kept, in their old order: a left-out message whose neighbours
-    were summarised comes right after the summary. A left-out tool result whose call was
-    summarised away is dropped with it (a result never stands without its call).
-    """
-
-    history: tuple[Message, ...]
-    """The history as the leaving-out layer received it; its order places what comes back."""
-    sent: frozenset[str] | None = None
-    """Ids of the ``history`` messages passed on as they are; ``None``: those of ``passed``,
-    worked out only when `restore` must place messages (building the set every request
-    cost O(history) at every round with a message left out)."""
-    stand_ins: tuple[tuple[str, str], ...] = ()
-    """Copies passed on in place of a ``history`` message, as (copy id, original id): an
-    assistant message sent without the calls whose results were left out."""
-    passed: tuple[Message, ...] = ()
-    """The history passed on (``()``: not known). When the later layers kept exactly these
-    messages, `restore` returns ``history`` without placing anything: no O(history) work."""
-    left: tuple[int, ...] = ()
-    """With ``passed``: the positions in ``history`` of the messages left out."""
-
-    def restore(self, kept: tuple[Message, ...]) -> tuple[Message, ...]:
-        """Return ``kept`` (what the later layers kept) with the left-out messages back."""
-        if self.passed and self.left and len(kept) == len(self.passed):
-            from harness.accounting.prefix import (
-                shared_prefix,  # prefix imports this module to type
-            )
-
-            if shared_prefix(self.passed, kept) == len(kept) and self._calls_kept():
-                return self.history
-        history = self.history
-        sent = self.sent if self.sent is not None else frozenset(m.id for m in self.passed)
-        where = {m.id: i for i, m in enumerate(history)}
-        stand_ins = dict(self.stand_ins)
-        standing = set(stand_ins.values())
-        waiting = [i for i, m in enumerate(history) if m.id not in sent and m.id not in standing]
-        back = {history[i].id for i in waiting}
-        out: list[Message] = []
-        k = 0
-        for message in kept:
-            original = stand_ins.get(message.id)
-            if original is not None:
-                message = history[where[original]]  # the message with all its calls again
-            at = where.get(message.id)
-            if at is None:
-                origin = message.meta(ORIGIN_ID)
-                at = where.get(origin) if isinstance(origin, str) else None
-            if at is not None:
-                while k < len(waiting) and waiting[k] < at:
-                    out.append(history[waiting[k]])
-                    k += 1
-            out.append(message)
-        out.extend(history[i] for i in waiting[k:])
-        calls: set[str] = set()
-        restored: list[Message] = []
-        for message in out:
-            if message.id in back and message.role == "tool" and message.tool_call_id not in calls:
-                continue  # its call was summarised away
-            calls.update(c.id for c in message.tool_calls)
-            restored.append(message)
-        return tuple(restored)
-
-    def _calls_kept(self) -> bool:
-        """Return whether every left-out tool result has its call earlier in ``history``."""
-        history = self.history
-        for i in self.left:
-            message = history[i]
-            if message.role != "tool":
-                continue
-            j = i
-            while j > 0 and history[j - 1].role == "tool":
-                j -= 1
-            head = history[j - 1] if j > 0 else None
-            if head is None or all(c.id != message.tool_call_id for c in head.tool_calls):
-                return False
-        return True
-
-
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything one model request is prepared from (immutable; change with `replace`)."""
 
@@ -239,15 +156,6 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Tokens left for the history after fixed material and blocks (set by BudgetFit)."""
     force_compaction: bool = False
     """Compact even below the thresholds (set by OverflowRetry after an overflow)."""
-    commit_history: tuple[Message, ...] | None = None
-    """The working history to keep for the next round when it differs from ``history``.
-
-    Set by a middleware that shrank this request's history only for this round (Compaction
-    dropping the oldest units because the summariser failed), so the next round still has
-    the messages and tries again; ``None``: the sent ``history`` is kept.
-    """
-    left_out: LeftOut | None = None
-    """Messages left out of this request only (a disabled fragment), kept for next rounds."""
     transforms: tuple[Transform, ...] = ()
     """What middleware changed, in order; copied into the manifest."""
     state: AgentState | None = None
@@ -260,15 +168,6 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     def replace(self, **changes: Any) -> ModelRequest:
         """Return a copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
-
-    def kept_history(self) -> tuple[Message, ...]:
-        """Return the working history to keep once this request was answered.
-
-        What was sent (or ``commit_history``), with the messages ``left_out`` put back in
-        their places — also when a later layer (compaction) rewrote the rest.
-        """
-        kept = self.history if self.commit_history is None else self.commit_history
-        return kept if self.left_out is None else self.left_out.restore(kept)
 
     def with_transforms(self, *transforms: Transform) -> ModelRequest:
         """Return a copy with ``transforms`` appended to the record."""
@@ -315,8 +214,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     def render(self) -> list[Message]:
         """Return the messages the provider receives.
 
-        System first; then the stable reference material (memory, knowledge, context-file and fragment
-        blocks under ``HARNESS_CONTEXT``) in one message; then the history; then one message
+        System first; then the stable reference material (``HARNESS_CONTEXT`` blocks marked
+        ``stable``: workspace files, fragments) in one message; then the history; then one message
         with everything that changes between rounds (task and runtime state, source blocks).
         Stable material sits before the history so that a provider's prompt cache keeps
         matching the whole prefix from one round to the next: after the history it was
@@ -338,13 +237,10 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 _ORDER = ("TASK_STATE", "RUNTIME_STATE", "HARNESS_CONTEXT")
 
-STABLE_CATEGORIES: frozenset[str] = frozenset({"memory", "knowledge", "context", "fragment"})
-"""Block categories that change rarely (workspace files and developer-authored fragments)."""
-
 
 def is_stable(block: ContextBlock) -> bool:
     """Return whether ``block`` is rendered before the history (stable reference material)."""
-    return block.category in STABLE_CATEGORIES and block.where == "HARNESS_CONTEXT"
+    return block.stable and block.where == "HARNESS_CONTEXT"
 
 
 def render_blocks(blocks: tuple[ContextBlock, ...]) -> str:
@@ -398,6 +294,14 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds the client waited for the provider."""
     retries: tuple[ProviderRetry, ...] = ()
     """The provider failures the client retried before this response, oldest first."""
+    kept: tuple[Message, ...] | None = None
+    """The working history the round keeps for the next one (``None``: not sent by a chain).
+
+    The innermost handler of `harness.chain.compose` sets it to the history as sent; a
+    middleware that changed the history for this round only mends it on the way out
+    (Compaction when the summariser failed, FragmentEditor putting left-out messages back).
+    The agent and the adapters commit it once the chain returned.
+    """
 
     def replace(self, **changes: Any) -> ModelResponse:
         """Return a copy with ``changes`` applied."""

@@ -22,15 +22,22 @@ the whole history, by PairValidation before each request.
 accounting learned about the working history (running token totals, the last history whose
 pairs were checked) outlives one agent call, so the first round of the next call costs only
 its new messages. It lives on the state, so it is the session's alone and goes with it.
+
+`StateKey` names one piece of structured state (``"<owner>/<what>"``) and its type; its
+owner holds it, and `AgentState.get` and `AgentState.set` read and write the value. A value
+loaded from the store comes back as builtins (`harness.sessions.codec`) and `get` turns it
+into the key's type on first read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from harness.errors import InvalidInputError
+from harness.manifest import dec_hook
 from harness.messages import Message, history_message
 
 T = TypeVar("T")
@@ -82,6 +89,30 @@ class SessionScratch:
         return f"SessionScratch({len(self._slots)} slots)"
 
 
+class StateKey(Generic[T]):
+    """The name and type of one piece of structured state in `AgentState.extensions`.
+
+    Held by its owner (``TODOS_KEY`` in `middleware.task_state.state` …) and read and written
+    with `AgentState.get` and `AgentState.set`. ``name`` follows ``"<owner>/<what>"``;
+    ``former`` lists the names an older version stored the value under, read when ``name``
+    is not there (a `set` stores under ``name`` and drops them), so no stored state is lost.
+    ``type`` is a class: a msgspec struct or a builtin (``str``, ``dict`` …).
+    """
+
+    __slots__ = ("former", "name", "type")
+
+    def __init__(self, name: str, type: type[T], *, former: tuple[str, ...] = ()) -> None:
+        self.name = name
+        """Where the value is kept in `AgentState.extensions` (and in the store)."""
+        self.type = type
+        """What `AgentState.get` returns."""
+        self.former = former
+        """Names the value was stored under before, read when ``name`` is missing."""
+
+    def __repr__(self) -> str:
+        return f"StateKey({self.name!r}, {self.type.__qualname__})"
+
+
 class AgentState(msgspec.Struct, kw_only=True):
     """Histories and structured state of one session (mutable, owned by the agent)."""
 
@@ -123,11 +154,39 @@ class AgentState(msgspec.Struct, kw_only=True):
         """Record a change to structured state made outside the histories."""
         self.version += 1
 
-    def extension(self, key: str, default: Any = None) -> Any:
-        """Return the structured state stored under ``key``."""
-        return self.extensions.get(key, default)
+    def get(self, key: StateKey[T]) -> T | None:
+        """Return the structured state stored under ``key`` (``None``: none is).
 
-    def set_extension(self, key: str, value: Any) -> None:
-        """Store structured state under ``key`` and bump the version."""
-        self.extensions[key] = value
+        A value loaded from the store is builtins until its first read, which turns it into
+        ``key.type`` and keeps that.
+
+        Raises:
+            InvalidInputError: the stored value is not a ``key.type`` (say which key).
+        """
+        extensions = self.extensions
+        name = key.name
+        if name not in extensions:
+            name = next((old for old in key.former if old in extensions), "")
+            if not name:
+                return None
+        value = extensions[name]
+        if isinstance(value, key.type):
+            return value
+        try:
+            typed = msgspec.convert(value, key.type, dec_hook=dec_hook)
+        except msgspec.ValidationError as exc:
+            raise InvalidInputError(
+                f"AgentState.extensions[{name!r}] holds a value that is not a "
+                f"{key.type.__qualname__} ({exc}); set a new value with state.set(key, value) "
+                "or remove the key"
+            ) from None
+        extensions[name] = typed
+        return typed
+
+    def set(self, key: StateKey[T], value: T) -> None:
+        """Store ``value`` under ``key`` (dropping its former names) and bump the version."""
+        extensions = self.extensions
+        extensions[key.name] = value
+        for old in key.former:
+            extensions.pop(old, None)
         self.version += 1

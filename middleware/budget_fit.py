@@ -6,8 +6,8 @@ and before Compaction (which reads the ``history_budget`` this middleware sets).
 The budget is spent in this order:
 
 1. **Fixed cost** — the System parts, the tool schemas, reply priming, every *required*
-   block and every *state* block (category ``task`` or placement ``TASK_STATE``). None of
-   it can be dropped.
+   block and every *state* block (placement ``TASK_STATE``; TaskState marks all its blocks
+   required). None of it can be dropped.
 2. **History minimum** — what Compaction never removes (`middleware._layout.minimum`):
    the pinned task, the current summary, the newest user message and the last unit (the
    last assistant message with tool calls and its results, or the last message). Compaction
@@ -72,7 +72,7 @@ DROPPED_FOR_BUDGET: Final = TransformKind("omitted_for_budget", omitted=True)
 
 def is_fixed(block: ContextBlock) -> bool:
     """Return whether ``block`` counts as fixed cost (required or task state)."""
-    return block.required or block.category == "task" or block.where == "TASK_STATE"
+    return block.required or block.where == "TASK_STATE"
 
 
 class BudgetFit:
@@ -226,7 +226,7 @@ class _Blocks:
         self.optional_tokens = 0
         for block in blocks:
             # is_fixed(block), inlined: this loop runs once per block and change of blocks.
-            if block.required or block.category == "task" or block.placement == "TASK_STATE":
+            if block.required or block.placement == "TASK_STATE":
                 self.fixed += count_block(block)
             else:
                 self.optional.append(block)

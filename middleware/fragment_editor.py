@@ -17,9 +17,9 @@ CLI while an agent serves the session reaches its next request:
 - a disabled or removed history message is left out *with its partner*: a disabled call
   message takes its results along; a disabled result takes its call out of the assistant
   message (the whole message when nothing else is left), so pairs stay valid. What is left
-  out is for this request only (``request.left_out``): the agent puts it back into the
-  working history it keeps — also when Compaction summarised the messages around it in
-  the same round — so enabling it again brings it back;
+  out is for this request only (`LeftOut`): on the way out it is put back into the
+  working history the round keeps (``response.kept``) — also when Compaction summarised the
+  messages around it in the same round — so enabling it again brings it back;
 - added ``system`` fragments (pinned) join System as parts named ``fragment:<id>@<version>``;
   other added fragments become reference blocks (category ``fragment``, source id
   ``fragment:<id>@<version>``) in the developer's order — project fragments first. BudgetFit
@@ -47,8 +47,8 @@ in either set nothing else is done. Only the
 units holding an overlaid or marked message are rebuilt, and what they
 came to is kept in the session's scratch (`harness.request.RunScope.session_slot`) for the
 overlays' versions: the next round scans and rebuilds only from the last unit the two
-histories share. When the later layers keep what was passed on, the agent puts the left-out
-messages back without placing them (`harness.request.LeftOut.passed`).
+histories share. When the later layers keep what was passed on, the left-out messages go
+back without placing them (`LeftOut.passed`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ from harness.fragments.editing import (
 from harness.manifest import Transform, TransformKind
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
-from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
+from harness.request import ModelRequest, ModelResponse, SystemPart
 from harness.types import Concern, Handler
 
 FRAGMENT_EDIT: Final = TransformKind("fragment_edit")
@@ -182,17 +182,20 @@ class FragmentEditor:
         session, project = found[0][1], found[1][1]
         if self.builtins and builtin_changes(self.builtins, project):
             _, project = await seed_builtins(store, scopes[1], self.builtins, log=key)
-        prepared = request  # no fragment at all (the usual case): nothing to apply
+        prepared, left_out = request, None  # no fragment at all (the usual case): nothing to do
         added: tuple[ContextBlock, ...] = ()
         if session or project:
             originals = await self._originals(request, session)
             workspace = run.workspace
             local = workspace is not None and workspace.local and not workspace.is_private
             cwd = workspace.root if local and workspace is not None else os.getcwd()
-            prepared = self.apply(request, session, project, originals, cwd=cwd)
-            added = prepared.blocks[len(request.blocks) :]  # `apply` appends its blocks
+            prepared, left_out = self._apply(request, session, project, originals, cwd=cwd)
+            added = prepared.blocks[len(request.blocks) :]  # `_apply` appends its blocks
         response = await call_next(prepared)
         self._warn(request, response, added)
+        if left_out is not None and response.kept is not None:
+            # What was left out of this request only comes back into the history kept.
+            response = response.replace(kept=left_out.restore(response.kept))
         return response
 
     # ------------------------------------------------------------------ applying
@@ -214,18 +217,31 @@ class FragmentEditor:
             originals: original messages by id, for copies whose edit was reverted.
             cwd: the working folder a built-in's ``{cwd}`` names.
         """
+        return self._apply(request, session, project, originals, cwd=cwd)[0]
+
+    def _apply(
+        self,
+        request: ModelRequest,
+        session: Sequence[Fragment],
+        project: Sequence[Fragment],
+        originals: dict[str, Message] | None = None,
+        *,
+        cwd: str = "",
+    ) -> tuple[ModelRequest, LeftOut | None]:
+        """Return `apply`'s request and what it left out of this request only."""
         parts = self._parts(request, session, project, cwd)
-        changed = request
+        changed, left_out = request, None
         if parts.overlays:  # edited copies exist only where an overlay was written (it stays)
-            changed = self._history(request, parts.overlays, originals or {})
+            changed, left_out = self._history(request, parts.overlays, originals or {})
         governing = parts.governing
         if governing and any(p.name in governing for p in changed.system):
             changed = self._governed(changed, governing, cwd)
         if not parts.system and not parts.blocks:
-            return changed
-        return changed.replace(
+            return changed, left_out
+        changed = changed.replace(
             system=changed.system + parts.system, blocks=changed.blocks + parts.blocks
         )
+        return changed, left_out
 
     def _parts(
         self,
@@ -313,6 +329,7 @@ class FragmentEditor:
             revision=str(fragment.version),
             category="fragment",
             priority=self.priority,
+            stable=True,  # rendered before the history: fragments change rarely
         )
 
     def _history(
@@ -320,15 +337,17 @@ class FragmentEditor:
         request: ModelRequest,
         overlays: dict[str, Fragment],
         originals: dict[str, Message],
-    ) -> ModelRequest:
+    ) -> tuple[ModelRequest, LeftOut | None]:
         """Apply the overlays to the units that hold an overlaid or marked message.
+
+        Returns the request and the messages it leaves out for this request only.
 
         One scan finds those messages; the history between their units is passed on as
         slices. What the units came to, and the request parts assembled from them, are kept
         for the session (`_Memo`): the next round, with the same overlays, reuses both for
         the history prefix the two rounds share and scans, rebuilds and assembles only from
         there — its cost is its new messages, plus the request's own tuples (the history
-        passed on, and with ``left_out`` the one kept).
+        passed on, and with what is left out the one kept).
         """
         history = request.history
         run = request.run
@@ -352,7 +371,7 @@ class FragmentEditor:
         if memo is not None:
             memo.history, memo.key, memo.units, memo.built = history, key, units, built
         if not built.transforms:
-            return request
+            return request, None
         tail = history[done:]
         passed = tuple(built.sent) + tail
         left_out = None
@@ -363,7 +382,7 @@ class FragmentEditor:
                 passed=passed,
                 left=tuple(built.left),
             )
-        return request.replace(history=passed, left_out=left_out).with_transforms(*built.transforms)
+        return request.replace(history=passed).with_transforms(*built.transforms), left_out
 
     def _unit(
         self,
@@ -705,3 +724,86 @@ def _touched_units(
                 end += 1
         spans.append((first, end))
     return spans
+
+
+class LeftOut(msgspec.Struct, frozen=True, kw_only=True):
+    """Messages a middleware left out of one request only, to keep in the working history.
+
+    FragmentEditor leaves disabled messages out of what it passes on; the layers after it
+    (offload, compaction) never see them. On the way out, `restore` puts them back among
+    what those layers kept (`ModelResponse.kept`), in their old order: a left-out message whose neighbours
+    were summarised comes right after the summary. A left-out tool result whose call was
+    summarised away is dropped with it (a result never stands without its call).
+    """
+
+    history: tuple[Message, ...]
+    """The history as the leaving-out layer received it; its order places what comes back."""
+    sent: frozenset[str] | None = None
+    """Ids of the ``history`` messages passed on as they are; ``None``: those of ``passed``,
+    worked out only when `restore` must place messages (building the set every request
+    cost O(history) at every round with a message left out)."""
+    stand_ins: tuple[tuple[str, str], ...] = ()
+    """Copies passed on in place of a ``history`` message, as (copy id, original id): an
+    assistant message sent without the calls whose results were left out."""
+    passed: tuple[Message, ...] = ()
+    """The history passed on (``()``: not known). When the later layers kept exactly these
+    messages, `restore` returns ``history`` without placing anything: no O(history) work."""
+    left: tuple[int, ...] = ()
+    """With ``passed``: the positions in ``history`` of the messages left out."""
+
+    def restore(self, kept: tuple[Message, ...]) -> tuple[Message, ...]:
+        """Return ``kept`` (what the later layers kept) with the left-out messages back."""
+        if (
+            self.passed
+            and self.left
+            and len(kept) == len(self.passed)
+            and shared_prefix(self.passed, kept) == len(kept)
+            and self._calls_kept()
+        ):
+            return self.history
+        history = self.history
+        sent = self.sent if self.sent is not None else frozenset(m.id for m in self.passed)
+        where = {m.id: i for i, m in enumerate(history)}
+        stand_ins = dict(self.stand_ins)
+        standing = set(stand_ins.values())
+        waiting = [i for i, m in enumerate(history) if m.id not in sent and m.id not in standing]
+        back = {history[i].id for i in waiting}
+        out: list[Message] = []
+        k = 0
+        for message in kept:
+            original = stand_ins.get(message.id)
+            if original is not None:
+                message = history[where[original]]  # the message with all its calls again
+            at = where.get(message.id)
+            if at is None:
+                origin = message.meta(ORIGIN_ID)
+                at = where.get(origin) if isinstance(origin, str) else None
+            if at is not None:
+                while k < len(waiting) and waiting[k] < at:
+                    out.append(history[waiting[k]])
+                    k += 1
+            out.append(message)
+        out.extend(history[i] for i in waiting[k:])
+        calls: set[str] = set()
+        restored: list[Message] = []
+        for message in out:
+            if message.id in back and message.role == "tool" and message.tool_call_id not in calls:
+                continue  # its call was summarised away
+            calls.update(c.id for c in message.tool_calls)
+            restored.append(message)
+        return tuple(restored)
+
+    def _calls_kept(self) -> bool:
+        """Return whether every left-out tool result has its call earlier in ``history``."""
+        history = self.history
+        for i in self.left:
+            message = history[i]
+            if message.role != "tool":
+                continue
+            j = i
+            while j > 0 and history[j - 1].role == "tool":
+                j -= 1
+            head = history[j - 1] if j > 0 else None
+            if head is None or all(c.id != message.tool_call_id for c in head.tool_calls):
+                return False
+        return True

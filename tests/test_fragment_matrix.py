@@ -24,7 +24,7 @@ from harness.fragments.builtins import Builtin, builtin_changes, seed_builtins
 from harness.fragments.editing import FragmentScope
 from harness.markers import ORIGIN_ID, is_summary
 from harness.messages import ToolCall
-from harness.request import LeftOut, ModelRequest
+from harness.request import ModelRequest
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, open_store
 from harness.sessions.store import FragmentStore
 from harness.types import Middleware
@@ -38,6 +38,7 @@ from middleware import (
     ToolResultOffload,
 )
 from middleware._history import check_pairs
+from middleware.fragment_editor import LeftOut
 from middleware.stack import DEFAULT_BUILTINS
 from middleware.task_state.state import enter_plan_mode
 from providers import ScriptedModel

@@ -203,13 +203,14 @@ class _KeptManifest(msgspec.Struct):
 
 
 def test_a_manifest_kept_in_state_extensions_round_trips_through_the_store_codec() -> None:
-    from harness.sessions.codec import decode_extensions, encode_extensions, register_state_type
+    from harness.sessions.codec import decode_extensions, encode_extensions
+    from harness.state import AgentState, StateKey
 
-    register_state_type(_KeptManifest)
+    kept = StateKey("app/kept", _KeptManifest)
     manifest = _manifest(ITEMS)
     stored = msgspec.json.decode(
-        msgspec.json.encode(encode_extensions({"kept": _KeptManifest(manifest)}))
+        msgspec.json.encode(encode_extensions({kept.name: _KeptManifest(manifest)}))
     )
-    back = decode_extensions(stored)["kept"]
+    back = AgentState(extensions=decode_extensions(stored)).get(kept)
     assert isinstance(back, _KeptManifest) and back.last == manifest
     assert isinstance(back.last.items, ManifestItems)

@@ -88,7 +88,7 @@ from harness.sessions.store import (
     StoredState,
     open_store,
 )
-from harness.state import AgentState, SessionScratch
+from harness.state import AgentState, SessionScratch, StateKey
 from harness.types import Handler, Middleware
 
 __all__ = [
@@ -103,8 +103,19 @@ __all__ = [
 
 MANIFEST_KEY: Final = "harness_manifest"
 """The key of the manifest in the answer's ``_hidden_params``."""
-RECORD_KEY: Final = "adapters.record"
-"""The state extension holding how many caller-visible messages the record has, and their hash."""
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """How much of a stateful caller's conversation the session's record holds."""
+
+    count: int = 0
+    """How many caller-visible messages the record has."""
+    hash: str = ""
+    """The chain hash of the last of them (`chain_hashes`)."""
+
+
+RECORD_KEY: Final = StateKey("adapters/record", SessionRecord, former=("adapters.record",))
+"""Where a stateful session keeps its `SessionRecord`."""
 CACHE_SUFFIX: Final = ":prefix-cache"
 """Appended to the agent id for the store's prefix-cache entries."""
 CACHE_TITLE: Final = "prefix cache (stateless acompletion; not a conversation)"
@@ -329,7 +340,6 @@ class _Call:
         self.stream = stream
         self.raw: Any = None
         self.manifest: ContextManifest | None = None
-        self.prepared: tuple[Message, ...] | None = None
         self.reply: Message | None = None
         self.sent = False
         """Whether the stack passed the request on to be sent (else it refused it)."""
@@ -340,14 +350,13 @@ _CURRENT_CALL: ContextVar[_Call] = ContextVar("harness.adapters.call")
 
 
 async def _innermost(request: ModelRequest) -> ModelResponse:
-    """The innermost handler of every call: manifest, send, remember what was sent."""
+    """The innermost handler of every call: manifest, send, remember the answer."""
     call = _CURRENT_CALL.get()
     manifest = build_manifest(request)
     report_manifest(manifest, request)
     call.sent = True
     raw, response = await call.send(request, call.stream)
     call.raw, call.manifest, call.reply = raw, manifest, response.message
-    call.prepared = request.kept_history()
     return response.replace(manifest=manifest)
 
 
@@ -393,10 +402,13 @@ def _default_stack() -> list[Middleware]:
     return default_stack()
 
 
-async def _run(handler: Handler, request: ModelRequest) -> None:
-    """Run ``handler`` on ``request``; provider failures leave as litellm's exceptions."""
+async def _run(handler: Handler, request: ModelRequest) -> tuple[Message, ...] | None:
+    """Run ``handler`` on ``request`` and return the history the round keeps.
+
+    Provider failures leave as litellm's exceptions.
+    """
     try:
-        await handler(request)
+        return (await handler(request)).kept
     except ProviderError as exc:
         native = exc.__cause__
         if isinstance(native, Exception) and type(native).__module__.startswith(
@@ -435,8 +447,7 @@ async def _stateless(
     run = RunScope(client=call.client, key=key, session=_SCRATCHES.get(key))
     ids = RequestIds(agent_id=agent_id, user_id=user_id, run_id=run.run_id)
     request = template.replace(ids=ids, history=history, state=state, run=run)
-    await _run(handler, request)
-    prepared = call.prepared
+    prepared = await _run(handler, request)
     if prepared is not None and hashes and (cached or _changed(prepared, converted)):
         await cache.put(user_id, agent_id, hashes[-1], prepared)
 
@@ -451,8 +462,8 @@ async def _stateful(
     store: SessionStore,
 ) -> None:
     recorder, state = await SessionRecorder.load(store, key)
-    record = state.extension(RECORD_KEY)
-    count, last = (record["count"], record["hash"]) if isinstance(record, dict) else (0, "")
+    record = state.get(RECORD_KEY) or SessionRecord()
+    count, last = record.count, record.hash
     if count and len(converted) >= count and hashes[count - 1] == last:
         new = converted[count:]  # the whole conversation, extending the record
         new_hashes = hashes[count:]
@@ -479,12 +490,12 @@ async def _stateful(
         run=run,
     )
     try:
-        await _run(handler, request)
+        prepared = await _run(handler, request)
     except Exception as exc:
         with anyio.CancelScope(shield=True):
             if call.sent:  # the stack accepted the request: its turns are the session's
                 recorder.note_error(exc)
-                state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+                state.set(RECORD_KEY, SessionRecord(count=count, hash=last))
                 await recorder.commit(state)
             else:  # refused: logged, and the stored history stays as it was
                 try:
@@ -492,13 +503,13 @@ async def _stateful(
                 except StateConflict as conflict:  # the caller needs the refusal's reason
                     exc.add_note(f"context-harness: the refusal was not logged ({conflict})")
         raise
-    if call.prepared is not None and state.version == request.state_version:
-        state.commit_working(call.prepared)
+    if prepared is not None and state.version == request.state_version:
+        state.commit_working(prepared)
     if not call.stream and call.reply is not None:
         last = chain_hashes([call.reply], start=last)[0]
         state.append(call.reply.replace(id=last[:16]))
         count += 1
-    state.set_extension(RECORD_KEY, {"count": count, "hash": last})
+    state.set(RECORD_KEY, SessionRecord(count=count, hash=last))
     await recorder.commit(state)
 
 

@@ -2,12 +2,12 @@
 
 The stack runs before **every** model request, not once per call. The agent's own
 innermost handler turns the prepared request into a manifest (emitted to the policy's
-observer and the event stream), sends it, and — once the model answered — commits the
-prepared history as the session's working history, so offload, trimming and compaction
-are done once, not every round.
+observer and the event stream) and sends it; once the chain returned, the history the round
+keeps (`harness.request.ModelResponse.kept`) becomes the session's working history, so
+offload, trimming and compaction are done once, not every round.
 
 **Running tool calls belong to their writer.** A round whose reply calls tools records, in
-the committed state (``agent.running_tool_calls``), which writer started them
+the committed state (``agent/running_tool_calls``), which writer started them
 (`HarnessAgent.writer_id`: host, process id and start time, agent). Until their results are
 committed the session waits for them, and a call that finds them waiting answers them as
 interrupted only when their writer provably stopped running them: it is this process and
@@ -76,7 +76,7 @@ from harness.request import (
 )
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
-from harness.state import AgentState
+from harness.state import AgentState, StateKey
 from harness.tokens import TokenEstimator
 from harness.tokens.calibration import CalibratedEstimator, updated_factor
 from harness.tools import Tool, ToolContext, as_tool
@@ -430,8 +430,8 @@ class HarnessAgent:
         waiting = [c for c in waiting_calls(state.working_history) if c != answered]
         if not waiting:
             return
-        owner = state.extension(RUNNING_KEY)
-        if not isinstance(owner, dict) or not set(waiting) & set(owner.get("calls", ())):
+        owner = state.get(RUNNING_KEY)
+        if owner is None or not set(waiting) & set(owner.get("calls", ())):
             return  # no writer known (a session stored before owners were): abandoned
         if not self._abandoned(key, owner, waiting):
             raise SessionBusy(
@@ -541,7 +541,7 @@ class HarnessAgent:
                 calls = run.slot(_Running, _Running).calls
                 calls.update((key, c.id) for c in reply.tool_calls)
                 _RUNNING.update(calls)
-                state.set_extension(RUNNING_KEY, self._owner(reply.tool_calls))
+                state.set(RUNNING_KEY, self._owner(reply.tool_calls))
             if reply.text:
                 yield AgentEvent(kind="text", round=round_no, text=reply.text)
             # One commit per round, once the model answered: the reply, the last round's
@@ -570,9 +570,21 @@ class HarnessAgent:
     async def _answer(
         self, request: ModelRequest, outbox: _Outbox, outcome: list[ModelResponse | Exception]
     ) -> None:
-        """Run the chain for ``request``; put its response, or the error it raised, in ``outcome``."""
+        """Run the chain for ``request``; put its response, or the error it raised, in ``outcome``.
+
+        Once the chain returned, the history the round keeps (`ModelResponse.kept`) becomes
+        the working history — unless the state changed since the request was prepared.
+        """
         try:
-            outcome.append(await self._handler(request))
+            response = await self._handler(request)
+            state, kept = request.state, response.kept
+            if state is not None and kept is not None and state.version == request.state_version:
+                prepared = request.run.slot(_Prepared, _Prepared) if request.run else None
+                # The very tuple the round was prepared from, the state unchanged since: the
+                # working history holds these messages already (no O(history) copy).
+                if prepared is None or kept is not prepared.history:
+                    state.commit_working(kept)
+            outcome.append(response)
         except Exception as exc:  # raised again by the loop, in the consumer's task
             outcome.append(exc)
         finally:
@@ -624,7 +636,7 @@ class HarnessAgent:
         )
 
     async def _send(self, request: ModelRequest) -> ModelResponse:
-        """The innermost handler: manifest, send, then commit the prepared history."""
+        """The innermost handler: manifest and send (`_answer` commits what the round keeps)."""
         manifest = build_manifest(request)
         report_manifest(manifest, request)
         started = time.perf_counter()
@@ -637,16 +649,9 @@ class HarnessAgent:
                     AgentEvent(kind="warning", code="provider_retry", text=retry.label)
                 )
         state = request.state
-        if state is not None and request.ids.purpose == "agent":
-            if self.policy.calibrate and response.usage is not None:
-                self._calibrate(state, request, manifest, response.usage.prompt_tokens)
-            if state.version == request.state_version:
-                kept = request.kept_history()
-                prepared = request.run.slot(_Prepared, _Prepared) if request.run else None
-                # The very tuple the round was prepared from, the state unchanged since: the
-                # working history holds these messages already (no O(history) copy).
-                if prepared is None or kept is not prepared.history:
-                    state.commit_working(kept)
+        calibrate = self.policy.calibrate and request.ids.purpose == "agent"
+        if calibrate and state is not None and response.usage is not None:
+            self._calibrate(state, request, manifest, response.usage.prompt_tokens)
         return response.replace(
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )
@@ -740,8 +745,10 @@ class _Running:
         self.calls: set[tuple[SessionKey, str]] = set()
 
 
-RUNNING_KEY = "agent.running_tool_calls"
-"""The state extension naming the writer that started the last round's tool calls."""
+RUNNING_KEY: StateKey[dict[str, Any]] = StateKey(
+    "agent/running_tool_calls", dict, former=("agent.running_tool_calls",)
+)
+"""The state naming the writer that started the last round's tool calls."""
 _RUNNING: set[tuple[SessionKey, str]] = set()
 """The tool calls this process is running now, by session."""
 _HOST = socket.gethostname()

@@ -11,21 +11,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from fnmatch import fnmatchcase
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
 from harness.errors import ConfigurationError
 from harness.messages import ToolCall
-from harness.sessions.codec import register_state_type
-from harness.state import AgentState
+from harness.state import AgentState, StateKey
 
 Decision = Literal["allow", "deny", "ask"]
 Approver = Callable[[ToolCall], Awaitable[bool] | bool]
 """Asked about a call marked ``ask``; returns whether it may run."""
-
-APPROVALS_KEY = "permissions/approved"
-"""The `AgentState.extensions` key of the tools approved in a session."""
 
 
 class PermissionRule(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,11 +59,14 @@ class ToolPermissions(msgspec.Struct, frozen=True, kw_only=True):
         return self.default
 
 
-@register_state_type
 class Approvals(msgspec.Struct, frozen=True, kw_only=True):
     """The tools an approver allowed in this session."""
 
     tools: tuple[str, ...] = ()
+
+
+APPROVALS_KEY: Final = StateKey("permissions/approved", Approvals)
+"""Where the tools approved in a session are kept."""
 
 
 async def permission_denial(
@@ -78,16 +77,15 @@ async def permission_denial(
     if decision == "allow":
         return None
     if decision == "ask":
-        approved = state.extension(APPROVALS_KEY, Approvals())
-        if isinstance(approved, Approvals) and call.name in approved.tools:
+        approved = state.get(APPROVALS_KEY) or Approvals()
+        if call.name in approved.tools:
             return None
         if approve is not None:
             answer = approve(call)
             if inspect.isawaitable(answer):
                 answer = await answer
             if answer:
-                tools = approved.tools if isinstance(approved, Approvals) else ()
-                state.set_extension(APPROVALS_KEY, Approvals(tools=(*tools, call.name)))
+                state.set(APPROVALS_KEY, Approvals(tools=(*approved.tools, call.name)))
                 return None
         return (
             f"Error: the call to {call.name} was not run: it needs approval and was not "

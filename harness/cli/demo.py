@@ -29,12 +29,15 @@ from harness.messages import Message
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest
 from harness.sessions.store import SessionKey
+from harness.state import StateKey
 from harness.tools import ToolContext
 from harness.workspace import Workspace
 
 MARKER = ".harness-demo"
 """The file that marks a folder as the demo's own (so a later run may reuse it)."""
 
+BUILD_KEY: StateKey[str] = StateKey("demo/build", str)
+"""The build status the demo's ``run_tests`` tool keeps in the session."""
 TASK = "The login test fails. Find out why, fix src/login.py, and run the tests until they pass."
 
 _BROKEN = '''"""Login checks."""
@@ -89,7 +92,7 @@ def run_tests(context: ToolContext) -> str:
     """Run the project's test suite and return its output."""
     source = workspace_of(context).read_text("src/login.py")
     passed = "now - issued_at < ttl" in source
-    context.state.set_extension("demo/build", "passing" if passed else "failing: test_login")
+    context.state.set(BUILD_KEY, "passing" if passed else "failing: test_login")
     lines = [
         f"tests/test_module_{i:03}.py::test_case_{j} PASSED" for i in range(120) for j in range(12)
     ]
@@ -204,7 +207,7 @@ def _build_agent(
     def _status(request: Any) -> str:
         key = SessionKey(request.user_id, request.agent_id, request.session_id)
         state = agent.states.get(key)
-        return str(state.extension("demo/build", "not run yet")) if state else "not run yet"
+        return (state.get(BUILD_KEY) if state else None) or "not run yet"
 
     if model:
         from providers.litellm_client import LiteLLMClient

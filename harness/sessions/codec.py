@@ -1,23 +1,21 @@
-"""Middleware state in the store with its types intact.
+"""Middleware state in the store, and back.
 
-``AgentState.extensions`` holds frozen msgspec values (TaskState's `TodoList`,
-`PlanMode` …). Stored as plain JSON they would come back as dicts, and `todo_items()` would
-find nothing. Each value is stored with the name of its type, and a
-registered type is rebuilt on load; an unregistered struct comes back as builtins. Each owner
-registers its own types with `register_state_type` where they are defined.
+``AgentState.extensions`` holds frozen msgspec values (TaskState's `TodoList`, `PlanMode`
+…) and JSON values. Each is stored as JSON-ready builtins with the name of its type (for a
+struct), so a stored session stays readable; on load the builtins come back as they are,
+and `harness.state.AgentState.get` turns a value into its `harness.state.StateKey`'s type
+on first read. The codec knows no owner's types.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import msgspec
 
 from harness.errors import ConfigurationError
-from harness.manifest import dec_hook, enc_hook
+from harness.manifest import enc_hook
 
-_TYPES: dict[str, type[msgspec.Struct]] = {}
-_S = TypeVar("_S", bound=msgspec.Struct)
 _TYPE: Final = "type"
 _VALUE: Final = "value"
 
@@ -25,15 +23,6 @@ _VALUE: Final = "value"
 def type_name(cls: type) -> str:
     """Return the name a value's type is stored under."""
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def register_state_type(cls: type[_S]) -> type[_S]:
-    """Let values of ``cls`` in ``AgentState.extensions`` come back from the store as ``cls``.
-
-    Usable as a class decorator; returns ``cls``.
-    """
-    _TYPES[type_name(cls)] = cls
-    return cls
 
 
 def encode_extensions(extensions: dict[str, Any]) -> dict[str, Any]:
@@ -59,16 +48,28 @@ def encode_extensions(extensions: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_extensions(stored: dict[str, Any]) -> dict[str, Any]:
-    """Return the extensions of a stored state, registered types rebuilt."""
-    out: dict[str, Any] = {}
-    for key, entry in stored.items():
-        if not isinstance(entry, dict) or _VALUE not in entry:
-            out[key] = entry
-            continue
-        cls = _TYPES.get(entry.get(_TYPE, ""))
-        out[key] = (
-            msgspec.convert(entry[_VALUE], cls, dec_hook=dec_hook)
-            if cls is not None
-            else entry[_VALUE]
-        )
-    return out
+    """Return the extensions of a stored state as builtins (`AgentState.get` types them)."""
+    return {
+        key: entry[_VALUE] if isinstance(entry, dict) and _VALUE in entry else entry
+        for key, entry in stored.items()
+    }
+
+
+def same_stored(a: object, b: object) -> bool:
+    """Return whether ``a`` and ``b`` are stored alike: equal, or one typed from the other.
+
+    A value loaded as builtins and typed by its first read (`AgentState.get`) is unchanged.
+    """
+    if a == b:
+        return True
+    if type(a) is type(b):
+        return False
+    try:
+        return bool(_as_json(a) == _as_json(b))
+    except (TypeError, ValueError):
+        return False
+
+
+def _as_json(value: object) -> object:
+    """Return ``value`` as it comes back from the store's JSON (lists for tuples …)."""
+    return msgspec.json.decode(msgspec.json.encode(value, enc_hook=enc_hook))

@@ -45,7 +45,7 @@ from harness.markers import (
     is_summary,
 )
 from harness.messages import Message
-from harness.sessions.codec import decode_extensions, encode_extensions
+from harness.sessions.codec import decode_extensions, encode_extensions, same_stored
 from harness.sessions.manifest_log import ManifestDeltas
 from harness.sessions.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.store import (
@@ -248,9 +248,10 @@ class SessionRecorder:
             changed = sorted(
                 k
                 for k in {*state.extensions, *self._extensions}
-                if state.extensions.get(k) != self._extensions.get(k)
+                if not same_stored(state.extensions.get(k), self._extensions.get(k))
             )
-            events.append(StateEvent(keys=tuple(changed)))
+            if changed:  # not when a value read from the store was only typed (`get`)
+                events.append(StateEvent(keys=tuple(changed)))
         manifests = [e.manifest for e in self._pending if isinstance(e, ManifestEvent)]
         stored_as = iter(self._manifests.encode(manifests))
         events.extend(next(stored_as) if isinstance(e, ManifestEvent) else e for e in self._pending)

@@ -92,6 +92,7 @@ from harness.markers import (
 from harness.messages import Message, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
 from harness.request import ModelClientLike, ModelRequest, ModelResponse
+from harness.state import StateKey
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler
@@ -133,6 +134,7 @@ HISTORY_DROPPED: Final = TransformKind("history_dropped", omitted=True)
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
     "MERGE_PROMPT",
+    "REQUEST_KEY",
     "SUMMARY_HEADER",
     "UPDATE_PREAMBLE",
     "Compaction",
@@ -141,8 +143,8 @@ __all__ = [
     "select_cut",
 ]
 
-REQUEST_KEY: Final = "compaction.requested"
-"""The state extension the ``compact_conversation`` tool sets (a fresh token per request)."""
+REQUEST_KEY: Final = StateKey("compaction/requested", str, former=("compaction.requested",))
+"""The state the ``compact_conversation`` tool sets (a fresh token per request)."""
 
 KEEP_FRACTION: Final = 0.35
 """The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
@@ -198,7 +200,7 @@ def compact_conversation(context: ToolContext) -> str:
     Use it when the conversation has grown long and its early part is no longer needed
     word for word: the early messages are replaced by a summary, the latest are kept.
     """
-    context.state.set_extension(REQUEST_KEY, new_id())
+    context.state.set(REQUEST_KEY, new_id())
     return (
         "Compaction requested: the earlier conversation will be summarised before your next step."
     )
@@ -314,17 +316,25 @@ class Compaction:
         return [Tool(compact_conversation)] if self.settings.compact_tool else []
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
-        """Compact ``request``'s history as needed and pass it on."""
+        """Compact ``request``'s history as needed and pass it on.
+
+        When the summariser failed, the early part is left out of this round only: the
+        response keeps the history as it was (trimmed), so the next round tries again.
+        """
+        keep: tuple[Message, ...] | None = None
         if request.history:  # `prepare`, without a coroutine on the round with nothing due
             await count_off_loop(request)  # big new texts counted in a thread, not on the loop
             request, budget, reason = self._due(request)
             if reason is not None:
-                request = await self._rewrite(request, budget, reason)
-        return await call_next(request)
+                request, keep = await self._rewrite(request, budget, reason)
+        response = await call_next(request)
+        return response if keep is None else response.replace(kept=keep)
 
     # ------------------------------------------------------------------ stages
     async def prepare(self, request: ModelRequest) -> ModelRequest:
         """Return ``request`` with its history trimmed, truncated and summarised as needed.
+
+        What a round keeps when the summariser failed (`__call__`) is not part of it.
 
         Raises:
             ConfigurationError: when a summary is needed but there is no summariser.
@@ -337,7 +347,7 @@ class Compaction:
             # Nothing is due: the history stays byte for byte what the provider cached last
             # round. Trims and truncations wait for a round that rewrites the history anyway.
             return request
-        return await self._rewrite(request, budget, reason)
+        return (await self._rewrite(request, budget, reason))[0]
 
     def _due(self, request: ModelRequest) -> tuple[ModelRequest, int, str | None]:
         """Return ``request`` (exact near its limit), its history budget, why it is due.
@@ -351,8 +361,12 @@ class Compaction:
 
     async def _rewrite(
         self, request: ModelRequest, budget: int, reason: str | None
-    ) -> ModelRequest:
-        """Return ``request`` with its history trimmed, truncated and summarised for ``reason``."""
+    ) -> tuple[ModelRequest, tuple[Message, ...] | None]:
+        """Return ``request`` with its history trimmed, truncated and summarised for ``reason``.
+
+        And the history the round keeps when it differs from the one sent (the summariser
+        failed: `_without_summary`), else ``None``.
+        """
         history = request.history
         est = request.estimator
         layout = layout_of(history)
@@ -385,8 +399,8 @@ class Compaction:
                     reason=NOTHING_TO_COMPACT,
                     transforms=request.transforms,
                 )
-            return request
-        return request.replace(history=history, commit_history=keep).with_transforms(*transforms)
+            return request, None
+        return request.replace(history=history).with_transforms(*transforms), keep
 
     # ---------------------------------------------------------------- deciding
     def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
@@ -441,8 +455,8 @@ class Compaction:
         """Return the token of a ``compact_conversation`` request not yet honoured."""
         if not self.settings.compact_tool or request.state is None:
             return None
-        token = request.state.extension(REQUEST_KEY)
-        if not isinstance(token, str):
+        token = request.state.get(REQUEST_KEY)
+        if token is None:
             return None
         if layout.previous is not None and layout.previous.meta(SUMMARY_REQUEST) == token:
             return None

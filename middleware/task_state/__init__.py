@@ -1,8 +1,8 @@
 """TaskState: show the structured task state — todos, plan mode, goal, requirements, checks.
 
 Place in the stack: after ContextSources and before FragmentEditor and the budget layers.
-Its blocks are category ``task``, which BudgetFit counts as fixed cost: task state is what
-keeps a long task on track, so it is never dropped for optional material.
+Its blocks are required (category ``task``), so BudgetFit counts them as fixed cost: task
+state is what keeps a long task on track, so it is never dropped for optional material.
 
 The state itself lives in ``AgentState.extensions`` as frozen msgspec values (`middleware.task_state.state`),
 written by tools (``todo_write``, ``propose_requirement``, ``enter_plan_mode`` …) or by the
@@ -215,8 +215,8 @@ class TaskState:
         receipt the history shows and the options. A round with all of them equal reuses
         the parts instead of rendering and hashing the texts again.
         """
-        listed = state.extension(TODOS_KEY) if self.task_list else None
-        if not (isinstance(listed, TodoList) and listed.items):
+        listed = state.get(TODOS_KEY) if self.task_list else None
+        if not (listed is not None and listed.items):
             listed = None
         # While the receipt is in the history the block is only a stand-in: the agent drops
         # it if the receipt survives offload and compaction, so the list is never shown
@@ -318,7 +318,7 @@ def _state_block(
     name: str, text: str, placement: Literal["TASK_STATE", "RUNTIME_STATE"]
 ) -> ContextBlock:
     return ContextBlock.runtime(
-        name, text, category="task", placement=placement, source_id=f"state/{name}"
+        name, text, category="task", placement=placement, source_id=f"state/{name}", required=True
     )
 
 
@@ -349,7 +349,7 @@ async def todo_write(todos: list[TodoItem], context: ToolContext) -> str:
         context: injected by the agent (the state and the call whose id marks the receipt).
     """
     items = numbered_todos(todos)
-    context.state.set_extension(TODOS_KEY, TodoList(items=items, receipt_call_id=context.call.id))
+    context.state.set(TODOS_KEY, TodoList(items=items, receipt_call_id=context.call.id))
     return "Updated. " + render_todos(items)
 
 

@@ -1,7 +1,8 @@
 """Structured task state: todos, plan mode, goal, requirements and verification results.
 
-The values live in ``AgentState.extensions`` as frozen msgspec structs; these functions are
-the one way to read and change them — from tools (``todo_write``), from trusted application
+The values live in ``AgentState.extensions`` as frozen msgspec structs under this module's
+keys (`TODOS_KEY`, `PLAN_KEY`, `TASK_KEY`); these functions are the one way to read and
+change them — from tools (``todo_write``), from trusted application
 code (`confirm_requirement`, `record_verification` …) or from the TaskState middleware,
 which only reads them to render blocks. The seed keeps structured state apart from the
 conversation: it is never summarised with it.
@@ -15,15 +16,8 @@ from typing import Final, Literal
 import msgspec
 
 from harness.errors import InvalidInputError
-from harness.sessions.codec import register_state_type
-from harness.state import AgentState
+from harness.state import AgentState, StateKey
 
-TODOS_KEY = "task_state/todos"
-"""The `AgentState.extensions` key of the `TodoList`."""
-PLAN_KEY = "task_state/plan_mode"
-"""The `AgentState.extensions` key of the `PlanMode` state."""
-TASK_KEY = "task_state/task"
-"""The `AgentState.extensions` key of the `TaskContext`."""
 DEFAULT_PLAN_FILE = "PLAN.md"
 """The plan file when neither the state nor the options name one."""
 PLAN_PART: Final = "mode/plan"
@@ -51,7 +45,6 @@ class TodoItem(msgspec.Struct, frozen=True, kw_only=True):
     """A stable id; given by position (``1``, ``2`` …) when left empty."""
 
 
-@register_state_type
 class TodoList(msgspec.Struct, frozen=True, kw_only=True):
     """The structured todo list and the tool call whose receipt shows it in full."""
 
@@ -61,7 +54,6 @@ class TodoList(msgspec.Struct, frozen=True, kw_only=True):
     """The ``todo_write`` call whose result holds this list (``None``: set by the application)."""
 
 
-@register_state_type
 class PlanMode(msgspec.Struct, frozen=True, kw_only=True):
     """Whether the session is in plan mode, and its plan file."""
 
@@ -101,7 +93,6 @@ class Verification(msgspec.Struct, frozen=True, kw_only=True):
     """A short result text."""
 
 
-@register_state_type
 class TaskContext(msgspec.Struct, frozen=True, kw_only=True):
     """The task's goal, scope, requirements and verification results."""
 
@@ -117,11 +108,20 @@ class TaskContext(msgspec.Struct, frozen=True, kw_only=True):
     """The current version of each subject (replaced, never mutated)."""
 
 
+# ------------------------------------------------------------------------ keys
+TODOS_KEY: Final = StateKey("task_state/todos", TodoList)
+"""Where the session's `TodoList` is kept."""
+PLAN_KEY: Final = StateKey("task_state/plan_mode", PlanMode)
+"""Where the session's `PlanMode` state is kept."""
+TASK_KEY: Final = StateKey("task_state/task", TaskContext)
+"""Where the session's `TaskContext` is kept."""
+
+
 # ----------------------------------------------------------- state functions
 def todo_items(state: AgentState) -> tuple[TodoItem, ...]:
     """Return the session's todo items."""
-    current = state.extension(TODOS_KEY)
-    return current.items if isinstance(current, TodoList) else ()
+    current = state.get(TODOS_KEY)
+    return current.items if current is not None else ()
 
 
 def set_todos(
@@ -132,40 +132,38 @@ def set_todos(
     Raises:
         InvalidInputError: for an item without content or duplicate ids.
     """
-    state.set_extension(
-        TODOS_KEY, TodoList(items=numbered_todos(items), receipt_call_id=receipt_call_id)
-    )
+    state.set(TODOS_KEY, TodoList(items=numbered_todos(items), receipt_call_id=receipt_call_id))
 
 
 def plan_mode(state: AgentState) -> PlanMode:
     """Return the session's plan-mode state."""
-    current = state.extension(PLAN_KEY)
-    return current if isinstance(current, PlanMode) else PlanMode()
+    current = state.get(PLAN_KEY)
+    return current if current is not None else PlanMode()
 
 
 def enter_plan_mode(state: AgentState, plan_file: str | None = None) -> None:
     """Put the session into plan mode, optionally with its own plan file."""
     if plan_file is not None and (not isinstance(plan_file, str) or not plan_file.strip()):
         raise InvalidInputError(f"plan_file must be a non-empty path, got {plan_file!r}")
-    state.set_extension(PLAN_KEY, PlanMode(active=True, plan_file=plan_file))
+    state.set(PLAN_KEY, PlanMode(active=True, plan_file=plan_file))
 
 
 def exit_plan_mode(state: AgentState) -> None:
     """Take the session out of plan mode."""
-    state.set_extension(PLAN_KEY, PlanMode(active=False, plan_file=plan_mode(state).plan_file))
+    state.set(PLAN_KEY, PlanMode(active=False, plan_file=plan_mode(state).plan_file))
 
 
 def task_context(state: AgentState) -> TaskContext:
     """Return the session's task context (empty when no task was begun)."""
-    current = state.extension(TASK_KEY)
-    return current if isinstance(current, TaskContext) else TaskContext()
+    current = state.get(TASK_KEY)
+    return current if current is not None else TaskContext()
 
 
 def begin_task(state: AgentState, goal: str, scope: str = "") -> None:
     """Start a task: set its goal and scope and clear older requirements and results."""
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidInputError("begin_task needs a non-empty goal")
-    state.set_extension(TASK_KEY, TaskContext(goal=goal, scope=scope))
+    state.set(TASK_KEY, TaskContext(goal=goal, scope=scope))
 
 
 def add_requirement(state: AgentState, text: str, *, id: str | None = None) -> Requirement:
@@ -200,7 +198,7 @@ def set_subject_version(state: AgentState, subject: str, version: str) -> None:
     """Record the current version of ``subject``; older results for it become STALE."""
     current = task_context(state)
     versions = {**current.subject_versions, subject: version}
-    state.set_extension(TASK_KEY, msgspec.structs.replace(current, subject_versions=versions))
+    state.set(TASK_KEY, msgspec.structs.replace(current, subject_versions=versions))
 
 
 def record_verification(
@@ -221,7 +219,7 @@ def record_verification(
     versions = current.subject_versions
     if subject not in versions:
         versions = {**versions, subject: version}
-    state.set_extension(
+    state.set(
         TASK_KEY,
         msgspec.structs.replace(current, verifications=(*kept, result), subject_versions=versions),
     )
@@ -249,7 +247,7 @@ def _add_requirement(
     elif id in taken:
         raise InvalidInputError(f"requirement {id!r} exists already; pick another id")
     requirement = Requirement(id=id, text=text.strip(), status=status, proposed_by=by, note=note)
-    state.set_extension(
+    state.set(
         TASK_KEY,
         msgspec.structs.replace(current, requirements=(*current.requirements, requirement)),
     )
@@ -267,9 +265,7 @@ def _set_status(
             )
             requirements = list(current.requirements)
             requirements[position] = changed
-            state.set_extension(
-                TASK_KEY, msgspec.structs.replace(current, requirements=tuple(requirements))
-            )
+            state.set(TASK_KEY, msgspec.structs.replace(current, requirements=tuple(requirements)))
             return changed
     known = ", ".join(r.id for r in current.requirements) or "none"
     raise InvalidInputError(f"there is no requirement {id!r} (known: {known})")

@@ -335,7 +335,12 @@ class WorkspaceMaterials:
                     left -= tokens
             blocks.append(
                 ContextBlock.reference(
-                    path, text, category=category, priority=self.priority, source_id=source_id
+                    path,
+                    text,
+                    category=category,
+                    priority=self.priority,
+                    source_id=source_id,
+                    stable=True,  # rendered before the history: files change rarely
                 )
             )
         return _Snapshot(system=tuple(system), blocks=tuple(blocks), transforms=tuple(transforms))

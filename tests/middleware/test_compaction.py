@@ -31,12 +31,14 @@ from harness import (
 )
 from harness.accounting import estimate_request
 from harness.sessions.redaction import redact_message
+from harness.state import StateKey
 from harness.tokens import approximate
 from harness.types import Handler, Middleware
 from middleware._history import check_pairs, safe_cut
 from middleware.compaction import (
     DEFAULT_SUMMARY_PROMPT,
     MERGE_PROMPT,
+    REQUEST_KEY,
     SUMMARY_HEADER,
     Compaction,
     last_unit_start,
@@ -748,10 +750,12 @@ async def test_structured_state_is_not_summarised() -> None:
         model,
         every_ten(),
     )
-    a.state(CTX).set_extension("todos", [{"content": "TODO-ITEM-XYZ", "status": "pending"}])
+    todos: StateKey[list[Any]] = StateKey("app/todos", list)
+    a.state(CTX).set(todos, [{"content": "TODO-ITEM-XYZ", "status": "pending"}])
     await a.call("go", CTX)
     assert summaries(model) and all("TODO-ITEM-XYZ" not in prompt_of(r) for r in summaries(model))
-    assert a.state(CTX).extension("todos")[0]["content"] == "TODO-ITEM-XYZ"
+    kept = a.state(CTX).get(todos)
+    assert kept is not None and kept[0]["content"] == "TODO-ITEM-XYZ"
 
 
 # ------------------------------------------------------------ forced / tool
@@ -825,7 +829,7 @@ async def test_the_agent_can_ask_for_compaction_with_a_tool() -> None:
     assert flags == [False, False, False, False, True, False, False]
     assert len(summaries(model)) == 1
     history = model.agent_requests[4].history
-    assert history[1].meta("request") == a.state(CTX).extension("compaction.requested")
+    assert history[1].meta("request") == a.state(CTX).get(REQUEST_KEY)
     assert history[-1].text.startswith("Compaction requested")
 
 

@@ -277,12 +277,11 @@ def test_putting_left_out_messages_back_takes_the_short_way_to_the_same_history(
     disabled = [history[2].id, *([history[4].id] if stray else [])]
     overlays = [Fragment(id=i, kind="tool", message=True, disabled=True) for i in disabled]
     request = ModelRequest(model="m", history=history)
-    prepared = FragmentEditor().apply(request, overlays, [])
-    left_out = prepared.left_out
+    prepared, left_out = FragmentEditor()._apply(request, overlays, [])
     assert left_out is not None and left_out.passed == prepared.history
     assert left_out.sent is None  # the ids are worked out only by the full placing
     placed = msgspec.structs.replace(left_out, left=()).restore(prepared.history)  # the full way
-    assert prepared.kept_history() == placed
+    assert left_out.restore(prepared.history) == placed
     assert placed == (history if not stray else history[:4] + history[5:])
 
 
@@ -317,12 +316,16 @@ def test_a_rounds_work_kept_for_the_shared_prefix_gives_what_working_anew_gives(
     editor = FragmentEditor()
     run = RunScope(session=SessionScratch())
     for rounds_history in (first, grown, rewritten, (*rewritten, Message.user("again"))):
-        again = editor.apply(ModelRequest(model="m", history=rounds_history, run=run), overlays, [])
-        anew = FragmentEditor().apply(ModelRequest(model="m", history=rounds_history), overlays, [])
-        assert (again.history, again.transforms, again.left_out) == (
+        again, again_left = editor._apply(
+            ModelRequest(model="m", history=rounds_history, run=run), overlays, []
+        )
+        anew, anew_left = FragmentEditor()._apply(
+            ModelRequest(model="m", history=rounds_history), overlays, []
+        )
+        assert (again.history, again.transforms, again_left) == (
             anew.history,
             anew.transforms,
-            anew.left_out,
+            anew_left,
         )
 
 

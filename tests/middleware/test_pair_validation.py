@@ -41,7 +41,7 @@ from harness.presend.pairs import (
     units,
 )
 from harness.sessions import SessionKey
-from harness.state import AgentState
+from harness.state import AgentState, StateKey
 from harness.tokens import shared_exact
 from harness.types import Handler, Middleware
 from middleware.pair_validation import Mode, PairValidation
@@ -274,7 +274,7 @@ class TouchesTodos:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         assert request.state is not None
-        request.state.set_extension("todos", ["sneaky"])
+        request.state.set(StateKey("app/todos", list), ["sneaky"])
         return await call_next(request)
 
 

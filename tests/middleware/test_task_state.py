@@ -95,7 +95,7 @@ async def test_todo_write_replaces_the_structured_list() -> None:
         TodoItem(content="locate the cause", status="completed", id="1"),
         TodoItem(content="add a test", status="in_progress", id="2"),
     )
-    stored = state.extension(TODOS_KEY)
+    stored = state.get(TODOS_KEY)
     assert isinstance(stored, TodoList)
     receipt = model.agent_requests[2].history[-1]
     assert receipt.tool_call_id == stored.receipt_call_id
@@ -125,7 +125,7 @@ async def test_the_list_is_shown_once_the_receipt_was_trimmed() -> None:
     )
     await agent.call("next", CTX)
     block = state_blocks(model.agent_requests[-1])["state/todos"]
-    assert block.where == "TASK_STATE" and block.category == "task"
+    assert block.where == "TASK_STATE" and block.category == "task" and block.required
     assert "[>] 1. step one (in_progress)" in block.text
     rendered = model.agent_requests[-1].render()[-1].text
     assert rendered.startswith("<TASK_STATE>\n[state/todos]\nTodo list (0/1 completed)")
@@ -195,6 +195,7 @@ async def test_plan_mode_puts_rules_in_system_and_names_the_mode_and_file() -> N
     assert "plans/login.md" in request.system[1].text
     block = state_blocks(request)["state/plan_mode"]
     assert block.where == "RUNTIME_STATE" and block.category == "task"
+    assert block.required  # BudgetFit never drops it, though it is not TASK_STATE
     assert block.text == "Current mode: plan\nPlan file: plans/login.md"
 
 

@@ -22,7 +22,7 @@ from harness import (
 )
 from harness.accounting import estimate_request
 from harness.errors import ConfigurationError
-from harness.messages import new_id
+from harness.messages import Message, new_id
 from harness.tokens import shared_exact
 from harness.types import Handler
 from middleware.budget_fit import BudgetFit
@@ -122,6 +122,18 @@ async def test_memory_knowledge_and_context_files_are_reference_blocks(tmp_path:
         *(m.id for m in request.history),
     ]
     assert "[workspace/MEMORY.md]\nThe user prefers small commits." in rendered[1].text
+    assert all(b.stable for b in request.blocks)
+
+
+def test_the_stable_field_not_the_category_places_a_block_before_the_history() -> None:
+    marked = ContextBlock.reference("notes", "Rarely changes.", category="docs", stable=True)
+    named = ContextBlock.reference("mem", "A source's block.", category="memory")
+    state = ContextBlock.runtime("now", "Changes every round.", stable=True)  # not reference
+    request = ModelRequest(model="m", history=(Message.user("q"),), blocks=(marked, named, state))
+    rendered = request.render()
+    assert [m.id for m in rendered] == ["render/reference", request.history[0].id, "render/blocks"]
+    assert "[notes]" in rendered[0].text
+    assert "[mem]" in rendered[2].text and "[now]" in rendered[2].text
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])

@@ -162,7 +162,7 @@ async def test_a_writer_on_another_machine_is_waited_for_until_its_calls_are_old
             events=[MessageEvent(message=m) for m in messages],
             state=StoredState(
                 working_ids=tuple(m.id for m in messages),
-                extensions=encode_extensions({RUNNING_KEY: owner}),
+                extensions=encode_extensions({RUNNING_KEY.name: owner}),
             ),
         )
     finally:
