@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from harness.messages import ToolCall
-    from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds
+    from harness.request import ModelRequest, ModelResponse
     from harness.tools import Tool
 
 Handler = Callable[["ModelRequest"], Awaitable["ModelResponse"]]
@@ -111,46 +109,4 @@ class OutputLimited(Protocol):
 
     def max_output_tokens(self, model: str | None = None) -> int | None:
         """Return the model's output limit in tokens, or ``None`` when unknown."""
-        ...
-
-
-class ToolRunWatch(Protocol):
-    """What a `CallWatch` is told about one tool run once it ended."""
-
-    def outcome(self, *, error: bool, denied: bool) -> None:
-        """Record whether the run gave an error result, or was denied by the permissions."""
-        ...
-
-
-class CallWatch(Protocol):
-    """One watched agent call: entered around each step of it, never across a ``yield``.
-
-    The agent's loop is an async generator; a context kept across its ``yield`` would leak
-    into the consumer's code, so the agent enters `active` only around the steps it runs
-    itself (a model request, a tool run).
-    """
-
-    def active(self) -> AbstractContextManager[object]:
-        """Return a context in which the call is the current one (its span the parent)."""
-        ...
-
-    def tool(self, call: ToolCall) -> AbstractContextManager[ToolRunWatch]:
-        """Return the context one tool run happens in."""
-        ...
-
-    def answered(self, response: ModelResponse) -> None:
-        """Take the response to one of the call's model requests (its usage adds up)."""
-        ...
-
-    def end(self, error: BaseException | None) -> None:
-        """End the call, with the error it ended with (``None``: a reply, or stopped early)."""
-        ...
-
-
-@runtime_checkable
-class WatchesCalls(Protocol):
-    """A middleware that also watches whole agent calls and their tool runs (`Tracing`)."""
-
-    def watch_call(self, ids: RequestIds, client: ModelClientLike) -> CallWatch:
-        """Start watching the agent call ``ids`` names, whose requests go to ``client``."""
         ...

@@ -171,7 +171,7 @@ class Tracing:
             return response
 
     def watch_call(self, ids: RequestIds, client: ModelClientLike) -> _CallSpan:
-        """Open the ``invoke_agent`` span of one agent call (`harness.types.WatchesCalls`)."""
+        """Open the ``invoke_agent`` span of one agent call (`harness.agent.WatchesCalls`)."""
         tracer = self._tracer()
         if self._silent():  # no span can record: no attributes, a span that does nothing
             return _CallSpan(tracer, trace.INVALID_SPAN)
