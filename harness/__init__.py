@@ -41,7 +41,8 @@ if TYPE_CHECKING:
         WorkspaceError,
     )
     from harness.events import AgentEvent
-    from harness.fragments.editing import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
+    from harness.fragments.editing import Fragments, SecretPattern, redact
+    from harness.fragments.model import Fragment, FragmentPolicy
     from harness.manifest import ContextManifest, ManifestItem, ManifestItems
     from harness.messages import ContentPart, Message, ToolCall, ToolSchema
     from harness.policy import ContextPolicy
@@ -54,9 +55,9 @@ if TYPE_CHECKING:
         SystemPart,
         Usage,
     )
-    from harness.sessions import SessionKey, SessionStore, open_store
+    from harness.sessions import SessionStore, open_store
     from harness.sessions.redaction import redact_message
-    from harness.state import AgentState
+    from harness.state import AgentState, SessionKey
     from harness.tokens import TokenEstimator, approximate, estimator_for
     from harness.tools import Tool, ToolContext, tool
     from harness.types import Concern, Handler, Middleware
@@ -75,8 +76,8 @@ _HOMES: dict[str, str] = {
     "ContextOverflowError": "harness.errors",
     "ContextPolicy": "harness.policy",
     "DuplicateTurn": "harness.errors",
-    "Fragment": "harness.fragments.editing",
-    "FragmentPolicy": "harness.fragments.editing",
+    "Fragment": "harness.fragments.model",
+    "FragmentPolicy": "harness.fragments.model",
     "Fragments": "harness.fragments.editing",
     "Handler": "harness.types",
     "HarnessAgent": "harness.agent.loop",
@@ -104,7 +105,7 @@ _HOMES: dict[str, str] = {
     "ScriptExhausted": "harness.errors",
     "SecretPattern": "harness.fragments.editing",
     "SessionBusy": "harness.errors",
-    "SessionKey": "harness.sessions",
+    "SessionKey": "harness.state",
     "SessionStore": "harness.sessions",
     "SourceError": "harness.errors",
     "StateConflict": "harness.errors",

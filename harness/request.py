@@ -22,8 +22,8 @@ from harness.policy import ContextPolicy
 
 if TYPE_CHECKING:
     from harness.events import AgentEvent
-    from harness.sessions.store import SessionKey, SessionStore
-    from harness.state import AgentState, SessionScratch
+    from harness.sessions.store import SessionStore
+    from harness.state import AgentState, SessionKey, SessionScratch
     from harness.tokens import TokenEstimator
     from harness.workspace import Workspace
 

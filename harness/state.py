@@ -36,6 +36,14 @@ from harness.messages import Message, history_message
 T = TypeVar("T")
 
 
+class SessionKey(msgspec.Struct, frozen=True):
+    """Whose session: the end user, the agent and the conversation (`RunScope.key`)."""
+
+    user_id: str
+    agent_id: str
+    session_id: str
+
+
 class SessionScratch:
     """Values kept across one session's agent calls, per owner; never persisted.
 

@@ -21,15 +21,9 @@ from harness.chain import check_order, compose
 from harness.errors import ConfigurationError, InvalidInputError, InvalidToolPairs
 from harness.markers import SUMMARY, TRIMMED
 from harness.request import ModelRequest, ModelResponse, RunScope
+from harness.sessions import open_store
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.store import (
-    CompactionEvent,
-    Event,
-    MessageEvent,
-    RewriteEvent,
-    SessionKey,
-    open_store,
-)
+from harness.sessions.store import CompactionEvent, Event, MessageEvent, RewriteEvent, SessionKey
 from harness.state import AgentState, SessionScratch
 from harness.tokens import ApproximateEstimator
 from harness.types import Handler, Middleware

@@ -22,14 +22,8 @@ import msgspec
 from harness.errors import ConfigurationError, StateConflict
 from harness.messages import Message
 from harness.request import ModelRequest
-from harness.sessions.store import (
-    MessageEvent,
-    SessionInfo,
-    SessionKey,
-    SessionStore,
-    StoredState,
-    open_store,
-)
+from harness.sessions import open_store
+from harness.sessions.store import MessageEvent, SessionInfo, SessionKey, SessionStore, StoredState
 
 CACHE_SUFFIX: Final = ":prefix-cache"
 """Appended to the agent id for the store's prefix-cache entries."""

@@ -64,8 +64,9 @@ from harness.request import (
     RunScope,
     SystemPart,
 )
+from harness.sessions import open_store
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
+from harness.sessions.store import MessageEvent, SessionKey, SessionStore
 from harness.state import AgentState
 from harness.tokens import TokenEstimator
 from harness.tokens.calibration import CalibratedEstimator, updated_factor
