@@ -33,7 +33,6 @@ if TYPE_CHECKING:
         ProviderError,
         ProviderRateLimited,
         ProviderUnavailable,
-        ScriptExhausted,
         SessionBusy,
         SourceError,
         StateConflict,
@@ -60,7 +59,7 @@ if TYPE_CHECKING:
     from harness.state import AgentState, SessionKey
     from harness.tokens import TokenEstimator, approximate, estimator_for
     from harness.tools import Tool, ToolContext, tool
-    from harness.types import Concern, Handler, Middleware
+    from harness.types import Concern, Handler, Middleware, ModelClient
     from harness.workspace import Workspace
 
 _HOMES: dict[str, str] = {
@@ -89,6 +88,7 @@ _HOMES: dict[str, str] = {
     "MaxRoundsExceeded": "harness.errors",
     "Message": "harness.messages",
     "Middleware": "harness.types",
+    "ModelClient": "harness.types",
     "ModelRequest": "harness.request",
     "ModelResponse": "harness.request",
     "PathEscapeError": "harness.errors",
@@ -102,7 +102,6 @@ _HOMES: dict[str, str] = {
     "RequestIds": "harness.request",
     "RunScope": "harness.request",
     "RuntimeContext": "harness.agent.loop",
-    "ScriptExhausted": "harness.errors",
     "SecretPattern": "harness.fragments.editing",
     "SessionBusy": "harness.errors",
     "SessionKey": "harness.state",
@@ -164,6 +163,7 @@ __all__ = [
     "MaxRoundsExceeded",
     "Message",
     "Middleware",
+    "ModelClient",
     "ModelRequest",
     "ModelResponse",
     "PathEscapeError",
@@ -177,7 +177,6 @@ __all__ = [
     "RequestIds",
     "RunScope",
     "RuntimeContext",
-    "ScriptExhausted",
     "SecretPattern",
     "SessionBusy",
     "SessionKey",

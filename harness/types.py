@@ -11,8 +11,12 @@ import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
+import msgspec
+
+from harness.messages import ToolCall
+from harness.request import ModelRequest, ModelResponse, Usage
+
 if TYPE_CHECKING:
-    from harness.request import ModelRequest, ModelResponse
     from harness.tools import Tool
 
 Handler = Callable[["ModelRequest"], Awaitable["ModelResponse"]]
@@ -63,8 +67,49 @@ class Ordered(Protocol):
     """Concerns that, when some middleware of the stack has them, must come before this one."""
 
 
+@runtime_checkable
+class ModelClient(Protocol):
+    """A provider-agnostic model client: what the chain, the agent and the adapters call.
+
+    The one client contract. A client may also stream (`StreamingClient`), name a model's
+    provider (`NamesProvider`) or its output limit (`OutputLimited`); each is asked for only
+    where it is used.
+    """
+
+    model: str
+    """The model name requests are sent to."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the whole response.
+
+        Raises:
+            ContextOverflowError: the provider says the input is too long.
+            ProviderError: any other provider failure, as a typed subclass.
+        """
+        ...
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the model's input window in tokens, or ``None`` when unknown."""
+        ...
+
+
+class StreamChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One piece of a streamed answer; the last chunk carries the full response."""
+
+    text: str = ""
+    """New assistant text in this chunk."""
+    reasoning: str = ""
+    """New reasoning text in this chunk (thinking-mode models)."""
+    tool_call: ToolCall | None = None
+    """A completed tool call, when one finished in this chunk."""
+    usage: Usage | None = None
+    """Usage, on the chunk where the provider reports it."""
+    response: ModelResponse | None = None
+    """The assembled response, on the final chunk only."""
+
+
 class ResponseChunk(Protocol):
-    """One piece of a streamed answer as the agent reads it (`providers.StreamChunk`).
+    """One piece of a streamed answer as the agent reads it (`StreamChunk` is one).
 
     A chunk may also carry ``reasoning`` (new reasoning text of a thinking model): the agent
     emits it as ``reasoning_delta`` events when present.
@@ -83,7 +128,11 @@ class ResponseChunk(Protocol):
 
 @runtime_checkable
 class StreamingClient(Protocol):
-    """A model client that can stream its answer; `HarnessAgent.stream_events` uses it."""
+    """A model client that can stream its answer; `HarnessAgent.stream_events` uses it.
+
+    Both built-in clients (`providers.LiteLLMClient`, `providers.ScriptedModel`) stream
+    `StreamChunk`s.
+    """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ResponseChunk]:
         """Send ``request`` and yield chunks; the last one carries the whole response."""

@@ -16,19 +16,20 @@ from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from harness.request import ProviderRetry
-    from providers.base import ModelClient, StreamChunk
+    from harness.types import ModelClient, StreamChunk
     from providers.litellm_client import LiteLLMClient, retries_of
     from providers.retry import RetryPolicy
-    from providers.scripted import BrokenStream, ScriptedModel
+    from providers.scripted import BrokenStream, ScriptedModel, ScriptExhausted
 
 _HOMES: dict[str, str] = {
     "BrokenStream": "providers.scripted",
     "LiteLLMClient": "providers.litellm_client",
-    "ModelClient": "providers.base",
+    "ModelClient": "harness.types",
     "ProviderRetry": "harness.request",
     "RetryPolicy": "providers.retry",
+    "ScriptExhausted": "providers.scripted",
     "ScriptedModel": "providers.scripted",
-    "StreamChunk": "providers.base",
+    "StreamChunk": "harness.types",
     "retries_of": "providers.litellm_client",
 }
 """Where each exported name lives; imported on first use (`__getattr__`)."""
@@ -42,6 +43,7 @@ __all__ = [
     "ModelClient",
     "ProviderRetry",
     "RetryPolicy",
+    "ScriptExhausted",
     "ScriptedModel",
     "StreamChunk",
     "retries_of",

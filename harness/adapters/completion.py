@@ -75,11 +75,11 @@ from harness.errors import ProviderError, StateConflict
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy, requested_output
-from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds, RunScope
+from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import SessionKey, SessionStore
 from harness.state import AgentState, SessionScratch
-from harness.types import Handler, Middleware
+from harness.types import Handler, Middleware, ModelClient
 
 __all__ = [
     "MANIFEST_KEY",
@@ -166,7 +166,7 @@ async def prepare_messages(
     messages: Sequence[Any],
     tools: Sequence[Mapping[str, Any] | ToolSchema] | None = None,
     *,
-    client: ModelClientLike,
+    client: ModelClient,
     stack: Sequence[Middleware] | None = None,
     policy: ContextPolicy | None = None,
     session_id: str | None = None,
@@ -308,7 +308,7 @@ Sender = Callable[[ModelRequest, bool], Awaitable[tuple[Any, ModelResponse]]]
 class _Call:
     """What one call learns from its innermost handler."""
 
-    def __init__(self, *, client: ModelClientLike, send: Sender, stream: bool) -> None:
+    def __init__(self, *, client: ModelClient, send: Sender, stream: bool) -> None:
         self.client = client
         self.send = send
         self.stream = stream

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from harness.messages import ToolCall
-    from harness.request import ModelClientLike, ModelResponse, RequestIds
+    from harness.request import ModelResponse, RequestIds
+    from harness.types import ModelClient
 
 
 class ToolRunWatch(Protocol):
@@ -56,7 +57,7 @@ class CallWatch(Protocol):
 class WatchesCalls(Protocol):
     """A middleware that also watches whole agent calls and their tool runs (`Tracing`)."""
 
-    def watch_call(self, ids: RequestIds, client: ModelClientLike) -> CallWatch:
+    def watch_call(self, ids: RequestIds, client: ModelClient) -> CallWatch:
         """Start watching the agent call ``ids`` names, whose requests go to ``client``."""
         ...
 

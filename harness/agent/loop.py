@@ -56,14 +56,7 @@ from harness.manifest import ContextManifest
 from harness.markers import interrupted_result
 from harness.messages import Message, ToolCall, agent_input, new_id, waiting_calls
 from harness.policy import ContextPolicy, requested_output
-from harness.request import (
-    ModelClientLike,
-    ModelRequest,
-    ModelResponse,
-    RequestIds,
-    RunScope,
-    SystemPart,
-)
+from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
 from harness.sessions import open_store
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import MessageEvent, SessionKey, SessionStore
@@ -71,7 +64,7 @@ from harness.state import AgentState
 from harness.tokens import TokenEstimator
 from harness.tokens.calibration import CalibratedEstimator, updated_factor
 from harness.tools import Tool, ToolContext, as_tool
-from harness.types import Middleware, ProvidesTools, StreamingClient
+from harness.types import Middleware, ModelClient, ProvidesTools, StreamingClient
 from harness.workspace import Workspace
 
 
@@ -135,7 +128,7 @@ class HarnessAgent:
     def __init__(
         self,
         *,
-        model: ModelClientLike,
+        model: ModelClient,
         system_prompt: str = "",
         tools: Iterable[Tool | Callable[..., Any]] = (),
         stack: Sequence[Middleware] | None = None,

@@ -40,7 +40,8 @@ from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message
 from harness.policy import OUTPUT_SETTINGS, requested_output
 from harness.presend.pairs import check_pairs, label, pairs_valid, repair_pairs
-from harness.request import ModelClientLike, ModelRequest
+from harness.request import ModelRequest
+from harness.types import ModelClient
 
 PairMode = Literal["fail", "repair"]
 """What `checked` does with broken tool pairs: refuse the request, or repair its history."""
@@ -48,7 +49,7 @@ PairMode = Literal["fail", "repair"]
 _SHOWN = 5
 
 
-def output_limit(client: ModelClientLike | None, model: str | None = None) -> int | None:
+def output_limit(client: ModelClient | None, model: str | None = None) -> int | None:
     """Return the most output tokens ``client`` says ``model`` answers with, or ``None``.
 
     ``None`` when there is no client, it does not report one (`harness.types.OutputLimited`)
@@ -63,7 +64,7 @@ def output_limit(client: ModelClientLike | None, model: str | None = None) -> in
 
 def checked(
     request: ModelRequest,
-    client: ModelClientLike | None = None,
+    client: ModelClient | None = None,
     *,
     pairs: PairMode = "fail",
     interrupted_text: str = INTERRUPTED_TEXT,
@@ -172,7 +173,7 @@ def _ids(ids: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------ output, budget
-def _output_bounded(request: ModelRequest, client: ModelClientLike) -> ModelRequest:
+def _output_bounded(request: ModelRequest, client: ModelClient) -> ModelRequest:
     """Return ``request`` with its output settings lowered to the model's output limit."""
     asked = requested_output(request.settings)
     most = output_limit(client, request.model) if asked is not None else None
@@ -185,7 +186,7 @@ def _output_bounded(request: ModelRequest, client: ModelClientLike) -> ModelRequ
     return request.replace(settings=settings).with_transforms(f"max_tokens_clamped:{most}")
 
 
-def _within_budget(request: ModelRequest, client: ModelClientLike | None) -> ModelRequest:
+def _within_budget(request: ModelRequest, client: ModelClient | None) -> ModelRequest:
     """Return ``request`` (counted exactly near its limit) if it fits.
 
     Its input limit is lowered to ``window - max_tokens`` where that is smaller.
