@@ -51,8 +51,8 @@ class SessionScratch:
     instance, or a class for shared machinery), but the owner is held: the state may outlive
     the agent whose middleware made a value, and a new object must not inherit it through a
     reused ``id``. A value must be safe to reuse after the history changed between calls
-    (the owners compare histories, `harness.prefix.shared_prefix`). At most `MAX_SLOTS`
-    owners: beyond that everything is dropped (values are caches, remade on use).
+    (the owners compare histories, `harness.accounting.prefix.shared_prefix`). At most
+    `MAX_SLOTS` owners: beyond that everything is dropped (values are caches, remade on use).
     """
 
     MAX_SLOTS = 32

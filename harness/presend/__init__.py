@@ -22,8 +22,8 @@ straight to its summariser. Nothing is sent unless:
    the family's exact tokenizer near it); else `ContextBudgetExceeded`.
 
 Incremental: with a run scope and an ``owner`` the pair check reads only what the owner's
-last valid history did not share (`harness.prefix.shared_prefix`), and the budget check
-reuses the run's measurement, so a warm round costs O(new messages) here as well.
+last valid history did not share (`harness.accounting.prefix.shared_prefix`), and the budget
+check reuses the run's measurement, so a warm round costs O(new messages) here as well.
 """
 
 from __future__ import annotations
