@@ -18,16 +18,28 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Final
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network at import
 
 import anyio
 
-from harness import Handler, HarnessAgent, Middleware, ModelRequest, ModelResponse, RuntimeContext
+from harness import (
+    Handler,
+    HarnessAgent,
+    Middleware,
+    ModelRequest,
+    ModelResponse,
+    RuntimeContext,
+    Transform,
+    TransformKind,
+)
 from middleware import default_stack
 from providers import ScriptedModel
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+MASK_EMAILS: Final = TransformKind("mask_emails")
+"""What `MaskEmails` records in the manifest: ``mask_emails:<how many messages>``."""
 
 
 class MaskEmails:
@@ -52,7 +64,7 @@ class MaskEmails:
             history.append(message)
         if masked:
             request = request.replace(history=tuple(history)).with_transforms(
-                f"mask_emails:{masked}"
+                Transform(MASK_EMAILS, masked)
             )
         return await call_next(request)
 

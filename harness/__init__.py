@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from harness.manifest import ContextManifest as ContextManifest
     from harness.manifest import ManifestItem as ManifestItem
     from harness.manifest import ManifestItems as ManifestItems
+    from harness.manifest import Transform as Transform
+    from harness.manifest import TransformKind as TransformKind
     from harness.messages import ContentPart as ContentPart
     from harness.messages import Message as Message
     from harness.messages import ToolCall as ToolCall
@@ -135,6 +137,8 @@ _HOMES: dict[str, str] = {
     "ToolContext": "harness.tools",
     "ToolPermissions": "harness.agent.permissions",
     "ToolSchema": "harness.messages",
+    "Transform": "harness.manifest",
+    "TransformKind": "harness.manifest",
     "Usage": "harness.request",
     "Workspace": "harness.workspace",
     "WorkspaceError": "harness.errors",

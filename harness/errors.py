@@ -32,7 +32,10 @@ and `RuntimeError`), raised when the offline ``ScriptedModel`` has no reply left
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+if TYPE_CHECKING:
+    from harness.manifest import Transform
 
 Validation = Literal[
     "passed",
@@ -66,7 +69,9 @@ class ContextBuildError(HarnessError):
 
     validation: Validation = "build_failed"
 
-    def __init__(self, message: str, *, transforms: tuple[str, ...] = (), **context: Any) -> None:
+    def __init__(
+        self, message: str, *, transforms: tuple[Transform, ...] = (), **context: Any
+    ) -> None:
         super().__init__(message, transforms=transforms, **context)
         self.transforms = tuple(transforms)
         """What the middleware before the failure had changed (for the failed manifest)."""
@@ -251,15 +256,24 @@ class ContextOverflowError(ProviderError):
         status: int | None = None,
         reason: str = "provider_overflow",
         retries: int = 0,
+        window: int | None = None,
         **context: Any,
     ) -> None:
         super().__init__(
-            message, provider=provider, status=status, reason=reason, retries=retries, **context
+            message,
+            provider=provider,
+            status=status,
+            reason=reason,
+            retries=retries,
+            window=window,
+            **context,
         )
         self.reason = reason
         """Why: ``provider_overflow``, ``nothing_to_compact``, ``retry_overflowed`` …"""
         self.retries = retries
         """How many retries with forced compaction were made before giving up."""
+        self.window = window
+        """The model's context window when the provider's error states it (``None``: not)."""
 
 
 class ProviderAuthError(ProviderError):

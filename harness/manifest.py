@@ -3,6 +3,10 @@
 One manifest is produced per model request: on success just before the client is called,
 on failure when preparation stops. It is handed to the policy's observer and emitted as a
 ``context_build`` event. It carries ids, counts, revisions and hashes — never the prompt.
+
+What preparation changed is a `Transform` each: a kind the producing module declares once
+(a `TransformKind` ``Final``, with whether it leaves material out) and a target. Readers use
+its fields; stored and printed, a transform is the ``kind:target`` string it always was.
 """
 
 from __future__ import annotations
@@ -38,6 +42,115 @@ class ManifestItem(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A hash of the content, to compare versions without the text."""
     role: str | None = None
     """For messages: the role."""
+
+
+class TransformKind(str):
+    """A kind of `Transform`, declared once as a ``Final`` by the module that makes it.
+
+    It is its name (a string without ``:``) and says whether a transform of this kind
+    left material out of the request (``omitted``): what Tracing reports as an omission,
+    the context view lists as "left out" and the proxy sends in ``x-harness-omitted``.
+    Declaring a kind makes it known by name, so a stored ``kind:target`` reads with its
+    ``omitted`` again once the declaring module is imported; declaring a name twice gives
+    the same kind, and declaring it again with another ``omitted`` is a `ValueError`.
+
+    Args:
+        name: the kind's name, e.g. ``"omitted_for_budget"``.
+        omitted: whether a transform of this kind means something was left out.
+
+    Raises:
+        ValueError: an empty name, a name with ``:``, or a name declared with another
+            ``omitted``.
+    """
+
+    omitted: bool
+    """Whether a transform of this kind means something was left out of the request."""
+    declared: bool
+    """Whether a module declared it (``False``: only read from a stored string so far)."""
+
+    def __new__(cls, name: str, *, omitted: bool = False) -> TransformKind:
+        """Declare the kind ``name`` (or return it, declared before alike)."""
+        if not isinstance(name, str) or not name or ":" in name:
+            raise ValueError(f"a transform kind is a non-empty name without ':', got {name!r}")
+        known = _KINDS.get(name)
+        if known is not None:
+            if known.omitted != omitted:
+                raise ValueError(
+                    f"transform kind {name!r} is declared with omitted={known.omitted}"
+                )
+            return known
+        kind = _KINDS[str(name)] = _kind(cls, name, omitted=omitted, declared=True)
+        return kind
+
+    @staticmethod
+    def named(name: str) -> TransformKind:
+        """Return the kind declared as ``name``, or an undeclared one (not omitted)."""
+        return _KINDS.get(name) or _kind(TransformKind, name, omitted=False, declared=False)
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return TransformKind.named, (str(self),)
+
+
+def _kind(cls: type[TransformKind], name: str, *, omitted: bool, declared: bool) -> TransformKind:
+    kind = str.__new__(cls, name)
+    kind.omitted, kind.declared = omitted, declared
+    return kind
+
+
+_KINDS: Final[dict[str, TransformKind]] = {}
+"""Every declared kind by name (what `TransformKind.named` looks up)."""
+
+
+class Transform(str):
+    """One thing preparation changed: a ``kind`` and a ``target``, read as fields.
+
+    A transform is also its string, ``kind:target``: it equals that string, prints as it
+    and is stored as it (`enc_hook`, `dec_hook`), so the manifests in the store and the
+    public JSON are what they were. Make one from the producer's kind,
+    ``Transform(DROPPED_FOR_BUDGET, block.source_id)``; `Transform.parse` reads the string
+    back.
+
+    Args:
+        kind: the kind, declared by the producing module.
+        target: what was changed (a message id, a source id, a count …).
+    """
+
+    target: str
+    """What it was done to: the text after the first ``:`` (``""`` in a string without one)."""
+    _kind: TransformKind
+
+    def __new__(cls, kind: TransformKind, target: object) -> Transform:
+        """Make the transform ``kind:target``."""
+        text = str(target)
+        made = str.__new__(cls, f"{kind}:{text}")
+        made._kind, made.target = kind, text
+        return made
+
+    @property
+    def kind(self) -> TransformKind:
+        """What was done, declared by the module that did it."""
+        kind = self._kind
+        if not kind.declared:  # read before its module declared it: look again
+            kind = self._kind = TransformKind.named(kind)
+        return kind
+
+    @property
+    def omitted(self) -> bool:
+        """Whether this left material out of the request (declared by its kind)."""
+        return self.kind.omitted
+
+    @classmethod
+    def parse(cls, text: str) -> Transform:
+        """Return the transform ``text`` (``kind:target``) is, with the declared kind."""
+        if type(text) is Transform:
+            return text
+        name, _, target = str(text).partition(":")
+        made = str.__new__(cls, text)
+        made._kind, made.target = TransformKind.named(name), target
+        return made
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return Transform.parse, (str(self),)
 
 
 CHUNK: Final = 64
@@ -288,16 +401,26 @@ def _wrapped(chunks: tuple[tuple[ManifestItem, ...], ...], length: int) -> Manif
 
 
 def enc_hook(value: object) -> object:
-    """Encode `ManifestItems` as a plain array: msgspec's ``enc_hook`` for manifests."""
+    """Encode `ManifestItems` as a plain array and a `Transform` (or its kind) as its string.
+
+    msgspec's ``enc_hook`` for manifests.
+    """
     if isinstance(value, ManifestItems):
         return list(value)  # a list: what `msgspec.to_builtins` makes of a tuple
+    if isinstance(value, str):  # a Transform or a TransformKind
+        return str(value)
     raise NotImplementedError(f"cannot encode objects of type {type(value).__name__}")
 
 
 def dec_hook(kind: type, value: Any) -> object:
-    """Decode a plain array into `ManifestItems`: msgspec's ``dec_hook`` for manifests."""
+    """Decode a plain array into `ManifestItems`, a string into a `Transform`.
+
+    msgspec's ``dec_hook`` for manifests.
+    """
     if kind is ManifestItems:
         return ManifestItems(msgspec.convert(value, tuple[ManifestItem, ...]))
+    if kind is Transform and isinstance(value, str):
+        return Transform.parse(value)
     raise NotImplementedError(f"cannot decode objects of type {kind!r}")
 
 
@@ -321,8 +444,9 @@ class ContextManifest(msgspec.Struct, frozen=True, kw_only=True):
     items: ManifestItems = NO_ITEMS
     """What the request was built from, in render order (a tuple-like sequence; a tuple
     given here is wrapped)."""
-    transforms: tuple[str, ...] = ()
-    """What preparation changed, e.g. ``tool_result_offload:<id>``, ``omitted_for_budget:<id>``."""
+    transforms: tuple[Transform, ...] = ()
+    """What preparation changed, e.g. ``tool_result_offload:<id>``, ``omitted_for_budget:<id>``
+    (a string given here is parsed)."""
     validation: Validation = "passed"
     """``passed`` or the reason the request was not sent."""
     agent_id: str = ""
@@ -342,6 +466,11 @@ class ContextManifest(msgspec.Struct, frozen=True, kw_only=True):
         given: Iterable[ManifestItem] = self.items
         if not isinstance(given, ManifestItems):  # a tuple or list given by hand
             msgspec.structs.force_setattr(self, "items", ManifestItems(given))
+        transforms = self.transforms
+        if transforms and not all(type(t) is Transform for t in transforms):  # given by hand
+            msgspec.structs.force_setattr(
+                self, "transforms", tuple(Transform.parse(t) for t in transforms)
+            )
 
     def to_dict(self) -> dict[str, object]:
         """Return the manifest as plain JSON-ready data."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
 from harness.errors import ConfigurationError
+from harness.manifest import Transform, TransformKind
 
 if TYPE_CHECKING:
     from harness.manifest import ContextManifest
@@ -15,6 +18,11 @@ if TYPE_CHECKING:
 
 DEFAULT_INPUT_TOKENS = 64_000
 """The input budget when neither the policy nor the model says otherwise."""
+
+WINDOW_GUESSED: Final = TransformKind("input_limit_guessed")
+"""The transform (``input_limit_guessed:<limit>``) on a request whose window was unknown."""
+
+logger = logging.getLogger("harness.policy")
 
 OUTPUT_SETTINGS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 """Request settings that cap the answer's length (OpenAI's new and old names, Gemini's)."""
@@ -128,3 +136,64 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
         from harness.tokens import estimator_for
 
         return self.replace(estimator=estimator_for(model))
+
+
+class _WindowClient(Protocol):
+    def context_window(self, model: str | None = None) -> int | None: ...
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+async def discovered_input_limit(
+    policy: ContextPolicy, client: _WindowClient, model: str, *, max_output: int | None = None
+) -> tuple[int, tuple[Transform, ...]]:
+    """Return the input budget for ``model`` on ``client`` and the transforms to record.
+
+    The client is asked to discover the window first when it can
+    (`harness.types.DiscoversWindow`: a server's metadata, once per process). When the
+    window stays unknown and the policy sets no ``max_input_tokens``, the budget is the
+    64,000-token default: a warning is logged once per (api_base, model) naming what to
+    set, and the transform ``input_limit_guessed:<limit>`` marks the request's manifest.
+
+    Args:
+        policy: the request's policy.
+        client: the model client that will send the request.
+        model: the model name.
+        max_output: as for `ContextPolicy.input_limit`.
+
+    Raises:
+        ConfigurationError: when the reserves leave no room for input.
+    """
+    discover = getattr(client, "discover_context_window", None)
+    window = await discover(model) if callable(discover) else client.context_window(model)
+    limit = policy.input_limit(window, max_output=max_output)
+    if window is not None or policy.max_input_tokens is not None:
+        return limit, ()
+    _warn_unknown_window(model, str(getattr(client, "api_base", None) or ""), limit)
+    return limit, (Transform(WINDOW_GUESSED, limit),)
+
+
+def _warn_unknown_window(model: str, api_base: str, limit: int) -> None:
+    with _warned_lock:
+        if (api_base, model) in _warned:
+            return
+        _warned.add((api_base, model))
+    where = f" at {api_base}" if api_base else ""
+    logger.warning(
+        "the context window of model %r%s is unknown (litellm's model map does not list it "
+        "and the server's metadata does not say), so the input budget is a guess of %s "
+        "tokens and requests may overflow. Set ContextPolicy(max_input_tokens=...) or "
+        "LiteLLMClient(..., context_window=...) (the drop-in takes context_window=), or "
+        "register the model with litellm.register_model.",
+        model,
+        where,
+        f"{limit:,}",
+    )
+
+
+def forget_window_warnings() -> None:
+    """Let every unknown window warn again (for tests; the warning is once per process)."""
+    with _warned_lock:
+        _warned.clear()

@@ -15,7 +15,7 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Transform
 from harness.markers import ORIGIN_ID
 from harness.messages import Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
@@ -235,7 +235,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """
     left_out: LeftOut | None = None
     """Messages left out of this request only (a disabled fragment), kept for next rounds."""
-    transforms: tuple[str, ...] = ()
+    transforms: tuple[Transform, ...] = ()
     """What middleware changed, in order; copied into the manifest."""
     state: AgentState | None = None
     """The live agent state (todos, plan, working history); read it, do not mutate it."""
@@ -257,7 +257,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
         kept = self.history if self.commit_history is None else self.commit_history
         return kept if self.left_out is None else self.left_out.restore(kept)
 
-    def with_transforms(self, *transforms: str) -> ModelRequest:
+    def with_transforms(self, *transforms: Transform) -> ModelRequest:
         """Return a copy with ``transforms`` appended to the record."""
         return msgspec.structs.replace(self, transforms=self.transforms + transforms)
 

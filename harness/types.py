@@ -159,3 +159,17 @@ class OutputLimited(Protocol):
     def max_output_tokens(self, model: str | None = None) -> int | None:
         """Return the model's output limit in tokens, or ``None`` when unknown."""
         ...
+
+
+@runtime_checkable
+class DiscoversWindow(Protocol):
+    """A model client that can look a model's window up (a server's metadata) before use.
+
+    The ways in await it once before computing the input budget
+    (`harness.policy.discovered_input_limit`); afterwards ``context_window`` answers from
+    what it found. A client without it is asked ``context_window`` only.
+    """
+
+    async def discover_context_window(self, model: str | None = None) -> int | None:
+        """Return the model's window in tokens, or ``None`` when it stays unknown."""
+        ...

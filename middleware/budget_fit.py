@@ -42,7 +42,7 @@ must be dropped; the cut for a given room is kept.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import msgspec
 from msgspec.structs import replace
@@ -58,12 +58,16 @@ from harness.accounting import (
 )
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, ContextBudgetExceeded
+from harness.manifest import Transform, TransformKind
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
 from middleware._layout import SUMMARY_ROOM, last_unit_start, layout
 from middleware._selection import DefaultSelection, SelectionPolicy
+
+DROPPED_FOR_BUDGET: Final = TransformKind("omitted_for_budget", omitted=True)
+"""An optional block dropped to fit the budget: ``omitted_for_budget:<source_id>``."""
 
 
 def is_fixed(block: ContextBlock) -> bool:
@@ -192,7 +196,7 @@ class _Cut(msgspec.Struct, frozen=True):
     """The room it was made for (with the same blocks message overhead)."""
     blocks: tuple[ContextBlock, ...]
     """The request's blocks without the dropped ones, in their order."""
-    transforms: tuple[str, ...]
+    transforms: tuple[Transform, ...]
     """``omitted_for_budget:<source_id>`` per dropped block, in drop order."""
     kept_tokens: int
     """The tokens of the optional blocks kept (0 when all went)."""
@@ -252,7 +256,7 @@ class _Blocks:
         self._cut = _Cut(
             room,
             tuple(b for b in self.blocks if id(b) not in gone),
-            tuple(f"omitted_for_budget:{b.source_id}" for b in dropped),
+            tuple(Transform(DROPPED_FOR_BUDGET, b.source_id) for b in dropped),
             remaining if kept_any else 0,  # nothing is left: no blocks message either
             kept_any,
         )

@@ -34,15 +34,20 @@ import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 import anyio
 import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, SourceError
+from harness.manifest import Transform, TransformKind
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
+
+SOURCE_UNAVAILABLE: Final = TransformKind("source_unavailable", omitted=True)
+"""A source that failed with ``on_failure="omit"``, its material left out:
+``source_unavailable:<prefix>:<reason>``."""
 
 OnFailure = Literal["fail", "omit"]
 DEFAULT_SOURCE_TIMEOUT = 5.0
@@ -261,10 +266,10 @@ class ContextSources:
                     transforms=request.transforms,
                 ) from result.error
         blocks: list[ContextBlock] = []
-        transforms: list[str] = []
+        transforms: list[Transform] = []
         for source, result in zip(self.sources, results, strict=True):
             if isinstance(result, _Failed):
-                transforms.append(f"source_unavailable:{source.prefix}:{result.reason}")
+                transforms.append(Transform(SOURCE_UNAVAILABLE, f"{source.prefix}:{result.reason}"))
                 continue
             blocks.extend(_checked(source, result, request.transforms + tuple(transforms)))
         if not blocks and not transforms:
@@ -326,7 +331,7 @@ def _fix(source: ContextSource, what: str) -> str:
 
 
 def _checked(
-    source: ContextSource, result: object, transforms: tuple[str, ...]
+    source: ContextSource, result: object, transforms: tuple[Transform, ...]
 ) -> list[ContextBlock]:
     """Validate a source's blocks and give them their manifest ids."""
     if not isinstance(result, list | tuple):

@@ -2,7 +2,10 @@
 
 Place in the stack: after TaskState and before ToolResultOffload, BudgetFit, Compaction and
 PairValidation — it adds context (System parts, reference blocks) and changes the history,
-so the budget, compaction and pair checks see exactly what will be sent.
+so the budget, compaction and pair checks see exactly what will be sent. It edits what the
+context adders produced (TaskState's ``mode/plan`` part), so it states ``after =
+{ADDS_CONTEXT}``: a stack with it before TaskState, ContextSources or WorkspaceMaterials is
+refused when it is built.
 
 Before every request it reads the session's fragments and the project's (`harness.fragments.editing`,
 through the store and session key the agent puts in ``request.run``), so an edit made by the
@@ -53,7 +56,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, cast
+from typing import TYPE_CHECKING, ClassVar, Final, NamedTuple, cast
 
 import msgspec
 
@@ -69,15 +72,25 @@ from harness.fragments.builtins import (
 )
 from harness.fragments.editing import keeps_fragments, read_sets, sets_now_of
 from harness.fragments.model import DEFAULT_PROJECT, Fragment, FragmentScope, SetsNow, ref_id
+from harness.manifest import Transform, TransformKind
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message
 from harness.request import LeftOut, ModelRequest, ModelResponse, SystemPart
 from harness.types import Concern, Handler
 
+FRAGMENT_EDIT: Final = TransformKind("fragment_edit")
+"""A message or governed System part sent with a developer's edit: ``fragment_edit:<label>``."""
+FRAGMENT_RESTORE: Final = TransformKind("fragment_restore")
+"""An edited copy put back to its original (the edit was reverted): ``fragment_restore:<id>``."""
+FRAGMENT_DISABLED: Final = TransformKind("fragment_disabled", omitted=True)
+"""A disabled message or governed part left out: ``fragment_disabled:<id or label>``."""
+FRAGMENT_REMOVED: Final = TransformKind("fragment_removed", omitted=True)
+"""A removed message left out: ``fragment_removed:<id>``."""
+FRAGMENT_PAIR_LEFT_OUT: Final = TransformKind("fragment_pair_left_out", omitted=True)
+"""The partner of a message left out, left out with it: ``fragment_pair_left_out:<id>``."""
+
 if TYPE_CHECKING:
     from harness.sessions.store import FragmentStore, SessionKey
-
-OMITTED: str = "omitted_for_budget:fragment:"
 
 
 class FragmentEditor:
@@ -101,7 +114,9 @@ class FragmentEditor:
     """
 
     concerns: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
-    after: ClassVar[frozenset[Concern]] = frozenset()
+    after: ClassVar[frozenset[Concern]] = frozenset({Concern.ADDS_CONTEXT})
+    """It edits what the context adders produced (TaskState's ``mode/plan`` part, a source's
+    block): standing before one of them, it would not see what that one adds."""
 
     def __init__(
         self,
@@ -160,14 +175,16 @@ class FragmentEditor:
         if self.builtins and builtin_changes(self.builtins, project):
             _, project = await seed_builtins(store, scopes[1], self.builtins, log=key)
         prepared = request  # no fragment at all (the usual case): nothing to apply
+        added: tuple[ContextBlock, ...] = ()
         if session or project:
             originals = await self._originals(request, session)
             workspace = run.workspace
             local = workspace is not None and workspace.local and not workspace.is_private
             cwd = workspace.root if local and workspace is not None else os.getcwd()
             prepared = self.apply(request, session, project, originals, cwd=cwd)
+            added = prepared.blocks[len(request.blocks) :]  # `apply` appends its blocks
         response = await call_next(prepared)
-        self._warn(request, response)
+        self._warn(request, response, added)
         return response
 
     # ------------------------------------------------------------------ applying
@@ -259,20 +276,20 @@ class FragmentEditor:
     ) -> ModelRequest:
         """Apply built-ins to the System parts they govern (added by another layer)."""
         parts: list[SystemPart] = []
-        transforms: list[str] = []
+        transforms: list[Transform] = []
         for part in request.system:
             fragment = governing.get(part.name)
             if fragment is None:
                 parts.append(part)
             elif fragment.disabled or fragment.removed:
-                transforms.append(f"fragment_disabled:{fragment.label}")
+                transforms.append(Transform(FRAGMENT_DISABLED, fragment.label))
             elif fragment.edited:
                 text = self._text(fragment, cwd)
                 shipped = self._shipped.get(fragment.id, "")
                 if shipped and shipped in part.text:  # keep what the layer adds around it
                     text = part.text.replace(shipped, text)
                 parts.append(msgspec.structs.replace(part, text=text))
-                transforms.append(f"fragment_edit:{fragment.label}")
+                transforms.append(Transform(FRAGMENT_EDIT, fragment.label))
             else:
                 parts.append(part)
         if not transforms:
@@ -348,7 +365,7 @@ class FragmentEditor:
         originals: dict[str, Message],
     ) -> _Unit:
         """Return what one unit comes to: edits applied, what is sent, what is left out."""
-        transforms: list[str] = []
+        transforms: list[Transform] = []
         kept = [self._edited(m, overlays, originals, transforms) for m in messages]
         sent: list[Message] = []
         stand_ins: list[tuple[str, str]] = []
@@ -361,7 +378,7 @@ class FragmentEditor:
         overlays: dict[str, Fragment],
         sent: list[Message],
         stand_ins: list[tuple[str, str]],
-        transforms: list[str],
+        transforms: list[Transform],
     ) -> list[int]:
         """Append what of one unit is sent (a disabled call takes its results along).
 
@@ -371,8 +388,8 @@ class FragmentEditor:
         out = [_left_out(m, overlays) for m in unit]
         head = unit[0]
         if out[0] is not None:
-            transforms.append(f"fragment_{out[0]}:{head.id}")
-            transforms.extend(f"fragment_pair_left_out:{m.id}" for m in unit[1:])
+            transforms.append(Transform(out[0], head.id))
+            transforms.extend(Transform(FRAGMENT_PAIR_LEFT_OUT, m.id) for m in unit[1:])
             return list(range(len(unit)))
         if not (head.role == "assistant" and head.tool_calls) or not any(out[1:]):
             sent.extend(unit)
@@ -380,7 +397,7 @@ class FragmentEditor:
         gone = {m.tool_call_id for m, why in zip(unit[1:], out[1:], strict=True) if why}
         for m, why in zip(unit[1:], out[1:], strict=True):
             if why:
-                transforms.append(f"fragment_{why}:{m.id}")
+                transforms.append(Transform(why, m.id))
         calls = tuple(c for c in head.tool_calls if c.id not in gone)
         left = [i for i, why in enumerate(out) if why]
         if calls or head.text:
@@ -388,9 +405,9 @@ class FragmentEditor:
             sent.append(copy)
             stand_ins.append((copy.id, head.id))
             if len(calls) < len(head.tool_calls):
-                transforms.append(f"fragment_pair_left_out:calls of {head.id}")
+                transforms.append(Transform(FRAGMENT_PAIR_LEFT_OUT, f"calls of {head.id}"))
         else:
-            transforms.append(f"fragment_pair_left_out:{head.id}")
+            transforms.append(Transform(FRAGMENT_PAIR_LEFT_OUT, head.id))
             left.insert(0, 0)
         sent.extend(m for m, why in zip(unit[1:], out[1:], strict=True) if not why)
         return left
@@ -400,7 +417,7 @@ class FragmentEditor:
         message: Message,
         overlays: dict[str, Fragment],
         originals: dict[str, Message],
-        transforms: list[str],
+        transforms: list[Transform],
     ) -> Message:
         fid = ref_id(message)
         overlay = overlays.get(fid)
@@ -410,14 +427,14 @@ class FragmentEditor:
                 return message  # already this version
             meta = dict(message.metadata or {})
             meta.update({FRAGMENT: overlay.label, ORIGIN_ID: fid})
-            transforms.append(f"fragment_edit:{overlay.label}")
+            transforms.append(Transform(FRAGMENT_EDIT, overlay.label))
             return message.replace(
                 id=f"{fid}~fragment{overlay.version}", content=overlay.content, metadata=meta
             )
         if marker is not None:  # an edit was reverted: back to the original message
             original = originals.get(fid)
             if original is not None:
-                transforms.append(f"fragment_restore:{fid}")
+                transforms.append(Transform(FRAGMENT_RESTORE, fid))
                 return original
         return message
 
@@ -463,17 +480,21 @@ class FragmentEditor:
         return {fid for _, fid in hits}
 
     # ------------------------------------------------------------------ warnings
-    def _warn(self, request: ModelRequest, response: ModelResponse) -> None:
+    def _warn(
+        self, request: ModelRequest, response: ModelResponse, added: Sequence[ContextBlock]
+    ) -> None:
+        """Warn about the blocks of ``added`` (this editor's) a later layer left out."""
         run, manifest = request.run, response.manifest
         if run is None or run.emit is None or manifest is None:
             return
-        for transform in manifest.transforms:
-            if transform.startswith(OMITTED):
+        labels = {block.source_id for block in added}
+        for transform in manifest.transforms if labels else ():
+            if transform.omitted and transform.target in labels:
                 run.emit(
                     AgentEvent(
                         kind="warning",
                         code="fragment_omitted_for_budget",
-                        text=f"{transform[len('omitted_for_budget:') :]} was left out: the "
+                        text=f"{transform.target} was left out: the "
                         "request is over its budget; shorten it, move it earlier or disable "
                         "other fragments",
                     )
@@ -491,14 +512,14 @@ class FragmentEditor:
             )
 
 
-def _left_out(message: Message, overlays: dict[str, Fragment]) -> str | None:
+def _left_out(message: Message, overlays: dict[str, Fragment]) -> TransformKind | None:
     overlay = overlays.get(ref_id(message))
     if overlay is None:
         return None
     if overlay.removed:
-        return "removed"
+        return FRAGMENT_REMOVED
     if overlay.disabled:
-        return "disabled"
+        return FRAGMENT_DISABLED
     return None
 
 
@@ -510,7 +531,7 @@ class _Unit(NamedTuple):
     kept: list[Message]
     sent: list[Message]
     stand_ins: list[tuple[str, str]]
-    transforms: list[str]
+    transforms: list[Transform]
     gone: list[int]
 
 
@@ -589,7 +610,7 @@ class _Built:
         self.kept: list[Message] = []
         self.sent: list[Message] = []
         self.stand_ins: list[tuple[str, str]] = []
-        self.transforms: list[str] = []
+        self.transforms: list[Transform] = []
         self.left: list[int] = []
         self.marks: list[tuple[int, int, int, int, int]] = []
 

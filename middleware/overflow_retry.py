@@ -14,16 +14,24 @@ could not shrink anything: a compacting middleware that is forced but has nothin
 compact raises `ContextOverflowError` with ``reason="nothing_to_compact"`` itself
 (Compaction does), and the round ends with the provider's error as the cause. Without a
 compacting middleware the retry is sent as it is (a provider that overflowed once may
-accept it) and a second overflow ends it. The middleware keeps no state.
+accept it) and a second overflow ends it. When the error states the model's window
+(``ContextOverflowError.window``) and the round's input limit is larger than that window
+allows, the retry is prepared with the smaller limit. The middleware keeps no state.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from harness.errors import NOTHING_TO_COMPACT, ConfigurationError, ContextOverflowError
+from harness.manifest import Transform, TransformKind
+from harness.policy import requested_output
 from harness.request import ModelRequest, ModelResponse
 from harness.types import Concern, Handler
+
+OVERFLOW_RETRY: Final = TransformKind("overflow_retry")
+LIMIT_FROM_OVERFLOW: Final = TransformKind("input_limit_from_overflow")
+"""A request sent again, compacted, after the provider refused it: ``overflow_retry:<n>``."""
 
 
 class OverflowRetry:
@@ -62,7 +70,10 @@ class OverflowRetry:
             original = exc
         last = original
         for n in range(1, self.max_retries + 1):
-            retry = request.replace(force_compaction=True).with_transforms(f"overflow_retry:{n}")
+            retry = request.replace(force_compaction=True).with_transforms(
+                Transform(OVERFLOW_RETRY, n)
+            )
+            retry = _within_stated_window(retry, last.window)
             try:
                 return await call_next(retry)
             except ContextOverflowError as exc:
@@ -70,6 +81,24 @@ class OverflowRetry:
                     raise _nothing_to_compact(last, n) from last
                 last = exc
         raise _still_too_long(original, last, self.max_retries) from last
+
+
+def _within_stated_window(request: ModelRequest, window: int | None) -> ModelRequest:
+    """Return ``request`` with its input limit lowered to fit the window the error stated.
+
+    A provider that says "maximum context length is 8192 tokens" told us the real window;
+    a budget computed from a guessed one (64,000) would compact to the wrong size. The
+    transform ``input_limit_from_overflow:<limit>`` records the change.
+    """
+    if window is None:
+        return request
+    try:
+        limit = request.policy.input_limit(window, max_output=requested_output(request.settings))
+    except ConfigurationError:  # the reserves alone exceed that window: nothing to fit
+        return request
+    if 0 <= request.input_limit <= limit:
+        return request
+    return request.replace(input_limit=limit).with_transforms(Transform(LIMIT_FROM_OVERFLOW, limit))
 
 
 def _nothing_to_compact(original: ContextOverflowError, retries: int) -> ContextOverflowError:

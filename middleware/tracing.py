@@ -50,6 +50,7 @@ from opentelemetry.trace import (
 
 from harness.chain import LAYER_WATCHER, REQUEST_WATCHER
 from harness.errors import ConfigurationError, ContextBuildError, validation_of
+from harness.manifest import Transform
 from harness.messages import ToolCall
 from harness.request import ModelRequest, ModelResponse, RequestIds
 from harness.types import Handler, ModelClient, NamesProvider
@@ -361,14 +362,16 @@ def _record_response(span: Span, response: ModelResponse) -> None:
         _add_transform_events(span, manifest.transforms)
 
 
-def _add_transform_events(span: Span, transforms: Sequence[str]) -> None:
+def _add_transform_events(span: Span, transforms: Sequence[Transform]) -> None:
     """Add one event per transform: an omission (material left out) or another change."""
     for transform in transforms:
-        kind, _, target = transform.partition(":")
-        name = "context_harness.omission" if "omit" in kind else "context_harness.transform"
+        name = "context_harness.omission" if transform.omitted else "context_harness.transform"
         span.add_event(
             name,
-            {"context_harness.transform.kind": kind, "context_harness.transform.target": target},
+            {
+                "context_harness.transform.kind": str(transform.kind),
+                "context_harness.transform.target": transform.target,
+            },
         )
 
 

@@ -41,6 +41,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from typing import Any
 
 from harness.errors import (
     ContextOverflowError,
@@ -51,6 +52,7 @@ from harness.errors import (
     ProviderRateLimited,
     ProviderUnavailable,
 )
+from providers.windows import window_from_text
 
 __all__ = [
     "classify",
@@ -60,6 +62,7 @@ __all__ = [
     "overflow_from_finish",
     "provider_errors",
     "retry_after_of",
+    "suspected_overflow",
     "translate_error",
     "unknown_model_error",
 ]
@@ -76,6 +79,8 @@ _OVERFLOW_PATTERNS: tuple[str, ...] = (
     r"context size has been exceeded",  # llama.cpp (sent as a 500)
     r"exceeds the available context size",  # llama.cpp
     r"exceed_context_size_error",  # llama.cpp error type
+    r"tokens when context the overflows",  # LM Studio ("Trying to keep the first N tokens …")
+    r"is too long and exceeds (the )?limit of",  # vLLM ("Input prompt (N tokens) is too long …")
     r"input token count.{0,40}exceeds the maximum",  # Gemini
     r"exceeds the maximum number of tokens allowed",  # Gemini
     r"input token count is \d+ but (the )?model only supports up to",  # Vertex AI
@@ -239,6 +244,9 @@ def translate_error(exc: BaseException, *, provider: str = "", model: str = "") 
     if isinstance(exc, TimeoutError | ConnectionError) and kind is ProviderBadRequest:
         kind = ProviderUnavailable
     detail = _detail(text, exc)
+    extra: dict[str, Any] = {}
+    if kind is ContextOverflowError:
+        extra["window"] = window_from_text(text)
     return kind(
         _message(kind, provider=provider, model=model, status=status, detail=detail),
         provider=provider,
@@ -247,6 +255,7 @@ def translate_error(exc: BaseException, *, provider: str = "", model: str = "") 
         detail=detail,
         cause=type(exc).__name__,
         retry_after=retry_after_of(exc),
+        **extra,
     )
 
 
@@ -612,3 +621,43 @@ def _message(
     code = f"HTTP {status}" if status is not None else "no HTTP answer"
     said = f": {detail}" if detail else ""
     return f"{who} failed with {code}{said} — {_NEXT_STEP[kind]}."
+
+
+NEAR_WINDOW = 0.95
+"""How full the window must be for an unclassified 400 to count as a likely overflow."""
+
+
+def suspected_overflow(
+    error: ProviderError, *, needed: int, room: int
+) -> ContextOverflowError | None:
+    """Return an overflow error for an unexplained 400 of a request that nearly fills the window.
+
+    Some servers answer an over-long request with a 400 whose words we do not know (a new
+    wording, a gateway's generic "Bad Request"). When the request needed at least
+    `NEAR_WINDOW` of the room it had, an overflow is the likely cause, and `OverflowRetry`
+    compacting once costs less than failing the run; a second failure ends it.
+
+    Args:
+        error: the classified error; only a `ProviderBadRequest` with status 400 that was
+            sent qualifies.
+        needed: the request's estimated input tokens plus its requested output.
+        room: the model's window (or, when unknown, the input budget plus that output).
+
+    Returns:
+        The error to raise instead (``reason="suspected_overflow"``, the original as its
+        context), or ``None`` when ``error`` stands.
+    """
+    if type(error) is not ProviderBadRequest or error.status != 400 or not error.sent:
+        return None
+    if room <= 0 or needed < NEAR_WINDOW * room:
+        return None
+    return ContextOverflowError(
+        f"{error.message.rstrip('.')}. The request needed about {needed:,} of {room:,} "
+        "tokens, so this unexplained 400 is treated as a context overflow (retried once "
+        "with compaction); if it is not one, fix what the provider names.",
+        provider=error.provider,
+        status=error.status,
+        model=error.model,
+        detail=error.detail,
+        reason="suspected_overflow",
+    )

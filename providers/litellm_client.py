@@ -42,8 +42,10 @@ import msgspec
 
 from harness.errors import (
     ConfigurationError,
+    ContextOverflowError,
     ProviderError,
 )
+from harness.policy import requested_output
 from harness.request import ModelRequest, ModelResponse, ProviderRetry
 from harness.types import StreamChunk
 from providers._encoding import check_encodable, check_settings
@@ -56,8 +58,15 @@ from providers._response import (
     usage_from,
 )
 from providers._stream import Assembly
-from providers.errors import provider_errors, unknown_model_error
+from providers.errors import provider_errors, suspected_overflow, unknown_model_error
 from providers.retry import RetryDecision, RetryPolicy
+from providers.windows import (
+    DISCOVERY_TIMEOUT_S,
+    KnownWindow,
+    discover_window,
+    known_window,
+    remember_window,
+)
 
 __all__ = ["LiteLLMClient", "PreparedCall", "load_litellm", "response_from", "retries_of"]
 
@@ -113,6 +122,15 @@ def _window_of(model: str) -> int | None:
     return None
 
 
+def _served_name(model: str, api_base: str | None) -> str:
+    """The name the server knows ``model`` by: without litellm's ``provider/`` prefix."""
+    try:
+        routed = load_litellm().get_llm_provider(model, api_base=api_base)
+    except Exception:  # litellm raises a bare BadRequestError for names it cannot route
+        return model.split("/", 1)[-1]
+    return str(routed[0])
+
+
 @cache
 def _max_output_of(model: str) -> int | None:
     try:
@@ -140,12 +158,19 @@ class LiteLLMClient:
             for longer (``retry-after``) is not retried.
         retry_base_delay: the first back-off when the provider gives no ``retry-after``;
             it doubles with each retry (with jitter).
+        context_window: the model's window in tokens, when you know it better than
+            litellm's map and the server (``None``: find it, see `providers.windows`).
+        discover_window: ask the server at ``api_base`` for the window of a model
+            litellm's map does not list (vLLM, llama.cpp, Ollama, LM Studio metadata);
+            once per (api_base, model) and process, off the event loop.
+        discovery_timeout: seconds each metadata request may take.
         **settings: provider settings sent with every request (``temperature``,
             ``max_tokens`` …); a request's own settings override them.
 
     Raises:
         ConfigurationError: when the model name is empty, the timeout or a retry bound is
-            out of range, or a setting names a key the client sets itself.
+            out of range, the window is not a positive int, or a setting names a key the
+            client sets itself.
     """
 
     def __init__(
@@ -158,6 +183,9 @@ class LiteLLMClient:
         max_retries: int = 3,
         max_retry_wait: float = 30.0,
         retry_base_delay: float = 0.5,
+        context_window: int | None = None,
+        discover_window: bool = True,
+        discovery_timeout: float = DISCOVERY_TIMEOUT_S,
         **settings: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -168,8 +196,28 @@ class LiteLLMClient:
             raise ConfigurationError(
                 f"timeout must be a positive number of seconds, got {timeout!r}"
             )
+        if context_window is not None and (
+            not isinstance(context_window, int)
+            or isinstance(context_window, bool)
+            or context_window <= 0
+        ):
+            raise ConfigurationError(
+                f"context_window must be a positive int of tokens or None, got {context_window!r}"
+            )
+        if not (
+            isinstance(discovery_timeout, int | float)
+            and math.isfinite(discovery_timeout)
+            and discovery_timeout > 0
+        ):
+            raise ConfigurationError(
+                f"discovery_timeout must be a positive number of seconds, got {discovery_timeout!r}"
+            )
         check_settings(settings, where="LiteLLMClient(**settings)")
         self.model = model
+        self.window = context_window
+        """The window given to the constructor (``None``: litellm's map or the server's)."""
+        self.discover = bool(discover_window)
+        self.discovery_timeout = float(discovery_timeout)
         self.api_base = api_base
         self.timeout = float(timeout)
         self.retry = RetryPolicy(
@@ -187,11 +235,47 @@ class LiteLLMClient:
 
     # ------------------------------------------------------------------ ModelClient
     def context_window(self, model: str | None = None) -> int | None:
-        """Return the model's input window from litellm's model map, or ``None`` when unknown.
+        """Return the model's window in tokens, or ``None`` when unknown; never does I/O.
 
-        Uses ``max_input_tokens``, else ``max_tokens``. Never raises.
+        In order: the ``context_window`` given to the constructor (for its model); a window
+        an overflow error of this server stated; what the server's metadata said
+        (`discover_context_window`); litellm's model map (``max_input_tokens``, else
+        ``max_tokens``). Never raises.
         """
-        return _window_of(model or self.model)
+        found = self.window_info(model)
+        return found.tokens if found is not None else None
+
+    def window_info(self, model: str | None = None) -> KnownWindow | None:
+        """Return the window `context_window` reports and where it came from, or ``None``."""
+        name = model or self.model
+        if self.window is not None and name == self.model:
+            return KnownWindow(tokens=self.window, source="configured")
+        learned = known_window(name, self.api_base)
+        if learned is not None:
+            return learned
+        mapped = _window_of(name)
+        return KnownWindow(tokens=mapped, source="litellm") if mapped is not None else None
+
+    async def discover_context_window(self, model: str | None = None) -> int | None:
+        """Return the model's window, asking the server's metadata when nothing else knows it.
+
+        The server at ``api_base`` is asked once per (api_base, model) and process, in a
+        worker thread with ``discovery_timeout`` per request (`providers.windows`); a
+        client without ``api_base`` (a hosted provider) or with ``discover_window=False``
+        asks nothing. Never raises.
+        """
+        name = model or self.model
+        window = self.context_window(name)
+        if window is not None or not self.discover or not self.api_base:
+            return window
+        found = await discover_window(
+            name,
+            self.api_base,
+            served_name=_served_name(name, self.api_base),
+            api_key=self._api_key,
+            request_timeout_s=self.discovery_timeout,
+        )
+        return found.tokens if found is not None else None
 
     def max_output_tokens(self, model: str | None = None) -> int | None:
         """Return the most output tokens the model answers with (litellm's model map), or ``None``.
@@ -312,7 +396,23 @@ class LiteLLMClient:
         if provider is None:
             raise unknown_model_error(model)
         check_encodable(kwargs, provider=provider, model=model)
-        return PreparedCall(kwargs=kwargs, provider=provider, model=model)
+        return PreparedCall(kwargs=kwargs, provider=provider, model=model, request=request)
+
+    def _suspected_overflow(
+        self, error: ProviderError, prepared: PreparedCall
+    ) -> ContextOverflowError | None:
+        """Return ``error`` as an overflow when it is an unexplained 400 of a nearly full request."""
+        request = prepared.request
+        if request is None or request.input_limit <= 0:
+            return None
+        from harness.accounting import estimate_request
+
+        if request.policy.estimator is None:
+            request = request.replace(policy=request.policy.resolve(request.model))
+        output = requested_output(prepared.kwargs) or 0
+        window = self.context_window(prepared.model)
+        room = window if window is not None else request.input_limit + output
+        return suspected_overflow(error, needed=estimate_request(request) + output, room=room)
 
     def tool_dicts(self, request: ModelRequest) -> list[dict[str, Any]]:
         """Return the OpenAI tool dicts to send for ``request`` (a subclass may send its own)."""
@@ -331,11 +431,21 @@ class LiteLLMClient:
         """
         litellm = load_litellm()
         retries = prepared.retries
+        await self.discover_context_window(prepared.model)
         while True:
             try:
                 with provider_errors(provider=prepared.provider, model=prepared.model):
                     return await litellm.acompletion(**prepared.kwargs)
+            except ContextOverflowError as error:
+                if error.window is not None:
+                    remember_window(
+                        prepared.model, self.api_base, error.window, source="overflow_error"
+                    )
+                raise
             except ProviderError as error:
+                overflow = self._suspected_overflow(error, prepared)
+                if overflow is not None:
+                    raise overflow from error.__cause__
                 decision = self.retry.decide(error, attempt=len(retries) + 1)
                 if decision.wait_s is None:
                     if not retries and not decision.reason:
@@ -364,6 +474,8 @@ class PreparedCall(msgspec.Struct, kw_only=True):
     """The model name sent."""
     retries: list[ProviderRetry] = msgspec.field(default_factory=list)
     """The retries `LiteLLMClient.send_prepared` made, in order."""
+    request: ModelRequest | None = None
+    """The request this call was prepared from (to judge an unexplained 400 by its size)."""
 
 
 def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> ModelResponse:

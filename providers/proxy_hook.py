@@ -342,7 +342,7 @@ def session_of(data: Mapping[str, Any]) -> str | None:
 
 def manifest_headers(manifest: ContextManifest) -> dict[str, str]:
     """Return the ``x-harness-*`` response headers of ``manifest`` (ASCII, no prompt text)."""
-    omitted = [t for t in manifest.transforms if "omit" in t or "drop" in t]
+    omitted = [t for t in manifest.transforms if t.omitted]
     return {
         "x-harness-estimated-tokens": str(manifest.estimated_input_tokens),
         "x-harness-input-limit": str(manifest.input_limit),
@@ -365,7 +365,7 @@ def _http_error(error: InvalidInputError | ContextBuildError) -> Exception:
 
 
 def _header(values: Sequence[str]) -> str:
-    text = msgspec.json.encode(list(values)).decode()
+    text = msgspec.json.encode([str(value) for value in values]).decode()
     return text.encode("ascii", "backslashreplace").decode()[:4_000]
 
 

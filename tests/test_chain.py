@@ -7,6 +7,7 @@ import functools
 import pytest
 
 from harness import ConfigurationError, ContextBlock, Message, ModelRequest, ModelResponse, compose
+from harness.manifest import Transform
 from harness.messages import ToolCall
 from harness.types import Handler, Middleware
 
@@ -18,7 +19,7 @@ class Recorder:
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         self.log.append(f"{self.name}-before")
-        response = await call_next(request.with_transforms(self.name))
+        response = await call_next(request.with_transforms(Transform.parse(self.name)))
         self.log.append(f"{self.name}-after")
         return response
 
@@ -75,7 +76,7 @@ class _Tagger:
 
     @staticmethod
     async def __call__(request: ModelRequest, call_next: Handler) -> ModelResponse:
-        return await call_next(request.with_transforms("static"))
+        return await call_next(request.with_transforms(Transform.parse("static")))
 
 
 class _Inherited(Recorder):
@@ -91,7 +92,7 @@ async def test_every_kind_of_callable_middleware_is_called_as_python_would() -> 
     log: list[str] = []
 
     async def tagged(request: ModelRequest, call_next: Handler, *, tag: str) -> ModelResponse:
-        return await call_next(request.with_transforms(tag))
+        return await call_next(request.with_transforms(Transform.parse(tag)))
 
     seen: list[tuple[str, ...]] = []
 

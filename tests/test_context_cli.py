@@ -19,11 +19,12 @@ import anyio
 import pytest
 
 from harness import ContextPolicy, Fragments, HarnessAgent, RuntimeContext
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Transform
 from harness.messages import Message
 from harness.sessions import Event, ManifestEvent, MessageEvent, SessionKey, StoredState, open_store
 from harness.types import Middleware
 from middleware import BudgetFit, Compaction, FragmentEditor, PairValidation, ToolResultOffload
+from middleware.context_sources import SOURCE_UNAVAILABLE
 from providers import ScriptedModel
 
 from .sessions.conftest import new_database, pg_server
@@ -260,7 +261,7 @@ def test_a_request_that_failed_to_build_is_shown_as_such(tmp_path: Path) -> None
         input_limit=-1,
         counting_method="unavailable",
         exact=False,
-        transforms=("source_unavailable:source/tickets/:timeout",),
+        transforms=(Transform(SOURCE_UNAVAILABLE, "source/tickets/:timeout"),),
         validation="build_failed",
         error="SourceError",
     )

@@ -36,6 +36,7 @@ from providers.errors import (
     overflow_from_finish,
     provider_errors,
     retry_after_of,
+    suspected_overflow,
     translate_error,
 )
 from providers.litellm_client import load_litellm
@@ -154,6 +155,68 @@ def test_litellm_exception_is_translated(case: dict[str, Any]) -> None:
     assert error.model == "gpt-4o"
     assert error.detail  # the provider's own words are kept
     assert "litellm." not in error.detail
+
+
+# ----------------------------------------------------------- the window an error states
+STATED_WINDOW: dict[str, int | None] = {
+    "openai_context_length_exceeded": 128000,
+    "openai_messages_and_completion": 8192,
+    "anthropic_prompt_too_long": 200000,
+    "anthropic_input_plus_max_tokens": 200000,
+    "deepseek_maximum_context_length": 131072,
+    "openrouter_endpoint_context_length": 131072,
+    "gemini_input_token_count": 1048576,
+    "mistral_prompt_too_large": 131072,
+    "vllm_maximum_context_length": 16384,
+    "vllm_decoder_prompt_longer": 16384,
+    "vllm_input_prompt_exceeds_limit": 8192,
+    "llamacpp_exceed_context_size": 4096,
+    "lm_studio_context_overflows": 4096,
+    "cerebras_current_length": 8192,
+    "xai_maximum_prompt_length": 131072,
+    "together_longer_than_context": 262144,
+    "moonshot_exceeded_token_limit": 262144,
+    "vertex_input_token_count_only_supports": 1048576,
+    "tgi_inputs_plus_max_new_tokens_422": 4096,
+    # The number is the excess, not the window: nothing to learn.
+    "ollama_prompt_too_long": None,
+    "llamacpp_context_exceeded_as_500": None,
+    "groq_context_length_exceeded": None,
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(STATED_WINDOW))
+def test_an_overflow_carries_the_window_its_text_states(case_id: str) -> None:
+    case = by_id(case_id)
+    error = translate_error(litellm_exception(case["status"], case["body"]), model="m")
+
+    assert isinstance(error, ContextOverflowError)
+    assert error.window == STATED_WINDOW[case_id]
+
+
+def test_a_window_is_not_read_from_a_non_overflow() -> None:
+    case = by_id("openai_max_tokens_too_large")
+    error = translate_error(litellm_exception(case["status"], case["body"]), model="m")
+
+    assert type(error) is ProviderBadRequest
+    assert not hasattr(error, "window")
+
+
+def test_an_unexplained_400_of_a_nearly_full_request_is_a_suspected_overflow() -> None:
+    bare = translate_error(litellm_exception(400, {"error": {"message": "Bad Request"}}), model="m")
+    assert type(bare) is ProviderBadRequest
+
+    suspected = suspected_overflow(bare, needed=7_900, room=8_192)
+    assert isinstance(suspected, ContextOverflowError)
+    assert suspected.reason == "suspected_overflow"
+    assert suspected.status == 400
+    assert "Bad Request" in suspected.message
+
+    assert suspected_overflow(bare, needed=4_000, room=8_192) is None
+    unsent = ProviderBadRequest("x", status=None, sent=False)
+    assert suspected_overflow(unsent, needed=8_000, room=8_192) is None
+    auth = translate_error(litellm_exception(401, {"error": {"message": "no"}}), model="m")
+    assert suspected_overflow(auth, needed=8_000, room=8_192) is None
 
 
 # --------------------------------------------------------------------- specific rules

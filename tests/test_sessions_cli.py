@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Transform
 from harness.messages import Message, ToolCall
 from harness.sessions import (
     Event,
@@ -27,6 +27,7 @@ from harness.sessions import (
     ToolRunEvent,
     open_store,
 )
+from middleware.tool_result_offload import TOOL_RESULT_OFFLOAD
 from middleware.tool_result_offload._read_file import session_key
 
 from .sessions.conftest import new_database, pg_server
@@ -50,7 +51,7 @@ def manifest(call_id: str) -> ContextManifest:
         input_limit=3_600,
         counting_method="approximate:o200k",
         exact=False,
-        transforms=("tool_result_offload:call-1",),
+        transforms=(Transform(TOOL_RESULT_OFFLOAD, "call-1"),),
     )
 
 

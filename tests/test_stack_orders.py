@@ -34,7 +34,15 @@ from harness.accounting import estimate_request
 from harness.state import AgentState
 from harness.tokens import exact_for_family
 from harness.types import Middleware
-from middleware import TaskState, default_stack, enable_task_list
+from middleware import (
+    BudgetFit,
+    ContextSources,
+    FragmentEditor,
+    TaskState,
+    WorkspaceMaterials,
+    default_stack,
+    enable_task_list,
+)
 from middleware._history import check_pairs
 from providers import ScriptedModel
 from providers.scripted import Reply
@@ -80,7 +88,11 @@ def variants() -> list[tuple[str, list[Middleware]]]:
 
 
 VARIANTS = variants()
-REFUSED = {"swap ToolResultOffload<->BudgetFit", "swap Compaction<->PairValidation"}
+REFUSED = {
+    "swap TaskState<->FragmentEditor",
+    "swap ToolResultOffload<->BudgetFit",
+    "swap Compaction<->PairValidation",
+}
 
 
 @pytest.mark.parametrize(("label", "stack"), VARIANTS, ids=[label for label, _ in VARIANTS])
@@ -178,6 +190,21 @@ def test_task_state_is_ordered_as_adding_context() -> None:
     with pytest.raises(ConfigurationError, match="BudgetFit stands before TaskState"):
         stack: Sequence[Middleware] = [*default_stack()[:4], *default_stack()[6:8], TaskState()]
         compose(stack, _never)
+
+
+@pytest.mark.parametrize("adder", [TaskState, ContextSources, WorkspaceMaterials])
+def test_the_fragment_editor_before_a_context_adder_is_refused_when_built(
+    adder: type[Middleware],
+) -> None:
+    """FragmentEditor edits what the adders produced (TaskState's ``mode/plan`` part): after them."""
+    editor_first: list[Middleware] = [FragmentEditor(), adder(), BudgetFit()]
+    with pytest.raises(ConfigurationError) as refused:
+        compose(editor_first, _never)
+    message = str(refused.value)
+    assert f"FragmentEditor stands before {adder.__name__}" in message
+    assert "ADDS_CONTEXT" in message and f"move FragmentEditor after {adder.__name__}" in message
+    compose([adder(), FragmentEditor(), BudgetFit()], _never)  # the declared order is accepted
+    compose(default_stack(), _never)  # the default stack puts it after all three
 
 
 async def _never(request: ModelRequest) -> ModelResponse:

@@ -14,7 +14,7 @@ compacted, pairs validated. The request's manifest rides on the answer::
 in order — never history, so never summarised away. The other dicts are the history
 (checked; a malformed one is refused with `InvalidInputError` before anything is sent).
 OpenAI tool dicts become `ToolSchema`s for the budget and are sent as given (``strict``
-included). ``api_base``, ``api_key`` and ``timeout`` configure the client; every other
+included). ``api_base``, ``api_key``, ``timeout`` and ``context_window`` configure the client; every other
 keyword is sent to the provider as litellm would. The caller's list is never changed.
 
 **Stateless** (the default): the caller's messages are the history. What the stack made
@@ -74,7 +74,7 @@ from harness.chain import compose
 from harness.errors import ProviderError, StateConflict
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolSchema
-from harness.policy import ContextPolicy, requested_output
+from harness.policy import ContextPolicy, discovered_input_limit, requested_output
 from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope
 from harness.sessions.recorder import SessionRecorder
 from harness.sessions.store import SessionKey, SessionStore
@@ -97,7 +97,7 @@ RECORD_KEY: Final = "adapters.record"
 """The state extension holding how many caller-visible messages the record has, and their hash."""
 LOOKBACK: Final = 64
 """How many shorter prefixes a call looks up for a cached working history."""
-CLIENT_KEYS: Final = ("api_base", "api_key", "timeout")
+CLIENT_KEYS: Final = ("api_base", "api_key", "timeout", "context_window")
 """Keywords that configure the client instead of travelling as provider settings."""
 
 
@@ -238,8 +238,8 @@ async def _through_stack(
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
     system, converted, hashes = _split(messages, scope=f"{user_id}\0{agent_id}")
     resolved = (policy or ContextPolicy()).resolve(model)
-    limit = resolved.input_limit(
-        call.client.context_window(model), max_output=requested_output(settings)
+    limit, guessed = await discovered_input_limit(
+        resolved, call.client, model, max_output=requested_output(settings)
     )
     composed = _composed(stack)
     template = ModelRequest(
@@ -249,6 +249,7 @@ async def _through_stack(
         settings=settings,
         policy=resolved,
         input_limit=limit,
+        transforms=guessed,
     )
     token = _CURRENT_CALL.set(call)
     try:

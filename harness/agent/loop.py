@@ -52,10 +52,10 @@ from harness.errors import (
     StateConflict,
 )
 from harness.events import AgentEvent
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Transform
 from harness.markers import interrupted_result
 from harness.messages import Message, ToolCall, agent_input, new_id, waiting_calls
-from harness.policy import ContextPolicy, requested_output
+from harness.policy import ContextPolicy, discovered_input_limit, requested_output
 from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
 from harness.sessions import open_store
 from harness.sessions.recorder import SessionRecorder
@@ -192,6 +192,8 @@ class HarnessAgent:
         self.input_limit = self.policy.input_limit(
             model.context_window(self.model), max_output=requested_output(settings)
         )
+        self._limit_transforms: tuple[Transform, ...] = ()
+        """What the input limit's origin adds to each request's record (a guessed window)."""
         self._schemas = tuple(t.schema for t in self.tools.values())
         self._streaming = model if isinstance(model, StreamingClient) else None
         """The client when it streams (checked once: a runtime-Protocol check is slow)."""
@@ -473,6 +475,10 @@ class HarnessAgent:
         if new and message.role == "user":
             state.append(message)
             recorder.mark_turn(message)
+        # The window may be known better now (a server's metadata, an overflow's words).
+        self.input_limit, self._limit_transforms = await discovered_input_limit(
+            self.policy, self.client, self.model, max_output=requested_output(self.settings)
+        )
         for round_no in range(self.max_rounds):
             outbox.round = round_no
             request = self._prepare(state, run, ctx)
@@ -588,6 +594,7 @@ class HarnessAgent:
             settings=self.settings,
             policy=policy,
             input_limit=self.input_limit,
+            transforms=self._limit_transforms,
             state=state,
             state_version=state.version,
             run=run,

@@ -146,9 +146,9 @@ def _print_json(view: ContextView, out: Output) -> None:
     for item in view.items:
         out.json({"type": "item", **msgspec.to_builtins(item)})
     for line in view.omissions:
-        out.json({"type": "omission", "transform": line, "reason": line.split(":", 1)[0]})
+        out.json({"type": "omission", "transform": line, "reason": line.kind})
     for line in view.transforms:
-        out.json({"type": "transform", "transform": line, "what": line.split(":", 1)[0]})
+        out.json({"type": "transform", "transform": line, "what": line.kind})
 
 
 def _write_html(view: ContextView, path: Path) -> None:

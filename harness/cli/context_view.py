@@ -20,21 +20,11 @@ from harness.cli._format import flat
 from harness.cli.sessions import CommandError, all_events
 from harness.errors import HarnessError
 from harness.fragments.model import DEFAULT_PROJECT, FragmentScope
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Transform
 from harness.messages import Message
 from harness.sessions.manifest_log import resolve
 from harness.sessions.store import FragmentStore, ManifestEvent, SessionKey, SessionStore
 
-OMISSIONS: Final = (
-    "omitted_for_budget:",
-    "workspace_omitted:",
-    "source_unavailable:",
-    "history_dropped:",
-    "fragment_disabled:",
-    "fragment_removed:",
-    "fragment_pair_left_out:",
-)
-"""Transform prefixes that mean something was left out of the request."""
 PREVIEW_CHARS: Final = 200
 """How much of an item's text the view keeps (one line)."""
 EDITED_COPY: Final = re.compile(r"(?P<id>[^~]+)~fragment(?P<version>\d+)")
@@ -84,9 +74,9 @@ class ContextView(msgspec.Struct, frozen=True, kw_only=True):
     """The denominator of the shares: the input limit (the item total when it is unknown)."""
     items: tuple[ViewItem, ...]
     """What the request was built from, in render order."""
-    omissions: tuple[str, ...]
-    """The transforms that left something out (`OMISSIONS`)."""
-    transforms: tuple[str, ...]
+    omissions: tuple[Transform, ...]
+    """The transforms that left something out (their kind says so: ``Transform.omitted``)."""
+    transforms: tuple[Transform, ...]
     """The other transforms: what preparation changed."""
 
     @property
@@ -105,6 +95,8 @@ async def build_view(
     Raises:
         CommandError: the session has no manifests, or none (or several) match ``call``.
     """
+    import middleware.stack  # noqa: F401  (declares the stack's transform kinds: what omits)
+
     manifests = resolve(
         e.event
         for e in await all_events(store, key, ("manifest",), 0, None)
@@ -142,8 +134,8 @@ async def build_view(
         calls=len(manifests),
         budget=budget,
         items=items,
-        omissions=tuple(t for t in manifest.transforms if t.startswith(OMISSIONS)),
-        transforms=tuple(t for t in manifest.transforms if not t.startswith(OMISSIONS)),
+        omissions=tuple(t for t in manifest.transforms if t.omitted),
+        transforms=tuple(t for t in manifest.transforms if not t.omitted),
     )
 
 

@@ -29,19 +29,23 @@ check reuses the run's measurement, so a warm round costs O(new messages) here a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 from harness.accounting import counted_near_limit
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ContextBudgetExceeded, InvalidToolPairs
+from harness.manifest import Transform, TransformKind
 from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message
 from harness.policy import OUTPUT_SETTINGS, requested_output
 from harness.presend.pairs import check_pairs, label, pairs_valid, repair_pairs
 from harness.request import ModelRequest
 from harness.types import ModelClient
+
+MAX_TOKENS_CLAMPED: Final = TransformKind("max_tokens_clamped")
+"""The output setting lowered to the model's output limit: ``max_tokens_clamped:<limit>``."""
 
 PairMode = Literal["fail", "repair"]
 """What `checked` does with broken tool pairs: refuse the request, or repair its history."""
@@ -183,7 +187,7 @@ def _output_bounded(request: ModelRequest, client: ModelClient) -> ModelRequest:
         key: min(value, most) if key in OUTPUT_SETTINGS and isinstance(value, int) else value
         for key, value in request.settings.items()
     }
-    return request.replace(settings=settings).with_transforms(f"max_tokens_clamped:{most}")
+    return request.replace(settings=settings).with_transforms(Transform(MAX_TOKENS_CLAMPED, most))
 
 
 def _within_budget(request: ModelRequest, client: ModelClient | None) -> ModelRequest:

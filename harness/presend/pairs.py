@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Final
 
 import msgspec
 
+from harness.manifest import Transform, TransformKind
 from harness.markers import INTERRUPTED_TEXT, interrupted_result
 from harness.messages import Message
+
+PAIR_REPAIR: Final = TransformKind("pair_repair")
+"""A pair repaired: ``pair_repair:{orphan,moved,dangling}:<label of the id>``."""
 
 _LABEL_MAX = 64
 
@@ -235,7 +240,7 @@ def check_pairs(history: Sequence[Message]) -> PairCheck:
 
 def repair_pairs(
     history: Sequence[Message], *, interrupted_text: str = INTERRUPTED_TEXT
-) -> tuple[tuple[Message, ...], tuple[str, ...]]:
+) -> tuple[tuple[Message, ...], tuple[Transform, ...]]:
     """Return ``history`` with valid pairs, and one transform per change.
 
     - a misplaced result is moved directly after its call (``pair_repair:moved:<id>``);
@@ -252,7 +257,7 @@ def repair_pairs(
         return tuple(history), ()
     plan = _plan(history)
     out: list[Message] = []
-    transforms: list[str] = []
+    transforms: list[Transform] = []
     for start, end in units(history):
         first = history[start]
         row = plan.answers.get(start)
@@ -260,20 +265,20 @@ def repair_pairs(
             if first.role != "tool":
                 out.append(first)
             elif start not in plan.moved:
-                transforms.append(f"pair_repair:orphan:{label(_result_id(first))}")
+                transforms.append(Transform(PAIR_REPAIR, f"orphan:{label(_result_id(first))}"))
             continue
         out.append(first)
         for j in range(start + 1, end):
             if j in plan.in_place:
                 out.append(history[j])
             elif j not in plan.moved:
-                transforms.append(f"pair_repair:orphan:{label(_result_id(history[j]))}")
+                transforms.append(Transform(PAIR_REPAIR, f"orphan:{label(_result_id(history[j]))}"))
         for position, (call_id, found) in enumerate(row):
             if found in plan.in_place:
                 continue
             if found >= 0:
                 out.append(history[found])
-                transforms.append(f"pair_repair:moved:{label(call_id)}")
+                transforms.append(Transform(PAIR_REPAIR, f"moved:{label(call_id)}"))
                 continue
             out.append(
                 interrupted_result(
@@ -282,5 +287,5 @@ def repair_pairs(
                     id=f"{first.id}~interrupted{position}",
                 )
             )
-            transforms.append(f"pair_repair:dangling:{label(call_id)}")
+            transforms.append(Transform(PAIR_REPAIR, f"dangling:{label(call_id)}"))
     return tuple(out), tuple(transforms)

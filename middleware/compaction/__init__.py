@@ -82,6 +82,7 @@ from harness.errors import (
     WorkspaceError,
 )
 from harness.events import AgentEvent
+from harness.manifest import Transform, TransformKind
 from harness.markers import (
     SUMMARISED,
     SUMMARY,
@@ -111,6 +112,23 @@ from middleware.compaction._summariser import (
 )
 from middleware.compaction._trim import trim_tool_outputs, truncate_arguments
 from middleware.memory import DEFAULT_MEMORY, MemoryStore
+
+TOOL_OUTPUT_TRIM: Final = TransformKind("tool_output_trim")
+"""Old tool results cut to a preview: ``tool_output_trim:<how many>``."""
+TOOL_ARGS_TRUNCATE: Final = TransformKind("tool_args_truncate")
+"""Long tool-call arguments shortened: ``tool_args_truncate:<how many>``."""
+MEMORY_FAILED: Final = TransformKind("memory_failed")
+"""The memory store failed to record the early part: ``memory_failed:<error class>``."""
+MEMORY_RECORD: Final = TransformKind("memory_record")
+"""The early part recorded in memory: ``memory_record:<what was stored>``."""
+HISTORY_COMPACTION: Final = TransformKind("history_compaction")
+"""Early messages replaced by a summary: ``history_compaction:<how many>``."""
+SUMMARY_FAILURE: Final = TransformKind("summary_failed")
+"""The summariser failed: ``summary_failed:<why>`` (with `HISTORY_DROPPED`; the notice that
+stands for the early turns carries the `harness.markers.SUMMARY_FAILED` marker)."""
+HISTORY_DROPPED: Final = TransformKind("history_dropped", omitted=True)
+"""Early messages left out of this round because they could not be summarised:
+``history_dropped:<how many>``."""
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -338,17 +356,17 @@ class Compaction:
         history = request.history
         est = request.estimator
         layout = layout_of(history)
-        transforms: list[str] = []
+        transforms: list[Transform] = []
         history, trimmed = trim_tool_outputs(self.settings, history, est, budget)
         if trimmed:
-            transforms.append(f"tool_output_trim:{trimmed}")
+            transforms.append(Transform(TOOL_OUTPUT_TRIM, trimmed))
             layout = layout_of(history)
         if self.settings.truncate_args:
             body = history[layout.start :]
             end = layout.start + self._normal_cut(body, est, budget, layout)
             history, truncated = truncate_arguments(self.settings, history, layout.start, end)
             if truncated:
-                transforms.append(f"tool_args_truncate:{truncated}")
+                transforms.append(Transform(TOOL_ARGS_TRUNCATE, truncated))
         if transforms:  # what was over its budget may fit now, without a summary
             reason = self._reason(request, history, est, budget, layout)
             if reason is None and est.count_messages(history) > (1 - TRIM_HEADROOM) * budget:
@@ -466,7 +484,7 @@ class Compaction:
         budget: int,
         layout: Layout,
         reason: str,
-    ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...] | None]:
+    ) -> tuple[tuple[Message, ...], list[Transform], tuple[Message, ...] | None]:
         """Stage 3: summarise the early part of the body, keep the recent part.
 
         Returns the new history, the transforms, and the history to keep for the next round
@@ -497,15 +515,15 @@ class Compaction:
         early = (*task, *early)
         if not early:
             return history, [], None  # nothing early enough to summarise: leave it unchanged
-        done: list[str] = []
+        done: list[Transform] = []
         if self.settings.memory is not None:
             try:
                 stored = await self.settings.memory.record(early, request)
             except (WorkspaceError, ProviderError) as exc:
-                done.append(f"memory_failed:{type(exc).__name__}")
+                done.append(Transform(MEMORY_FAILED, type(exc).__name__))
             else:
                 if stored:
-                    done.append(f"memory_record:{stored}")
+                    done.append(Transform(MEMORY_RECORD, stored))
         previous = summary_text(layout.previous) if layout.previous is not None else None
         # The summary gets what the pinned and kept messages leave of the budget (at most
         # SUMMARY_CAP_FRACTION of it), so the compacted history fits.
@@ -549,7 +567,7 @@ class Compaction:
             f"session log.]\n\n{text}",
             metadata=metadata,
         )
-        done.append(f"history_compaction:{len(early)}")
+        done.append(Transform(HISTORY_COMPACTION, len(early)))
         return (*head, summary, *kept), done, None
 
     def _writer(self) -> SummaryWriter:
@@ -590,8 +608,8 @@ class Compaction:
         early: Sequence[Message],
         kept: Sequence[Message],
         failure: str,
-        done: list[str],
-    ) -> tuple[tuple[Message, ...], list[str], tuple[Message, ...]]:
+        done: list[Transform],
+    ) -> tuple[tuple[Message, ...], list[Transform], tuple[Message, ...]]:
         """Leave the early part out of this round only, when the summariser failed.
 
         The round still fits; the working history kept for the next round is ``history``
@@ -612,7 +630,7 @@ class Compaction:
                     "left out of this request and will be summarised on a later round",
                 )
             )
-        done.extend((f"summary_failed:{failure}", f"history_dropped:{len(early)}"))
+        done.extend((Transform(SUMMARY_FAILURE, failure), Transform(HISTORY_DROPPED, len(early))))
         return (*head, notice, *kept), done, history
 
 

@@ -45,12 +45,13 @@ import errno
 import hashlib
 import time
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import anyio.to_thread
 
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ConfigurationError, WorkspaceError
+from harness.manifest import Transform, TransformKind
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse, RunScope
 from harness.tools import Tool
@@ -58,6 +59,11 @@ from harness.types import Concern, Handler
 from harness.workspace import Workspace, scope_key
 from middleware._history import label
 from middleware.tool_result_offload._read_file import read_file_tool, relative_folder, session_key
+
+TOOL_RESULT_OFFLOAD: Final = TransformKind("tool_result_offload")
+"""A large tool result moved to a file, a preview kept: ``tool_result_offload:<id>``."""
+OFFLOAD_FAILED: Final = TransformKind("offload_failed")
+"""A result that could not be written, kept whole: ``offload_failed:<id>:<reason>``."""
 
 DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
     {"read_file", "write_file", "edit_file", "memory_search", "memory_get", "session_search"}
@@ -178,7 +184,7 @@ class ToolResultOffload:
         history = request.history
         start = notes.decided(request) if notes is not None else 0
         replaced: dict[int, Message] = {}
-        transforms: list[str] = []
+        transforms: list[Transform] = []
         names: dict[str, str] | None = None
         for index in range(start, len(history)):
             message = history[index]
@@ -215,14 +221,14 @@ class ToolResultOffload:
                     metadata={"offloaded": path, "offloaded_chars": len(text)},
                     content=self._preview(text, path, keep),
                 )
-                transforms.append(f"tool_result_offload:{key}")
+                transforms.append(Transform(TOOL_RESULT_OFFLOAD, key))
             else:
                 replaced[index] = message.revise(
                     "offload",
                     metadata={"offload_failed": reason, "offloaded_chars": len(text)},
                     content=self._inline_preview(text, reason, keep),
                 )
-                transforms.append(f"offload_failed:{key}:{reason}")
+                transforms.append(Transform(OFFLOAD_FAILED, f"{key}:{reason}"))
         if replaced:  # new results only: the messages before the first are kept as a slice
             first = min(replaced)
             tail = tuple(replaced.get(i, history[i]) for i in range(first, len(history)))

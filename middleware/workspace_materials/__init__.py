@@ -37,19 +37,32 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import ClassVar, Protocol
+from typing import ClassVar, Final, Protocol
 
 import anyio.to_thread
 import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError, PathEscapeError, WorkspaceError
+from harness.manifest import Transform, TransformKind
 from harness.request import ModelRequest, ModelResponse, RequestIds, SystemPart
 from harness.tokens import TokenEstimator
 from harness.types import Concern, Handler
 from harness.workspace import Workspace
 from middleware.memory import MEMORY_FOLDER, memory_path, visible_memory
 from middleware.workspace_materials._files import FileText, workspace_files
+
+WORKSPACE_MISSING: Final = TransformKind("workspace_missing")
+"""A configured workspace file that is not there: ``workspace_missing:workspace/<path>``."""
+WORKSPACE_LEFT_OUT: Final = TransformKind("workspace_omitted", omitted=True)
+"""A workspace file left out: ``workspace_omitted:<source_id>``."""
+WORKSPACE_TRUNCATED: Final = TransformKind("workspace_truncated")
+"""A workspace file cut to its limit: ``workspace_truncated:<source_id>``."""
+WORKSPACE_REFUSED: Final = TransformKind("workspace_refused")
+"""A workspace file the workspace refused to read: ``workspace_refused:workspace/<path>``."""
+WORKSPACE_UNREADABLE: Final = TransformKind("workspace_unreadable")
+"""A workspace file that could not be read: ``workspace_unreadable:workspace/<path>``."""
+_PROBLEMS: Final = {"refused": WORKSPACE_REFUSED, "unreadable": WORKSPACE_UNREADABLE}
 
 DEFAULT_MAX_CONTEXT_TOKENS = 32_000
 """The default load budget for workspace reference files, in tokens."""
@@ -92,7 +105,7 @@ class _Snapshot(msgspec.Struct, frozen=True, kw_only=True):
 
     system: tuple[SystemPart, ...]
     blocks: tuple[ContextBlock, ...]
-    transforms: tuple[str, ...]
+    transforms: tuple[Transform, ...]
 
 
 class _Held(msgspec.Struct):
@@ -272,7 +285,7 @@ class WorkspaceMaterials:
         self, source: _Source | None, estimator: TokenEstimator, ids: RequestIds
     ) -> _Snapshot:
         system: list[SystemPart] = []
-        transforms: list[str] = []
+        transforms: list[Transform] = []
         if source is not None and self.agents_file is not None:
             text = _text(source.text(self.agents_file), self.agents_file, transforms)
             if text is not None and text.strip():
@@ -294,7 +307,7 @@ class WorkspaceMaterials:
         for path in self.context_files:
             wanted.append((path, "context"))
             if not _exists(source.text(path)):
-                transforms.append(f"workspace_missing:workspace/{path}")
+                transforms.append(Transform(WORKSPACE_MISSING, f"workspace/{path}"))
         if self.knowledge_dir is not None:
             wanted.extend((path, "knowledge") for path in source.listing(self.knowledge_dir))
 
@@ -305,7 +318,7 @@ class WorkspaceMaterials:
             file = source.text(path)
             if left is not None and left <= 0:
                 if _exists(file):
-                    transforms.append(f"workspace_omitted:{source_id}")
+                    transforms.append(Transform(WORKSPACE_LEFT_OUT, source_id))
                 continue
             text = _text(file, path, transforms)
             if category == "memory" and text is not None:
@@ -316,7 +329,7 @@ class WorkspaceMaterials:
                 tokens = estimator.count(text)
                 if tokens > left:
                     text = _cut(text, left, estimator)
-                    transforms.append(f"workspace_truncated:{source_id}")
+                    transforms.append(Transform(WORKSPACE_TRUNCATED, source_id))
                     left = 0
                 else:
                     left -= tokens
@@ -366,10 +379,10 @@ def _exists(file: FileText) -> bool:
     return file.text is not None or file.problem == "unreadable"
 
 
-def _text(file: FileText, path: str, transforms: list[str]) -> str | None:
+def _text(file: FileText, path: str, transforms: list[Transform]) -> str | None:
     """Return a file's text, recording why there is none when it was refused or unreadable."""
     if file.problem is not None:
-        transforms.append(f"workspace_{file.problem}:workspace/{path}")
+        transforms.append(Transform(_PROBLEMS[file.problem], f"workspace/{path}"))
     return file.text
 
 

@@ -76,6 +76,65 @@ SERVER_ERROR: dict[str, Any] = {
 """OpenAI's 500 body."""
 
 
+def overflow_body(style: str, *, prompt: int, window: int, output: int = 0) -> dict[str, Any]:
+    """Return the 400 body a server of ``style`` sends for an input over its window.
+
+    Styles: ``vllm``, ``llama.cpp``, ``lm_studio``, ``ollama``, ``openai``, and ``bare``
+    (a 400 that says nothing of the window, as some gateways send).
+    """
+    if style == "vllm":
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt + output} tokens ({prompt} in the messages, {output} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
+    if style == "llama.cpp":
+        return {
+            "error": {
+                "code": 400,
+                "message": f"request ({prompt} tokens) exceeds the available context size "
+                f"({window} tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": window,
+            }
+        }
+    if style == "lm_studio":
+        return {
+            "error": f"Trying to keep the first {prompt} tokens when context the overflows. "
+            f"However, the model is loaded with context length of only {window} tokens, which "
+            "is not enough. Try to load the model with a larger context length, or provide a "
+            "shorter input"
+        }
+    if style == "ollama":
+        return {
+            "error": {
+                "message": f"prompt too long; exceeded max context length by "
+                f"{prompt + output - window} tokens",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+    if style == "openai":
+        message = (
+            f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {prompt} tokens. Please reduce the length of the messages."
+        )
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if style == "bare":
+        return {"error": {"message": "Bad Request", "type": "invalid_request_error"}}
+    raise ValueError(f"unknown overflow style {style!r}")
+
+
 # --------------------------------------------------------------------------- behaviours
 @dataclass(frozen=True, kw_only=True)
 class ToolCallSpec:
@@ -213,6 +272,14 @@ class OpenAIServer:
         thinking: answer like a DeepSeek thinking-mode model (see the module docstring).
         token_factor: reported prompt tokens = counted tokens × this, rounded up.
         default: the behaviour when the queue is empty.
+        window: the context window it enforces: a request whose prompt tokens plus its
+            ``max_tokens`` exceed it gets a 400 in ``overflow_style`` (`overflow_body`),
+            before the script is consulted (``None``: no window).
+        metadata: which server's metadata reports ``window``: ``vllm`` (``max_model_len``
+            in ``GET /v1/models``), ``llama.cpp`` (``GET /props``), ``ollama``
+            (``POST /api/show``), ``lm_studio`` (``max_context_length`` in ``/v1/models``)
+            or ``none``.
+        overflow_style: the wording of its overflow answer.
 
     Use as a context manager or call `start` / `stop`.
     """
@@ -224,8 +291,22 @@ class OpenAIServer:
         thinking: bool = False,
         token_factor: float = 1.0,
         default: Behaviour | None = None,
+        window: int | None = None,
+        metadata: str = "none",
+        overflow_style: str = "vllm",
     ) -> None:
+        if metadata not in ("none", "vllm", "llama.cpp", "ollama", "lm_studio"):
+            raise ValueError(f"unknown metadata style {metadata!r}")
         self.model = model
+        self.window = window
+        self.metadata = metadata
+        self.overflow_style = overflow_style
+        self.metadata_requests: list[str] = []
+        """The path of every metadata request (``/v1/models``, ``/props``, ``/api/show``)."""
+        self.over_window: list[int] = []
+        """The prompt tokens of every request refused as over ``window``."""
+        self.prompt_tokens: list[int] = []
+        """The counted prompt tokens of every chat request, in order."""
         self.thinking = thinking
         self.token_factor = token_factor
         self.default: Behaviour = default if default is not None else Reply(text="ok")
@@ -319,7 +400,21 @@ class OpenAIServer:
             return f"{prefix}{self._counter:06d}"
 
     def answer(self, body: dict[str, Any]) -> Reply | Raw:
-        """Decide the answer to ``body`` (the thinking-mode check, then the script)."""
+        """Decide the answer to ``body`` (the window, the thinking-mode check, the script)."""
+        prompt = math.ceil(count_prompt_tokens(body) * self.token_factor)
+        with self._lock:
+            self.prompt_tokens.append(prompt)
+        if self.window is not None:
+            output = int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+            if prompt + output > self.window:
+                with self._lock:
+                    self.over_window.append(prompt)
+                return Raw(
+                    status=400,
+                    body=overflow_body(
+                        self.overflow_style, prompt=prompt, window=self.window, output=output
+                    ),
+                )
         if self.thinking:
             for message in body.get("messages") or ():
                 if message.get("role") == "assistant" and not message.get("reasoning_content"):
@@ -464,9 +559,25 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             """Stay quiet: pytest shows failures, not access logs."""
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if path in ("/v1/models", "/models", "/props"):
+                with server._lock:
+                    server.metadata_requests.append(path)
+            if path in ("/v1/models", "/models"):
+                entry: dict[str, Any] = {"id": server.model, "object": "model"}
+                if server.window is not None and server.metadata == "vllm":
+                    entry.update(owned_by="vllm", root=server.model, max_model_len=server.window)
+                if server.window is not None and server.metadata == "lm_studio":
+                    entry.update(max_context_length=server.window, loaded_context_length=None)
+                self._json(200, {"object": "list", "data": [entry]})
+            elif path == "/props" and server.metadata == "llama.cpp" and server.window:
                 self._json(
-                    200, {"object": "list", "data": [{"id": server.model, "object": "model"}]}
+                    200,
+                    {
+                        "default_generation_settings": {"n_ctx": server.window, "temperature": 0.8},
+                        "total_slots": 1,
+                        "model_path": f"/models/{server.model}.gguf",
+                    },
                 )
             else:
                 self._json(
@@ -483,6 +594,22 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             path = self.path.split("?", 1)[0].rstrip("/")
+            if path == "/api/show":
+                with server._lock:
+                    server.metadata_requests.append(path)
+                if server.metadata == "ollama" and server.window:
+                    self._json(
+                        200,
+                        {
+                            "parameters": 'stop "<|eot_id|>"',
+                            "model_info": {
+                                "general.architecture": "llama",
+                                "llama.context_length": server.window,
+                                "llama.embedding_length": 4096,
+                            },
+                        },
+                    )
+                    return
             if path not in ("/v1/chat/completions", "/chat/completions"):
                 self._json(
                     404,

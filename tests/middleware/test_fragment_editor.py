@@ -190,7 +190,10 @@ async def test_a_fragment_over_budget_is_omitted_with_a_warning(store: SessionSt
     request = model.agent_requests[-1]
     assert f"omitted_for_budget:fragment:{big.id}@1" in request.transforms
     assert "word word" not in sent_text(model)
-    assert any(e.kind == "warning" and e.code == "fragment_omitted_for_budget" for e in events)
+    (warned,) = [e for e in events if e.code == "fragment_omitted_for_budget"]
+    assert warned.kind == "warning" and (warned.text or "").startswith(
+        f"fragment:{big.id}@1 was left out"
+    )
     logged = await store.events(KEY, kinds=("warning",))
     assert logged
 

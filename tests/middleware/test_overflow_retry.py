@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import anyio
 import pytest
@@ -15,6 +16,7 @@ from harness.errors import (
     ContextOverflowError,
     ProviderUnavailable,
 )
+from harness.manifest import Transform, TransformKind
 from harness.sessions import SessionKey
 from harness.state import AgentState
 from harness.types import Handler, Middleware
@@ -28,6 +30,10 @@ CTX = RuntimeContext(session_id="s")
 
 def overflow() -> ContextOverflowError:
     return ContextOverflowError("input too long for the window", provider="scripted", status=400)
+
+
+KEEP_LAST: Final = TransformKind("keep_last")
+"""A test middleware's own kind of transform."""
 
 
 class KeepLast:
@@ -45,7 +51,9 @@ class KeepLast:
             cut = safe_cut(history, len(history) - self.keep)
             if cut <= 0:  # the protocol: a forced compaction that can shrink nothing says so
                 raise ContextOverflowError("nothing to cut", reason=NOTHING_TO_COMPACT)
-            request = request.replace(history=history[cut:]).with_transforms(f"keep_last:{cut}")
+            request = request.replace(history=history[cut:]).with_transforms(
+                Transform(KEEP_LAST, cut)
+            )
         return await call_next(request)
 
 

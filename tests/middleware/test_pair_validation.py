@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import pytest
@@ -29,6 +29,7 @@ from harness.errors import (
     InvalidToolPairs,
     StateConflict,
 )
+from harness.manifest import Transform, TransformKind
 from harness.markers import INTERRUPTED, INTERRUPTED_TEXT
 from harness.presend.pairs import (
     _plan,
@@ -117,11 +118,15 @@ def oracle_valid(history: Sequence[Message]) -> bool:
     return True
 
 
+TEST: Final = TransformKind("test")
+"""A user middleware's own kind of transform."""
+
+
 class Marker:
     """A user middleware that records a transform, to see it in failure manifests."""
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
-        return await call_next(request.with_transforms("test:marker"))
+        return await call_next(request.with_transforms(Transform(TEST, "marker")))
 
 
 # ------------------------------------------------------- fixed cases, both modes

@@ -391,9 +391,8 @@ async def test_transforms_and_omissions_are_span_events() -> None:
     ]
     expected = []
     for transform in manifest.transforms:
-        kind, _, target = transform.partition(":")
-        name = "context_harness.omission" if "omit" in kind else "context_harness.transform"
-        expected.append((name, kind, target))
+        name = "context_harness.omission" if transform.omitted else "context_harness.transform"
+        expected.append((name, transform.kind, transform.target))
     assert recorded == expected
     assert ("context_harness.omission", "omitted_for_budget") in {(n, k) for n, k, _ in recorded}
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from harness.errors import DuplicateTurn, StateConflict
-from harness.manifest import ContextManifest, enc_hook
+from harness.manifest import ContextManifest, Transform, enc_hook
 from harness.messages import ContentPart, Message, ToolCall
 from harness.sessions import (
     CompactionEvent,
@@ -28,6 +28,7 @@ from harness.sessions import (
     WarningEvent,
     open_store,
 )
+from middleware.tool_result_offload import TOOL_RESULT_OFFLOAD
 
 KEY = SessionKey("alice", "agent", "s1")
 
@@ -61,7 +62,7 @@ def every_kind() -> tuple[list[Event], StoredState]:
         input_limit=100_000,
         counting_method="approximate:o200k",
         exact=False,
-        transforms=("tool_result_offload:" + result.id,),
+        transforms=(Transform(TOOL_RESULT_OFFLOAD, result.id),),
         agent_id="agent",
         session_id="s1",
     )
