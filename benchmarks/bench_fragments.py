@@ -40,14 +40,8 @@ from benchmarks._report import Mode, Progress
 from benchmarks.bench_sessions import WORD, chinese, warm, with_postgres
 from benchmarks.workloads import Session, history
 from harness.agent.loop import HarnessAgent, RuntimeContext
-from harness.fragments.editing import (
-    DEFAULT_PROJECT,
-    Fragment,
-    FragmentChange,
-    Fragments,
-    FragmentScope,
-    read_sets,
-)
+from harness.fragments.editing import Fragments, read_sets
+from harness.fragments.model import DEFAULT_PROJECT, Fragment, FragmentChange, FragmentScope
 from harness.messages import Message, new_id
 from harness.policy import ContextPolicy
 from harness.sessions import MessageEvent, SessionKey, SessionStore, StoredState, open_store

@@ -1,9 +1,8 @@
 """Against a provider: our estimate vs the provider's count, our time vs its latency.
 
-``python -m benchmarks providers --model MODEL [--api-base URL]`` (or ``harness bench
-providers ...``) replays the start of a recorded session through a `HarnessAgent` with
-``middleware.default_stack()`` and ``ContextPolicy(calibrate=True)`` whose client is
-`providers.LiteLLMClient`. Every request really goes to the provider; the agent then
+``python -m benchmarks providers --model MODEL [--api-base URL]`` replays the start of a
+recorded session through a `HarnessAgent` with ``middleware.default_stack()`` and
+``ContextPolicy(calibrate=True)`` whose client is `providers.LiteLLMClient`. Every request really goes to the provider; the agent then
 continues with the recording's next assistant message (`workloads.ReplayClient`), so the
 session unfolds as recorded and a real provider costs only the input of a few dozen
 requests (input capped by ``max_input_tokens``, output by ``max_tokens``).

@@ -52,7 +52,8 @@ from providers.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from harness.agent.loop import HarnessAgent, RuntimeContext
-    from harness.request import ModelClientLike, ModelRequest, ModelResponse
+    from harness.request import ModelRequest, ModelResponse
+    from harness.types import ModelClient
 
 Source = Literal["auto", "real", "synthetic"]
 
@@ -243,7 +244,7 @@ class ReplayClient:
     the provider answered. Summary requests (compaction) get ``inner``'s own answer.
     """
 
-    inner: ModelClientLike
+    inner: ModelClient
     messages: Sequence[Message]
     position: int = 0
     """Where the next recorded reply is: `replay` sets it when a call starts, each answered

@@ -11,62 +11,77 @@ from typing import TYPE_CHECKING
 from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from harness.accounting import estimate_request
-    from harness.adapters.completion import acompletion, completion, manifest_of
-    from harness.agent.loop import HarnessAgent, RuntimeContext
-    from harness.agent.permissions import PermissionRule, ToolPermissions
-    from harness.blocks import ContextBlock, content_hash
-    from harness.chain import compose
-    from harness.errors import (
-        ConfigurationError,
-        ContextBudgetExceeded,
-        ContextBuildError,
-        ContextOverflowError,
-        DuplicateTurn,
-        HarnessError,
-        InvalidInputError,
-        InvalidToolPairs,
-        MaxRoundsExceeded,
-        PathEscapeError,
-        ProviderAuthError,
-        ProviderBadRequest,
-        ProviderError,
-        ProviderRateLimited,
-        ProviderUnavailable,
-        ScriptExhausted,
-        SessionBusy,
-        SourceError,
-        StateConflict,
-        StoreFileLost,
-        WorkspaceError,
-    )
-    from harness.events import AgentEvent
-    from harness.fragments.editing import Fragment, FragmentPolicy, Fragments, SecretPattern, redact
-    from harness.manifest import (
-        ContextManifest,
-        ManifestItem,
-        ManifestItems,
-        Transform,
-        TransformKind,
-    )
-    from harness.messages import ContentPart, Message, ToolCall, ToolSchema
-    from harness.policy import ContextPolicy
-    from harness.request import (
-        ModelRequest,
-        ModelResponse,
-        ProviderRetry,
-        RequestIds,
-        RunScope,
-        SystemPart,
-        Usage,
-    )
-    from harness.sessions import SessionKey, SessionStore, open_store
-    from harness.sessions.redaction import redact_message
-    from harness.state import AgentState
-    from harness.tokens import TokenEstimator, approximate, estimator_for
-    from harness.tools import Tool, ToolContext, tool
-    from harness.types import Concern, Handler, Middleware
-    from harness.workspace import Workspace
+    # `import X as X`: the type checker's explicit re-export (``__all__`` is not a literal)
+    from harness.accounting import estimate_request as estimate_request
+    from harness.adapters.completion import acompletion as acompletion
+    from harness.adapters.completion import completion as completion
+    from harness.adapters.completion import manifest_of as manifest_of
+    from harness.agent.loop import HarnessAgent as HarnessAgent
+    from harness.agent.loop import RuntimeContext as RuntimeContext
+    from harness.agent.permissions import PermissionRule as PermissionRule
+    from harness.agent.permissions import ToolPermissions as ToolPermissions
+    from harness.blocks import ContextBlock as ContextBlock
+    from harness.blocks import content_hash as content_hash
+    from harness.chain import compose as compose
+    from harness.errors import ConfigurationError as ConfigurationError
+    from harness.errors import ContextBudgetExceeded as ContextBudgetExceeded
+    from harness.errors import ContextBuildError as ContextBuildError
+    from harness.errors import ContextOverflowError as ContextOverflowError
+    from harness.errors import DuplicateTurn as DuplicateTurn
+    from harness.errors import HarnessError as HarnessError
+    from harness.errors import InvalidInputError as InvalidInputError
+    from harness.errors import InvalidToolPairs as InvalidToolPairs
+    from harness.errors import MaxRoundsExceeded as MaxRoundsExceeded
+    from harness.errors import PathEscapeError as PathEscapeError
+    from harness.errors import ProviderAuthError as ProviderAuthError
+    from harness.errors import ProviderBadRequest as ProviderBadRequest
+    from harness.errors import ProviderError as ProviderError
+    from harness.errors import ProviderRateLimited as ProviderRateLimited
+    from harness.errors import ProviderUnavailable as ProviderUnavailable
+    from harness.errors import SessionBusy as SessionBusy
+    from harness.errors import SourceError as SourceError
+    from harness.errors import StateConflict as StateConflict
+    from harness.errors import StoreFileLost as StoreFileLost
+    from harness.errors import WorkspaceError as WorkspaceError
+    from harness.events import AgentEvent as AgentEvent
+    from harness.fragments.editing import Fragments as Fragments
+    from harness.fragments.editing import SecretPattern as SecretPattern
+    from harness.fragments.editing import redact as redact
+    from harness.fragments.model import Fragment as Fragment
+    from harness.fragments.model import FragmentPolicy as FragmentPolicy
+    from harness.manifest import ContextManifest as ContextManifest
+    from harness.manifest import ManifestItem as ManifestItem
+    from harness.manifest import ManifestItems as ManifestItems
+    from harness.manifest import Transform as Transform
+    from harness.manifest import TransformKind as TransformKind
+    from harness.messages import ContentPart as ContentPart
+    from harness.messages import Message as Message
+    from harness.messages import ToolCall as ToolCall
+    from harness.messages import ToolSchema as ToolSchema
+    from harness.policy import ContextPolicy as ContextPolicy
+    from harness.request import ModelRequest as ModelRequest
+    from harness.request import ModelResponse as ModelResponse
+    from harness.request import ProviderRetry as ProviderRetry
+    from harness.request import RequestIds as RequestIds
+    from harness.request import RunScope as RunScope
+    from harness.request import SystemPart as SystemPart
+    from harness.request import Usage as Usage
+    from harness.sessions import SessionStore as SessionStore
+    from harness.sessions import open_store as open_store
+    from harness.sessions.redaction import redact_message as redact_message
+    from harness.state import AgentState as AgentState
+    from harness.state import SessionKey as SessionKey
+    from harness.tokens import TokenEstimator as TokenEstimator
+    from harness.tokens import approximate as approximate
+    from harness.tokens import estimator_for as estimator_for
+    from harness.tools import Tool as Tool
+    from harness.tools import ToolContext as ToolContext
+    from harness.tools import tool as tool
+    from harness.types import Concern as Concern
+    from harness.types import Handler as Handler
+    from harness.types import Middleware as Middleware
+    from harness.types import ModelClient as ModelClient
+    from harness.workspace import Workspace as Workspace
 
 _HOMES: dict[str, str] = {
     "AgentEvent": "harness.events",
@@ -81,8 +96,8 @@ _HOMES: dict[str, str] = {
     "ContextOverflowError": "harness.errors",
     "ContextPolicy": "harness.policy",
     "DuplicateTurn": "harness.errors",
-    "Fragment": "harness.fragments.editing",
-    "FragmentPolicy": "harness.fragments.editing",
+    "Fragment": "harness.fragments.model",
+    "FragmentPolicy": "harness.fragments.model",
     "Fragments": "harness.fragments.editing",
     "Handler": "harness.types",
     "HarnessAgent": "harness.agent.loop",
@@ -94,6 +109,7 @@ _HOMES: dict[str, str] = {
     "MaxRoundsExceeded": "harness.errors",
     "Message": "harness.messages",
     "Middleware": "harness.types",
+    "ModelClient": "harness.types",
     "ModelRequest": "harness.request",
     "ModelResponse": "harness.request",
     "PathEscapeError": "harness.errors",
@@ -107,10 +123,9 @@ _HOMES: dict[str, str] = {
     "RequestIds": "harness.request",
     "RunScope": "harness.request",
     "RuntimeContext": "harness.agent.loop",
-    "ScriptExhausted": "harness.errors",
     "SecretPattern": "harness.fragments.editing",
     "SessionBusy": "harness.errors",
-    "SessionKey": "harness.sessions",
+    "SessionKey": "harness.state",
     "SessionStore": "harness.sessions",
     "SourceError": "harness.errors",
     "StateConflict": "harness.errors",
@@ -145,75 +160,5 @@ _HOMES: dict[str, str] = {
 
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _HOMES)
 
-__all__ = [
-    "AgentEvent",
-    "AgentState",
-    "Concern",
-    "ConfigurationError",
-    "ContentPart",
-    "ContextBlock",
-    "ContextBudgetExceeded",
-    "ContextBuildError",
-    "ContextManifest",
-    "ContextOverflowError",
-    "ContextPolicy",
-    "DuplicateTurn",
-    "Fragment",
-    "FragmentPolicy",
-    "Fragments",
-    "Handler",
-    "HarnessAgent",
-    "HarnessError",
-    "InvalidInputError",
-    "InvalidToolPairs",
-    "ManifestItem",
-    "ManifestItems",
-    "MaxRoundsExceeded",
-    "Message",
-    "Middleware",
-    "ModelRequest",
-    "ModelResponse",
-    "PathEscapeError",
-    "PermissionRule",
-    "ProviderAuthError",
-    "ProviderBadRequest",
-    "ProviderError",
-    "ProviderRateLimited",
-    "ProviderRetry",
-    "ProviderUnavailable",
-    "RequestIds",
-    "RunScope",
-    "RuntimeContext",
-    "ScriptExhausted",
-    "SecretPattern",
-    "SessionBusy",
-    "SessionKey",
-    "SessionStore",
-    "SourceError",
-    "StateConflict",
-    "StoreFileLost",
-    "SystemPart",
-    "TokenEstimator",
-    "Tool",
-    "ToolCall",
-    "ToolContext",
-    "ToolPermissions",
-    "ToolSchema",
-    "Transform",
-    "TransformKind",
-    "Usage",
-    "Workspace",
-    "WorkspaceError",
-    "acompletion",
-    "approximate",
-    "completion",
-    "compose",
-    "content_hash",
-    "estimate_request",
-    "estimator_for",
-    "manifest_of",
-    "open_store",
-    "redact",
-    "redact_message",
-    "tool",
-]
+__all__ = sorted(_HOMES)
+"""Every lazy export (a test checks the ``TYPE_CHECKING`` imports name the same)."""

@@ -31,8 +31,8 @@ from types import FunctionType, MethodType
 
 from harness.errors import ConfigurationError
 from harness.presend import checked
-from harness.request import ModelClientLike, ModelRequest, ModelResponse
-from harness.types import Concern, Handler, Middleware
+from harness.request import ModelRequest, ModelResponse
+from harness.types import Concern, Handler, Middleware, ModelClient
 
 
 def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
@@ -118,7 +118,7 @@ LAYER_WATCHER: ContextVar[LayerWatcher | None] = ContextVar("harness_layer_watch
 """The watcher of the request in flight, or ``None`` (layers run bare)."""
 
 
-RequestWatcher = Callable[[ModelRequest, ModelClientLike], Awaitable[ModelResponse]]
+RequestWatcher = Callable[[ModelRequest, ModelClient], Awaitable[ModelResponse]]
 """Sends a request to a client while watching it (Tracing traces it as a child span)."""
 
 REQUEST_WATCHER: ContextVar[RequestWatcher | None] = ContextVar(
@@ -127,7 +127,7 @@ REQUEST_WATCHER: ContextVar[RequestWatcher | None] = ContextVar(
 """The watcher of requests sent outside the stack during the request in flight, or ``None``."""
 
 
-async def send_watched(client: ModelClientLike, request: ModelRequest) -> ModelResponse:
+async def send_watched(client: ModelClient, request: ModelRequest) -> ModelResponse:
     """Send ``request`` straight to ``client``, inside the request watcher when one is set.
 
     For requests that do not pass through the stack (Compaction's summaries), so that an

@@ -24,8 +24,10 @@ is also kept in ``error.context``, so an error can be re-raised with a longer me
     │   ├── ProviderRateLimited                too many requests
     │   ├── ProviderBadRequest                 the provider rejected the request
     │   └── ProviderUnavailable                timeout, connection or 5xx failure
-    ├── ScriptExhausted (RuntimeError)         the ScriptedModel has no reply left
     └── MaxRoundsExceeded (RuntimeError)       the agent loop hit its round limit
+
+Outside the core, one provider adds its own: ``providers.ScriptExhausted`` (a `HarnessError`
+and `RuntimeError`), raised when the offline ``ScriptedModel`` has no reply left.
 """
 
 from __future__ import annotations
@@ -288,10 +290,6 @@ class ProviderBadRequest(ProviderError):
 
 class ProviderUnavailable(ProviderError):
     """Raised on timeouts, connection failures and 5xx answers from the provider."""
-
-
-class ScriptExhausted(HarnessError, RuntimeError):
-    """Raised when the ScriptedModel is asked for more replies than it was given."""
 
 
 class MaxRoundsExceeded(HarnessError, RuntimeError):

@@ -9,7 +9,7 @@ history except what the agent commits after a request passed validation (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -21,27 +21,14 @@ from harness.policy import ContextPolicy
 
 if TYPE_CHECKING:
     from harness.events import AgentEvent
-    from harness.sessions.store import SessionKey, SessionStore
-    from harness.state import AgentState, SessionScratch
+    from harness.sessions.store import SessionStore
+    from harness.state import AgentState, SessionKey, SessionScratch
     from harness.tokens import TokenEstimator
+    from harness.types import ModelClient
     from harness.workspace import Workspace
 
 
 T = TypeVar("T")
-
-
-class ModelClientLike(Protocol):
-    """What the core needs of a model client (the full protocol is `providers.ModelClient`)."""
-
-    model: str
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Send ``request`` and return the response."""
-        ...
-
-    def context_window(self, model: str | None = None) -> int | None:
-        """Return the model's input window, or ``None`` when unknown."""
-        ...
 
 
 class RequestIds(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,7 +71,7 @@ class RunScope(msgspec.Struct, kw_only=True):
     """Per-owner values for this call, by the owner's identity (use `slot`)."""
     emit: Callable[[AgentEvent], None] | None = None
     """Sink for events (``context_build``, streamed text) of this call."""
-    client: ModelClientLike | None = None
+    client: ModelClient | None = None
     """The agent's model client (compaction's default summariser)."""
     workspace: Workspace | None = None
     """The agent's workspace, when it has one."""

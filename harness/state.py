@@ -43,6 +43,14 @@ from harness.messages import Message, history_message
 T = TypeVar("T")
 
 
+class SessionKey(msgspec.Struct, frozen=True):
+    """Whose session: the end user, the agent and the conversation (`RunScope.key`)."""
+
+    user_id: str
+    agent_id: str
+    session_id: str
+
+
 class SessionScratch:
     """Values kept across one session's agent calls, per owner; never persisted.
 
@@ -50,8 +58,8 @@ class SessionScratch:
     instance, or a class for shared machinery), but the owner is held: the state may outlive
     the agent whose middleware made a value, and a new object must not inherit it through a
     reused ``id``. A value must be safe to reuse after the history changed between calls
-    (the owners compare histories, `harness.prefix.shared_prefix`). At most `MAX_SLOTS`
-    owners: beyond that everything is dropped (values are caches, remade on use).
+    (the owners compare histories, `harness.accounting.prefix.shared_prefix`). At most
+    `MAX_SLOTS` owners: beyond that everything is dropped (values are caches, remade on use).
     """
 
     MAX_SLOTS = 32

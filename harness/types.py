@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
+import msgspec
+
+from harness.messages import ToolCall
+from harness.request import ModelRequest, ModelResponse, Usage
+
 if TYPE_CHECKING:
-    from harness.messages import ToolCall
-    from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds
     from harness.tools import Tool
 
 Handler = Callable[["ModelRequest"], Awaitable["ModelResponse"]]
@@ -65,8 +67,49 @@ class Ordered(Protocol):
     """Concerns that, when some middleware of the stack has them, must come before this one."""
 
 
+@runtime_checkable
+class ModelClient(Protocol):
+    """A provider-agnostic model client: what the chain, the agent and the adapters call.
+
+    The one client contract. A client may also stream (`StreamingClient`), name a model's
+    provider (`NamesProvider`) or its output limit (`OutputLimited`); each is asked for only
+    where it is used.
+    """
+
+    model: str
+    """The model name requests are sent to."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the whole response.
+
+        Raises:
+            ContextOverflowError: the provider says the input is too long.
+            ProviderError: any other provider failure, as a typed subclass.
+        """
+        ...
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the model's input window in tokens, or ``None`` when unknown."""
+        ...
+
+
+class StreamChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One piece of a streamed answer; the last chunk carries the full response."""
+
+    text: str = ""
+    """New assistant text in this chunk."""
+    reasoning: str = ""
+    """New reasoning text in this chunk (thinking-mode models)."""
+    tool_call: ToolCall | None = None
+    """A completed tool call, when one finished in this chunk."""
+    usage: Usage | None = None
+    """Usage, on the chunk where the provider reports it."""
+    response: ModelResponse | None = None
+    """The assembled response, on the final chunk only."""
+
+
 class ResponseChunk(Protocol):
-    """One piece of a streamed answer as the agent reads it (`providers.StreamChunk`).
+    """One piece of a streamed answer as the agent reads it (`StreamChunk` is one).
 
     A chunk may also carry ``reasoning`` (new reasoning text of a thinking model): the agent
     emits it as ``reasoning_delta`` events when present.
@@ -85,7 +128,11 @@ class ResponseChunk(Protocol):
 
 @runtime_checkable
 class StreamingClient(Protocol):
-    """A model client that can stream its answer; `HarnessAgent.stream_events` uses it."""
+    """A model client that can stream its answer; `HarnessAgent.stream_events` uses it.
+
+    Both built-in clients (`providers.LiteLLMClient`, `providers.ScriptedModel`) stream
+    `StreamChunk`s.
+    """
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ResponseChunk]:
         """Send ``request`` and yield chunks; the last one carries the whole response."""
@@ -125,46 +172,4 @@ class DiscoversWindow(Protocol):
 
     async def discover_context_window(self, model: str | None = None) -> int | None:
         """Return the model's window in tokens, or ``None`` when it stays unknown."""
-        ...
-
-
-class ToolRunWatch(Protocol):
-    """What a `CallWatch` is told about one tool run once it ended."""
-
-    def outcome(self, *, error: bool, denied: bool) -> None:
-        """Record whether the run gave an error result, or was denied by the permissions."""
-        ...
-
-
-class CallWatch(Protocol):
-    """One watched agent call: entered around each step of it, never across a ``yield``.
-
-    The agent's loop is an async generator; a context kept across its ``yield`` would leak
-    into the consumer's code, so the agent enters `active` only around the steps it runs
-    itself (a model request, a tool run).
-    """
-
-    def active(self) -> AbstractContextManager[object]:
-        """Return a context in which the call is the current one (its span the parent)."""
-        ...
-
-    def tool(self, call: ToolCall) -> AbstractContextManager[ToolRunWatch]:
-        """Return the context one tool run happens in."""
-        ...
-
-    def answered(self, response: ModelResponse) -> None:
-        """Take the response to one of the call's model requests (its usage adds up)."""
-        ...
-
-    def end(self, error: BaseException | None) -> None:
-        """End the call, with the error it ended with (``None``: a reply, or stopped early)."""
-        ...
-
-
-@runtime_checkable
-class WatchesCalls(Protocol):
-    """A middleware that also watches whole agent calls and their tool runs (`Tracing`)."""
-
-    def watch_call(self, ids: RequestIds, client: ModelClientLike) -> CallWatch:
-        """Start watching the agent call ``ids`` names, whose requests go to ``client``."""
         ...

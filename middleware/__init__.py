@@ -13,36 +13,40 @@ from typing import TYPE_CHECKING
 from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from middleware._selection import DefaultSelection, SelectionPolicy
-    from middleware.budget_fit import BudgetFit
-    from middleware.compaction import Compaction
-    from middleware.context_sources import (
-        ContextRequest,
-        ContextSource,
-        ContextSources,
-        context_source,
-    )
-    from middleware.fragment_editor import FragmentEditor
-    from middleware.overflow_retry import OverflowRetry
-    from middleware.pair_validation import PairValidation
-    from middleware.session_tools import SessionTools
-    from middleware.stack import DEFAULT_BUILTINS, default_stack
-    from middleware.task_state import PlanModeOptions, TaskState, enable_task_list
-    from middleware.task_state.state import (
-        TodoItem,
-        begin_task,
-        confirm_requirement,
-        enter_plan_mode,
-        exit_plan_mode,
-        propose_requirement,
-        record_verification,
-        reject_requirement,
-        set_subject_version,
-        set_todos,
-    )
-    from middleware.tool_result_offload import ToolResultOffload, purge_session
-    from middleware.tracing import Tracing
-    from middleware.workspace_materials import Instruction, WorkspaceMaterials, instruction
+    # `import X as X`: the type checker's explicit re-export (``__all__`` is not a literal)
+    from middleware._selection import DefaultSelection as DefaultSelection
+    from middleware._selection import SelectionPolicy as SelectionPolicy
+    from middleware.budget_fit import BudgetFit as BudgetFit
+    from middleware.compaction import Compaction as Compaction
+    from middleware.context_sources import ContextRequest as ContextRequest
+    from middleware.context_sources import ContextSource as ContextSource
+    from middleware.context_sources import ContextSources as ContextSources
+    from middleware.context_sources import context_source as context_source
+    from middleware.fragment_editor import FragmentEditor as FragmentEditor
+    from middleware.overflow_retry import OverflowRetry as OverflowRetry
+    from middleware.pair_validation import PairValidation as PairValidation
+    from middleware.session_tools import SessionTools as SessionTools
+    from middleware.stack import DEFAULT_BUILTINS as DEFAULT_BUILTINS
+    from middleware.stack import default_stack as default_stack
+    from middleware.task_state import PlanModeOptions as PlanModeOptions
+    from middleware.task_state import TaskState as TaskState
+    from middleware.task_state import enable_task_list as enable_task_list
+    from middleware.task_state.state import TodoItem as TodoItem
+    from middleware.task_state.state import begin_task as begin_task
+    from middleware.task_state.state import confirm_requirement as confirm_requirement
+    from middleware.task_state.state import enter_plan_mode as enter_plan_mode
+    from middleware.task_state.state import exit_plan_mode as exit_plan_mode
+    from middleware.task_state.state import propose_requirement as propose_requirement
+    from middleware.task_state.state import record_verification as record_verification
+    from middleware.task_state.state import reject_requirement as reject_requirement
+    from middleware.task_state.state import set_subject_version as set_subject_version
+    from middleware.task_state.state import set_todos as set_todos
+    from middleware.tool_result_offload import ToolResultOffload as ToolResultOffload
+    from middleware.tool_result_offload import purge_session as purge_session
+    from middleware.tracing import Tracing as Tracing
+    from middleware.workspace_materials import Instruction as Instruction
+    from middleware.workspace_materials import WorkspaceMaterials as WorkspaceMaterials
+    from middleware.workspace_materials import instruction as instruction
 
 _HOMES: dict[str, str] = {
     "BudgetFit": "middleware.budget_fit",
@@ -84,38 +88,5 @@ _HOMES: dict[str, str] = {
 
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _HOMES)
 
-__all__ = [
-    "DEFAULT_BUILTINS",
-    "BudgetFit",
-    "Compaction",
-    "ContextRequest",
-    "ContextSource",
-    "ContextSources",
-    "DefaultSelection",
-    "FragmentEditor",
-    "Instruction",
-    "OverflowRetry",
-    "PairValidation",
-    "PlanModeOptions",
-    "SelectionPolicy",
-    "SessionTools",
-    "TaskState",
-    "TodoItem",
-    "ToolResultOffload",
-    "Tracing",
-    "WorkspaceMaterials",
-    "begin_task",
-    "confirm_requirement",
-    "context_source",
-    "default_stack",
-    "enable_task_list",
-    "enter_plan_mode",
-    "exit_plan_mode",
-    "instruction",
-    "propose_requirement",
-    "purge_session",
-    "record_verification",
-    "reject_requirement",
-    "set_subject_version",
-    "set_todos",
-]
+__all__ = sorted(_HOMES)
+"""Every lazy export (a test checks the ``TYPE_CHECKING`` imports name the same)."""

@@ -70,16 +70,8 @@ from harness.fragments.builtins import (
     render_placeholders,
     seed_builtins,
 )
-from harness.fragments.editing import (
-    DEFAULT_PROJECT,
-    Fragment,
-    FragmentScope,
-    SetsNow,
-    keeps_fragments,
-    read_sets,
-    ref_id,
-    sets_now_of,
-)
+from harness.fragments.editing import keeps_fragments, read_sets, sets_now_of
+from harness.fragments.model import DEFAULT_PROJECT, Fragment, FragmentScope, SetsNow, ref_id
 from harness.manifest import Transform, TransformKind
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import Message

@@ -52,8 +52,8 @@ from harness.chain import LAYER_WATCHER, REQUEST_WATCHER
 from harness.errors import ConfigurationError, ContextBuildError, validation_of
 from harness.manifest import Transform
 from harness.messages import ToolCall
-from harness.request import ModelClientLike, ModelRequest, ModelResponse, RequestIds
-from harness.types import Handler, NamesProvider
+from harness.request import ModelRequest, ModelResponse, RequestIds
+from harness.types import Handler, ModelClient, NamesProvider
 
 INSTRUMENTATION_NAME = "context_harness"
 """The instrumentation scope name of our tracer."""
@@ -153,9 +153,7 @@ class Tracing:
                     name, attributes={"context_harness.middleware": name}
                 )
 
-            async def send_summary(
-                summary: ModelRequest, summariser: ModelClientLike
-            ) -> ModelResponse:
+            async def send_summary(summary: ModelRequest, summariser: ModelClient) -> ModelResponse:
                 return await _traced_request(tracer, summary, summariser)
 
             layers = LAYER_WATCHER.set(open_layer)
@@ -171,8 +169,8 @@ class Tracing:
             _record_response(span, response)
             return response
 
-    def watch_call(self, ids: RequestIds, client: ModelClientLike) -> _CallSpan:
-        """Open the ``invoke_agent`` span of one agent call (`harness.types.WatchesCalls`)."""
+    def watch_call(self, ids: RequestIds, client: ModelClient) -> _CallSpan:
+        """Open the ``invoke_agent`` span of one agent call (`harness.agent.WatchesCalls`)."""
         tracer = self._tracer()
         if self._silent():  # no span can record: no attributes, a span that does nothing
             return _CallSpan(tracer, trace.INVALID_SPAN)
@@ -266,7 +264,7 @@ class _ToolSpan:
 
 
 async def _traced_request(
-    tracer: Tracer, request: ModelRequest, client: ModelClientLike
+    tracer: Tracer, request: ModelRequest, client: ModelClient
 ) -> ModelResponse:
     """Send a request from outside the stack (a summary) inside a ``chat`` span of its own."""
     with _chat_span(tracer, request) as span:

@@ -15,20 +15,26 @@ from typing import TYPE_CHECKING
 from harness._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from harness.request import ProviderRetry
-    from providers.base import ModelClient, StreamChunk
-    from providers.litellm_client import LiteLLMClient, retries_of
-    from providers.retry import RetryPolicy
-    from providers.scripted import BrokenStream, ScriptedModel
+    # `import X as X`: the type checker's explicit re-export (``__all__`` is not a literal)
+    from harness.request import ProviderRetry as ProviderRetry
+    from harness.types import ModelClient as ModelClient
+    from harness.types import StreamChunk as StreamChunk
+    from providers.litellm_client import LiteLLMClient as LiteLLMClient
+    from providers.litellm_client import retries_of as retries_of
+    from providers.retry import RetryPolicy as RetryPolicy
+    from providers.scripted import BrokenStream as BrokenStream
+    from providers.scripted import ScriptedModel as ScriptedModel
+    from providers.scripted import ScriptExhausted as ScriptExhausted
 
 _HOMES: dict[str, str] = {
     "BrokenStream": "providers.scripted",
     "LiteLLMClient": "providers.litellm_client",
-    "ModelClient": "providers.base",
+    "ModelClient": "harness.types",
     "ProviderRetry": "harness.request",
     "RetryPolicy": "providers.retry",
+    "ScriptExhausted": "providers.scripted",
     "ScriptedModel": "providers.scripted",
-    "StreamChunk": "providers.base",
+    "StreamChunk": "harness.types",
     "retries_of": "providers.litellm_client",
 }
 """Where each exported name lives; imported on first use (`__getattr__`)."""
@@ -36,13 +42,5 @@ _HOMES: dict[str, str] = {
 
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), _HOMES)
 
-__all__ = [
-    "BrokenStream",
-    "LiteLLMClient",
-    "ModelClient",
-    "ProviderRetry",
-    "RetryPolicy",
-    "ScriptedModel",
-    "StreamChunk",
-    "retries_of",
-]
+__all__ = sorted(_HOMES)
+"""Every lazy export (a test checks the ``TYPE_CHECKING`` imports name the same)."""

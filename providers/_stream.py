@@ -11,8 +11,8 @@ from typing import Any
 
 from harness.messages import Message, ToolCall, new_id
 from harness.request import Usage
+from harness.types import StreamChunk
 from providers._response import as_int, field, native_finish, str_or_none, usage_from
-from providers.base import StreamChunk
 
 
 class PartialCall:

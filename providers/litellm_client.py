@@ -47,6 +47,7 @@ from harness.errors import (
 )
 from harness.policy import requested_output
 from harness.request import ModelRequest, ModelResponse, ProviderRetry
+from harness.types import StreamChunk
 from providers._encoding import check_encodable, check_settings
 from providers._response import (
     first_choice,
@@ -57,7 +58,6 @@ from providers._response import (
     usage_from,
 )
 from providers._stream import Assembly
-from providers.base import StreamChunk
 from providers.errors import provider_errors, suspected_overflow, unknown_model_error
 from providers.retry import RetryDecision, RetryPolicy
 from providers.windows import (

@@ -59,9 +59,8 @@ from harness.errors import (
 )
 from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
-from harness.request import ModelClientLike
 from harness.sessions.store import SessionStore
-from harness.types import Middleware
+from harness.types import Middleware, ModelClient
 from providers.litellm_client import LiteLLMClient, load_litellm
 
 __all__ = [
@@ -159,7 +158,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         store: SessionStore | str | None = None,
         stack: Sequence[Middleware] | None = None,
         policy: ContextPolicy | None = None,
-        summary_model: ModelClientLike | None = None,
+        summary_model: ModelClient | None = None,
         agent_id: str = "litellm-proxy",
         user_secret: str | bytes | None = None,
     ) -> None:

@@ -19,11 +19,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from harness.accounting import estimate_request
-from harness.errors import ContextOverflowError, ScriptExhausted
+from harness.errors import ContextOverflowError, HarnessError
 from harness.messages import Message, ToolCall, new_id
 from harness.request import ModelRequest, ModelResponse, Usage
 from harness.tokens import TokenEstimator, estimator_for
-from providers.base import StreamChunk
+from harness.types import StreamChunk
+
+
+class ScriptExhausted(HarnessError, RuntimeError):
+    """Raised when the ScriptedModel is asked for more replies than it was given."""
 
 
 class BrokenStream:

@@ -15,26 +15,15 @@ import pytest
 
 from harness import ContextManifest, ContextPolicy, HarnessAgent, Message, RuntimeContext, ToolCall
 from harness.accounting import estimate_request, manifest_items
-from harness.adapters.completion import (
-    _CONVERSIONS,
-    _SCRATCHES,
-    chain_hashes,
-    prepare_messages,
-    split_messages,
-)
+from harness.adapters._conversion import _CONVERSIONS, chain_hashes, split_messages
+from harness.adapters.completion import _SCRATCHES, prepare_messages
 from harness.chain import check_order, compose
 from harness.errors import ConfigurationError, InvalidInputError, InvalidToolPairs
 from harness.markers import SUMMARY, TRIMMED
 from harness.request import ModelRequest, ModelResponse, RunScope
+from harness.sessions import open_store
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.store import (
-    CompactionEvent,
-    Event,
-    MessageEvent,
-    RewriteEvent,
-    SessionKey,
-    open_store,
-)
+from harness.sessions.store import CompactionEvent, Event, MessageEvent, RewriteEvent, SessionKey
 from harness.state import AgentState, SessionScratch
 from harness.tokens import ApproximateEstimator
 from harness.types import Handler, Middleware

@@ -21,7 +21,7 @@ from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeCont
 from harness.accounting import estimate_request
 from harness.events import AgentEvent
 from harness.fragments.builtins import Builtin, builtin_changes, seed_builtins
-from harness.fragments.editing import FragmentScope
+from harness.fragments.model import FragmentScope
 from harness.markers import ORIGIN_ID, is_summary
 from harness.messages import ToolCall
 from harness.request import ModelRequest

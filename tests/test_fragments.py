@@ -16,7 +16,8 @@ import pytest
 from harness import FragmentPolicy, Fragments, SecretPattern, redact
 from harness.errors import ConfigurationError, InvalidInputError, StateConflict
 from harness.fragments.builtins import seed_builtins
-from harness.fragments.editing import FragmentScope, ReadsOneFragment, read_sets
+from harness.fragments.editing import ReadsOneFragment, read_sets
+from harness.fragments.model import FragmentScope
 from harness.messages import ContentPart, Message, ToolCall
 from harness.sessions import FragmentEvent, SessionKey, SessionStore, StoredState, open_store
 from harness.sessions.redaction import DEFAULT_SECRETS, redact_message

@@ -488,7 +488,6 @@ def test_the_cli_on_a_postgresql_store(tmp_path: Path, pg_server: PostgresServer
     [
         (),
         ("run",),
-        ("bench",),
         ("sessions",),
         ("sessions", "list"),
         ("sessions", "show"),
@@ -520,23 +519,7 @@ def test_the_cli_does_not_import_benchmarks(tmp_path: Path) -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_bench_without_the_benchmarks_package_says_where_to_run_it(tmp_path: Path) -> None:
-    # As in an installed wheel: `benchmarks` cannot be imported.
-    code = "import sys; sys.modules['benchmarks'] = None; from harness.cli import main; raise SystemExit(main(['bench', 'providers']))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
-    assert "source checkout" in out.stderr and "make bench" in out.stderr
-
-
-def test_bench_from_the_source_checkout_runs_the_suite(tmp_path: Path) -> None:
-    out = harness("bench", "no-such-benchmark", cwd=ROOT)
-    assert "source checkout" not in out.stderr and "Traceback" not in out.stderr
-    assert "no-such-benchmark" in out.stdout + out.stderr
-
-
-def test_the_built_wheel_runs_every_subcommand_help_and_explains_bench(tmp_path: Path) -> None:
+def test_the_built_wheel_runs_every_subcommand_help(tmp_path: Path) -> None:
     uv = ROOT / ".tools" / "bin" / "uv"
     if not uv.exists():
         pytest.skip("uv is not in .tools/bin (make setup installs it)")
@@ -568,7 +551,6 @@ def test_the_built_wheel_runs_every_subcommand_help_and_explains_bench(tmp_path:
         ("sessions", "purge"),
         ("manifests", "show"),
         ("run",),
-        ("bench",),
     ]:
         out = subprocess.run(
             [sys.executable, "-c", code, *args, "--help"],
@@ -578,12 +560,3 @@ def test_the_built_wheel_runs_every_subcommand_help_and_explains_bench(tmp_path:
             timeout=60,
         )
         assert out.returncode == 0 and out.stdout.startswith("usage: harness"), out.stderr
-    bench = subprocess.run(
-        [sys.executable, "-c", code, "bench", "providers"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert bench.returncode == 2 and "source checkout" in bench.stderr, bench.stderr
-    assert "Traceback" not in bench.stderr

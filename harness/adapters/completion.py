@@ -47,12 +47,10 @@ a request that cannot be prepared raises the harness's `ContextBuildError` subcl
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from functools import cache
 from typing import Any, Final
@@ -61,35 +59,27 @@ import anyio
 import msgspec
 
 from harness.accounting import build_manifest, failed_manifest, report_manifest
+from harness.adapters._conversion import _split, chain_hashes, tools_from_openai
+from harness.adapters.prefix_cache import (
+    DEFAULT_PREFIX_CACHE,
+    PrefixCache,
+    StorePrefixCache,
+    _changed,
+    _fingerprint,
+    _open_store,
+    _scoped,
+    cache_scope,
+)
 from harness.chain import compose
-from harness.errors import (
-    ConfigurationError,
-    InvalidInputError,
-    ProviderError,
-    StateConflict,
-)
+from harness.errors import ProviderError, StateConflict
 from harness.manifest import ContextManifest
-from harness.messages import Message, ToolSchema, history_message
+from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy, discovered_input_limit, requested_output
-from harness.request import (
-    ModelClientLike,
-    ModelRequest,
-    ModelResponse,
-    RequestIds,
-    RunScope,
-    SystemPart,
-)
+from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.store import (
-    MessageEvent,
-    SessionInfo,
-    SessionKey,
-    SessionStore,
-    StoredState,
-    open_store,
-)
+from harness.sessions.store import SessionKey, SessionStore
 from harness.state import AgentState, SessionScratch, StateKey
-from harness.types import Handler, Middleware
+from harness.types import Handler, Middleware, ModelClient
 
 __all__ = [
     "MANIFEST_KEY",
@@ -116,10 +106,6 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 RECORD_KEY: Final = StateKey("adapters/record", SessionRecord, former=("adapters.record",))
 """Where a stateful session keeps its `SessionRecord`."""
-CACHE_SUFFIX: Final = ":prefix-cache"
-"""Appended to the agent id for the store's prefix-cache entries."""
-CACHE_TITLE: Final = "prefix cache (stateless acompletion; not a conversation)"
-"""The title of every prefix-cache entry in the store (what ``sessions list`` shows)."""
 LOOKBACK: Final = 64
 """How many shorter prefixes a call looks up for a cached working history."""
 CLIENT_KEYS: Final = ("api_base", "api_key", "timeout", "context_window")
@@ -191,7 +177,7 @@ async def prepare_messages(
     messages: Sequence[Any],
     tools: Sequence[Mapping[str, Any] | ToolSchema] | None = None,
     *,
-    client: ModelClientLike,
+    client: ModelClient,
     stack: Sequence[Middleware] | None = None,
     policy: ContextPolicy | None = None,
     session_id: str | None = None,
@@ -334,7 +320,7 @@ Sender = Callable[[ModelRequest, bool], Awaitable[tuple[Any, ModelResponse]]]
 class _Call:
     """What one call learns from its innermost handler."""
 
-    def __init__(self, *, client: ModelClientLike, send: Sender, stream: bool) -> None:
+    def __init__(self, *, client: ModelClient, send: Sender, stream: bool) -> None:
         self.client = client
         self.send = send
         self.stream = stream
@@ -513,180 +499,6 @@ async def _stateful(
     await recorder.commit(state)
 
 
-# ---------------------------------------------------------------- converting input
-def split_messages(
-    messages: Sequence[Any], *, scope: str = ""
-) -> tuple[tuple[SystemPart, ...], list[Message]]:
-    """Return the System parts and the history messages of an OpenAI message list.
-
-    System and ``developer`` messages become System parts (``system/<position>``) in
-    order; the rest become checked history messages with ids derived from the
-    conversation up to them (`chain_hashes`), so the same conversation gets the same ids.
-    ``messages`` is not changed. ``scope`` (e.g. the user and agent) keeps the kept
-    conversions of one caller apart from another's.
-
-    Raises:
-        InvalidInputError: ``messages`` is not a list of message dicts, or one is malformed.
-    """
-    system, history, _ = _split(messages, scope=scope)
-    return system, history
-
-
-def _split(
-    messages: Sequence[Any], *, scope: str
-) -> tuple[tuple[SystemPart, ...], list[Message], list[str]]:
-    """`split_messages`, plus the chain hash of each history message.
-
-    A caller resends its whole conversation with every request, so the conversion of the
-    part it sent before is taken from the last conversion of that conversation
-    (`_Conversion`) when the raw dicts are equal, and only the rest is converted and hashed.
-    """
-    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
-        raise InvalidInputError(
-            f"messages must be a list of OpenAI message dicts, got {type(messages).__name__}"
-        )
-    messages = list(messages)  # pointers: one list to slice and compare
-    key, before = _CONVERSIONS.find(messages, scope)
-    kept = before.shared(messages) if before is not None else 0
-    done = before.cut(kept) if before is not None else _Conversion()
-    system = list(done.system)
-    history: list[Message] = []
-    for position in range(kept, len(messages)):
-        data = _as_dict(messages[position], position)
-        if data.get("role") in ("system", "developer"):
-            text = Message.from_openai({**data, "role": "system"}).text
-            system.append(SystemPart(name=f"system/{position}", text=text))
-            done.system_at.append(len(system))
-            done.history_at.append(len(done.history) + len(history))
-            continue
-        try:
-            history.append(history_message(Message.from_openai(data)))
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"messages[{position}]: {exc}", position=position) from exc
-        done.system_at.append(len(system))
-        done.history_at.append(len(done.history) + len(history))
-    hashes = chain_hashes(history, start=done.hashes[-1] if done.hashes else "")
-    done.system = system
-    done.history.extend(m.replace(id=h[:16]) for m, h in zip(history, hashes, strict=True))
-    done.hashes.extend(hashes)
-    if key is not None and done.keep(messages, kept):
-        _CONVERSIONS.put(key, done)
-    return tuple(system), list(done.history), list(done.hashes)
-
-
-class _Conversion:
-    """One conversation as last converted: copies of its raw dicts and what they became.
-
-    ``system_at[i]`` and ``history_at[i]`` are how many System parts and history messages
-    the first ``i`` raw messages made. The raw dicts are copies (a caller may change its
-    own afterwards); a conversion depends on the dicts alone, so an equal dict converts
-    alike for any caller.
-    """
-
-    __slots__ = ("hashes", "history", "history_at", "raw", "system", "system_at")
-
-    def __init__(self) -> None:
-        self.raw: list[Any] = []
-        self.system: list[SystemPart] = []
-        self.history: list[Message] = []
-        self.hashes: list[str] = []
-        self.system_at: list[int] = [0]
-        self.history_at: list[int] = [0]
-
-    def shared(self, messages: list[Any]) -> int:
-        """Return how many leading raw messages of ``messages`` equal those converted here."""
-        raw, n = self.raw, min(len(self.raw), len(messages))
-        if raw[:n] == messages[:n]:  # the usual case: the conversation grew (a C-speed compare)
-            return n
-        low, high = 0, n  # raw[:low] equal, raw[:high] not
-        while high - low > 1:
-            middle = (low + high) // 2
-            if raw[:middle] == messages[:middle]:
-                low = middle
-            else:
-                high = middle
-        return low
-
-    def cut(self, kept: int) -> _Conversion:
-        """Return a new conversion of the first ``kept`` raw messages only."""
-        out = _Conversion()
-        out.raw = self.raw[:kept]
-        out.system = self.system[: self.system_at[kept]]
-        out.history = self.history[: self.history_at[kept]]
-        out.hashes = self.hashes[: self.history_at[kept]]
-        out.system_at = self.system_at[: kept + 1]
-        out.history_at = self.history_at[: kept + 1]
-        return out
-
-    def keep(self, messages: list[Any], kept: int) -> bool:
-        """Take copies of ``messages[kept:]``; return whether they could be copied."""
-        try:
-            copies = msgspec.json.decode(msgspec.json.encode(messages[kept:]))
-        except (TypeError, ValueError, msgspec.MsgspecError):
-            return False
-        self.raw.extend(copies)
-        return True
-
-
-class _Conversions:
-    """The last conversion of recent conversations, by caller and opening messages (bounded).
-
-    Keyed by a hash of the caller's scope (user and agent) and the first two raw messages:
-    one caller's conversations that open alike share an entry (each then finds the other's
-    conversion and keeps what is equal); another caller's never meet them.
-    Holds at most `MAX_CONVERSATIONS` conversations and `MAX_MESSAGES` messages in all:
-    about twice their text (the raw copies and the messages).
-    """
-
-    MAX_CONVERSATIONS: Final = 256
-    MAX_MESSAGES: Final = 100_000
-
-    def __init__(self) -> None:
-        self._by_opening: OrderedDict[bytes, _Conversion] = OrderedDict()
-        self._messages = 0
-        self._lock = threading.Lock()  # proxies may prepare in worker threads
-
-    def find(self, messages: list[Any], scope: str) -> tuple[bytes | None, _Conversion | None]:
-        """Return the key of ``messages``' conversation in ``scope`` and its last conversion."""
-        if not messages or not all(type(m) is dict for m in messages):
-            return None, None
-        try:
-            opening = msgspec.json.encode(messages[:2])
-        except (TypeError, ValueError, msgspec.MsgspecError):
-            return None, None
-        key = hashlib.blake2b(scope.encode() + b"\0" + opening, digest_size=16).digest()
-        with self._lock:
-            found = self._by_opening.get(key)
-            if found is not None:
-                self._by_opening.move_to_end(key)
-        return key, found
-
-    def put(self, key: bytes, conversion: _Conversion) -> None:
-        """Keep ``conversion`` as the last of its conversation; drop the oldest beyond bounds."""
-        if len(conversion.raw) > self.MAX_MESSAGES:
-            return
-        with self._lock:
-            old = self._by_opening.pop(key, None)
-            if old is not None:
-                self._messages -= len(old.raw)
-            self._by_opening[key] = conversion
-            self._messages += len(conversion.raw)
-            while (
-                len(self._by_opening) > self.MAX_CONVERSATIONS or self._messages > self.MAX_MESSAGES
-            ):
-                _, dropped = self._by_opening.popitem(last=False)
-                self._messages -= len(dropped.raw)
-
-    def clear(self) -> None:
-        """Forget every conversion."""
-        with self._lock:
-            self._by_opening.clear()
-            self._messages = 0
-
-
-_CONVERSIONS: Final = _Conversions()
-
-
 class _Scratches:
     """Each recent session's scratch space (`SessionScratch`), kept across its requests.
 
@@ -724,272 +536,7 @@ class _Scratches:
 _SCRATCHES: Final = _Scratches()
 
 
-def tools_from_openai(
-    tools: Iterable[Mapping[str, Any] | ToolSchema],
-) -> tuple[tuple[ToolSchema, ...], dict[str, Mapping[str, Any]]]:
-    """Return the schemas of OpenAI tool dicts, and the dicts by tool name (to send as given).
-
-    Raises:
-        InvalidInputError: a tool is malformed, or two tools share a name.
-    """
-    schemas: list[ToolSchema] = []
-    dicts: dict[str, Mapping[str, Any]] = {}
-    for item in tools:
-        schema = item if isinstance(item, ToolSchema) else ToolSchema.from_openai(item)
-        if any(s.name == schema.name for s in schemas):
-            raise InvalidInputError(f"two tools are named {schema.name!r}; names must be unique")
-        schemas.append(schema)
-        if isinstance(item, Mapping):
-            dicts[schema.name] = (
-                item if "function" in item else {"type": "function", "function": item}
-            )
-    return tuple(schemas), dicts
-
-
-def _as_dict(item: Any, position: int) -> dict[str, Any]:
-    """Return a message as a plain dict: a mapping, or a litellm/pydantic message object."""
-    if isinstance(item, Mapping):
-        data = dict(item)
-    elif callable(getattr(item, "model_dump", None)):
-        data = dict(item.model_dump())
-    else:
-        raise InvalidInputError(
-            f"messages[{position}] must be a message dict such as "
-            f"{{'role': 'user', 'content': '...'}}, got {type(item).__name__}",
-            position=position,
-        )
-    # litellm's message objects carry empty keys (function_call=None …) the API never needs.
-    return {k: v for k, v in data.items() if v is not None or k in ("role", "content")}
-
-
-def chain_hashes(messages: Sequence[Message], *, start: str = "") -> list[str]:
-    """Return, for each message, a hash of the conversation up to and including it.
-
-    A message counts by its role, content, tool calls (id, name, arguments) and call id —
-    not by its id, metadata or provider extras — so the dict a caller sends back hashes
-    like the reply it came from.
-    """
-    out: list[str] = []
-    digest = start.encode()
-    for message in messages:
-        content: Any = message.content
-        if isinstance(content, tuple):
-            content = [[p.type, p.text, p.data] for p in content]
-        canonical = msgspec.json.encode(
-            [
-                message.role,
-                content,
-                [[c.id, c.name, c.arguments] for c in message.tool_calls],
-                message.tool_call_id,
-            ]
-        )
-        digest = hashlib.sha256(digest + b"\0" + canonical).hexdigest().encode()
-        out.append(digest.decode())
-    return out
-
-
-def _scoped(scope: str, chained: str) -> str:
-    """Return the prefix-cache key of a conversation (its last chain hash) under ``scope``."""
-    return hashlib.sha256(f"{scope}:{chained}".encode()).hexdigest()
-
-
-def _changed(prepared: Sequence[Message], original: Sequence[Message]) -> bool:
-    return len(prepared) != len(original) or any(
-        a.id != b.id for a, b in zip(prepared, original, strict=True)
-    )
-
-
-# ---------------------------------------------------------------- the prefix cache
-def cache_scope(request: ModelRequest, stack_fingerprint: str) -> str:
-    """Return what a cached preparation depends on besides the messages, as a hash.
-
-    The model, the input limit, the tools and the stack's configuration (each layer's
-    class and settings, hashed once per composed stack): a summary made under one of them
-    is not reused under another.
-    """
-    facts = [
-        request.model,
-        request.input_limit,
-        [t.to_openai() for t in request.tools],
-        stack_fingerprint,
-    ]
-    return hashlib.sha256(msgspec.json.encode(facts)).hexdigest()
-
-
-def _fingerprint(value: Any, depth: int = 0) -> Any:
-    """Return a stable, JSON-encodable picture of a middleware's configuration.
-
-    Values, containers and Structs are kept; other objects become their class (plus their
-    public attributes, a few levels deep) — never their ``repr``, which holds addresses.
-    """
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if depth > 3:
-        return _class_path(value)
-    if isinstance(value, list | tuple):
-        return [_fingerprint(v, depth + 1) for v in value]
-    if isinstance(value, set | frozenset):
-        return sorted(str(_fingerprint(v, depth + 1)) for v in value)
-    if isinstance(value, Mapping):
-        return {str(k): _fingerprint(v, depth + 1) for k, v in sorted(value.items(), key=str)}
-    if isinstance(value, msgspec.Struct):
-        fields = {f: _fingerprint(getattr(value, f), depth + 1) for f in value.__struct_fields__}
-        return [_class_path(value), fields]
-    if callable(value) and not hasattr(value, "__dict__"):
-        return _class_path(value)
-    attrs = getattr(value, "__dict__", None)
-    if isinstance(attrs, dict):
-        public = {k: v for k, v in attrs.items() if not k.startswith("_")}
-        return [_class_path(value), _fingerprint(public, depth + 1)]
-    return _class_path(value)
-
-
-def _class_path(value: Any) -> str:
-    kind = value if isinstance(value, type) else type(value)
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
-class PrefixCache:
-    """Working histories by (user, agent, hash of the caller's messages they stand for).
-
-    The in-process default is a bounded LRU; `acompletion(store=...)` keeps them in the
-    session store instead (`StorePrefixCache`). Entries of one user are never returned
-    to another.
-
-    Args:
-        max_entries: how many working histories to keep (least recently used go first).
-    """
-
-    def __init__(self, max_entries: int = 256) -> None:
-        if not isinstance(max_entries, int) or max_entries < 1:
-            raise ConfigurationError(f"max_entries must be an int ≥ 1, got {max_entries!r}")
-        self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[str, str, str], tuple[Message, ...]] = OrderedDict()
-
-    async def find(
-        self, user_id: str, agent_id: str, digests: Sequence[str]
-    ) -> tuple[int, tuple[Message, ...]] | None:
-        """Return ``(k, history)`` for the longest prefix cached: ``digests[k - 1]``'s entry."""
-        for k in range(len(digests), 0, -1):
-            found = await self.get(user_id, agent_id, digests[k - 1])
-            if found is not None:
-                return k, found
-        return None
-
-    async def get(self, user_id: str, agent_id: str, digest: str) -> tuple[Message, ...] | None:
-        """Return the working history cached for ``digest``, or ``None``."""
-        key = (user_id, agent_id, digest)
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
-
-    async def put(
-        self, user_id: str, agent_id: str, digest: str, history: Sequence[Message]
-    ) -> None:
-        """Cache ``history`` as what the messages hashed to ``digest`` became."""
-        self._entries[(user_id, agent_id, digest)] = tuple(history)
-        self._entries.move_to_end((user_id, agent_id, digest))
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Forget every entry."""
-        self._entries.clear()
-
-
-DEFAULT_PREFIX_CACHE: Final = PrefixCache()
-"""The in-process cache of stateless calls made without a store."""
-
-
-class StorePrefixCache(PrefixCache):
-    """The prefix cache in a session store, so every process (or proxy) sharing it benefits.
-
-    One entry is one small session of its user under the agent id ``<agent>:prefix-cache``,
-    titled `CACHE_TITLE`. Retention is per (user, agent): a call finds its entries with one
-    listing, ignores those older than ``ttl_s``, and a write removes the oldest beyond
-    ``max_entries`` and the expired ones.
-
-    Args:
-        store: the session store.
-        max_entries: entries kept per user and agent (the newest).
-        ttl_s: seconds an entry stays usable after it was written.
-    """
-
-    def __init__(
-        self, store: SessionStore, *, max_entries: int = 32, ttl_s: float = 86_400
-    ) -> None:
-        super().__init__(max_entries)
-        if not isinstance(ttl_s, int | float) or not ttl_s > 0:
-            raise ConfigurationError(f"ttl_s must be a positive number of seconds, got {ttl_s!r}")
-        self.store = store
-        self.ttl_s = float(ttl_s)
-
-    async def find(
-        self, user_id: str, agent_id: str, digests: Sequence[str]
-    ) -> tuple[int, tuple[Message, ...]] | None:
-        """Return ``(k, history)`` for the longest prefix with a live entry (one listing)."""
-        live_entries, _ = await self._entries_of(user_id, agent_id)
-        live = {info.session_id for info in live_entries}
-        for k in range(len(digests), 0, -1):
-            if digests[k - 1][:32] in live:
-                found = await self.get(user_id, agent_id, digests[k - 1])
-                if found is not None:
-                    return k, found
-        return None
-
-    async def get(self, user_id: str, agent_id: str, digest: str) -> tuple[Message, ...] | None:
-        """Return the working history stored for ``digest``, or ``None``."""
-        found = await self.store.load(SessionKey(user_id, agent_id + CACHE_SUFFIX, digest[:32]))
-        if found is None:
-            return None
-        stored, messages = found
-        if not all(i in messages for i in stored.working_ids):
-            return None
-        return tuple(messages[i] for i in stored.working_ids)
-
-    async def put(
-        self, user_id: str, agent_id: str, digest: str, history: Sequence[Message]
-    ) -> None:
-        """Store ``history`` for ``digest``; drop expired entries and the oldest beyond the cap."""
-        key = SessionKey(user_id, agent_id + CACHE_SUFFIX, digest[:32])
-        state = StoredState(working_ids=tuple(m.id for m in history), title=CACHE_TITLE)
-        with contextlib.suppress(StateConflict):  # an equal entry was written first
-            await self.store.commit(
-                key,
-                expected_version=0,
-                events=[MessageEvent(message=m) for m in history],
-                state=state,
-            )
-        live, expired = await self._entries_of(user_id, agent_id)
-        surplus = sorted(live, key=lambda i: i.updated_at)[: max(0, len(live) - self.max_entries)]
-        for info in (*expired, *surplus):
-            await self.store.purge(SessionKey(user_id, info.agent_id, info.session_id))
-
-    async def _entries_of(
-        self, user_id: str, agent_id: str
-    ) -> tuple[list[SessionInfo], list[SessionInfo]]:
-        """Return the user's entries for ``agent_id``: (live, expired)."""
-        entries = await self.store.sessions(user_id, agent_id + CACHE_SUFFIX)
-        oldest = time.time() - self.ttl_s
-        live = [i for i in entries if i.updated_at >= oldest]
-        return live, [i for i in entries if i.updated_at < oldest]
-
-
 # ------------------------------------------------------------------------- helpers
-_STORES: dict[str, SessionStore] = {}
-
-
-def _open_store(store: SessionStore | str | None) -> SessionStore:
-    """Return the store: the one given, one opened once per URL, or the process default."""
-    if isinstance(store, SessionStore):
-        return store
-    url = "sqlite://" if store is None else store
-    if url not in _STORES:
-        _STORES[url] = open_store(url)
-    return _STORES[url]
-
-
 def _attach(raw: Any, manifest: ContextManifest | None) -> None:
     hidden = getattr(raw, "_hidden_params", None)
     if hidden is None:

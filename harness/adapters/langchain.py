@@ -54,6 +54,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.constants import TAG_NOSTREAM
 
+from harness.adapters._conversion import split_messages, tools_from_openai
 from harness.adapters._langchain_messages import (
     INTERRUPTED_CALL_TEXT,
     SUMMARY_SOURCE,
@@ -62,7 +63,7 @@ from harness.adapters._langchain_messages import (
     to_openai,
     with_interrupted_results,
 )
-from harness.adapters.completion import _Call, _through_stack, split_messages, tools_from_openai
+from harness.adapters.completion import _Call, _through_stack
 from harness.errors import ContextOverflowError
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy

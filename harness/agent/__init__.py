@@ -1,10 +1,12 @@
 """The agent wing: the ReAct loop (`HarnessAgent`) and its permissions.
 
-The names of `harness.agent.loop`, at the path they had before the wing was a package.
+The names of `harness.agent.loop`, at the path they had before the wing was a package, and
+the protocols a middleware implements to watch agent calls (`WatchesCalls`).
 """
 
 from __future__ import annotations
 
+from harness.agent._watches import CallWatch, ToolRunWatch, WatchesCalls
 from harness.agent.loop import (
     DEFAULT_STORE_PATH,
     MAX_FAILED_TURNS,
@@ -18,7 +20,10 @@ __all__ = [
     "DEFAULT_STORE_PATH",
     "MAX_FAILED_TURNS",
     "RUNNING_KEY",
+    "CallWatch",
     "HarnessAgent",
     "RuntimeContext",
+    "ToolRunWatch",
+    "WatchesCalls",
     "interrupted_results",
 ]

@@ -25,24 +25,13 @@ the request is in flight; `HarnessAgent.call` needs no events early and runs it 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
 import math
 import os
 import socket
 import time
-from collections import OrderedDict, deque
-from collections.abc import (
-    AsyncGenerator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-    MutableMapping,
-    Sequence,
-)
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, MutableMapping, Sequence
 from contextlib import aclosing
 from typing import Any, cast
 
@@ -50,6 +39,8 @@ import anyio
 import msgspec
 
 from harness.accounting import build_manifest, failed_manifest, report_manifest
+from harness.agent._outbox import _no_outbox, _Outbox, _start_detached, _streamed
+from harness.agent._watches import _NO_WATCH, WatchesCalls, _Watches
 from harness.agent.permissions import Approver, ToolPermissions, permission_denial
 from harness.chain import compose
 from harness.errors import (
@@ -57,7 +48,6 @@ from harness.errors import (
     HarnessError,
     MaxRoundsExceeded,
     ProviderError,
-    ProviderUnavailable,
     SessionBusy,
     StateConflict,
 )
@@ -66,28 +56,15 @@ from harness.manifest import ContextManifest, Transform
 from harness.markers import interrupted_result
 from harness.messages import Message, ToolCall, agent_input, new_id, waiting_calls
 from harness.policy import ContextPolicy, discovered_input_limit, requested_output
-from harness.request import (
-    ModelClientLike,
-    ModelRequest,
-    ModelResponse,
-    RequestIds,
-    RunScope,
-    SystemPart,
-)
+from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
+from harness.sessions import open_store
 from harness.sessions.recorder import SessionRecorder
-from harness.sessions.store import MessageEvent, SessionKey, SessionStore, open_store
+from harness.sessions.store import MessageEvent, SessionKey, SessionStore
 from harness.state import AgentState, StateKey
 from harness.tokens import TokenEstimator
 from harness.tokens.calibration import CalibratedEstimator, updated_factor
 from harness.tools import Tool, ToolContext, as_tool
-from harness.types import (
-    CallWatch,
-    Middleware,
-    ProvidesTools,
-    StreamingClient,
-    ToolRunWatch,
-    WatchesCalls,
-)
+from harness.types import Middleware, ModelClient, ProvidesTools, StreamingClient
 from harness.workspace import Workspace
 
 
@@ -151,7 +128,7 @@ class HarnessAgent:
     def __init__(
         self,
         *,
-        model: ModelClientLike,
+        model: ModelClient,
         system_prompt: str = "",
         tools: Iterable[Tool | Callable[..., Any]] = (),
         stack: Sequence[Middleware] | None = None,
@@ -828,235 +805,6 @@ def interrupted_results(history: Sequence[Message]) -> list[Message]:
         return []
     last = next(m for m in reversed(history) if m.role == "assistant" and m.tool_calls)
     return [interrupted_result(c) for c in last.tool_calls if c.id in waiting]
-
-
-class _Outbox:
-    """Where one agent call's events wait for its consumer.
-
-    Events emitted while a request runs (by middleware, the summariser, the client's
-    stream) are stamped with the round, noted for the session log and queued. In a live
-    call (`HarnessAgent.stream_events`) the loop takes them while the request is in flight,
-    and `delivered` lets the request wait until the consumer has taken what was emitted so
-    far; otherwise the loop drains them once the request ended.
-    """
-
-    __slots__ = (
-        "_arrived",
-        "_done",
-        "_emitted",
-        "_progress",
-        "_queue",
-        "_recorder",
-        "_taken",
-        "live",
-        "round",
-    )
-
-    def __init__(self, recorder: SessionRecorder, *, live: bool) -> None:
-        self.live = live
-        self.round = 0
-        self._recorder = recorder
-        self._queue: deque[AgentEvent] = deque()
-        self._emitted = 0
-        self._taken = 0
-        self._done = True
-        if live:  # only a live call waits on these (creating one looks up the backend)
-            self._arrived = anyio.Event()
-            self._progress = anyio.Event()
-
-    def emit(self, event: AgentEvent) -> None:
-        """Queue ``event`` (the call's `RunScope.emit`)."""
-        if event.round != self.round:
-            event = msgspec.structs.replace(event, round=self.round)
-        self._recorder.note(event)
-        self._queue.append(event)
-        self._emitted += 1
-        if self.live and not self._done:
-            self._arrived.set()
-
-    def start(self) -> None:
-        """A request begins."""
-        self._done = False
-
-    def finish(self) -> None:
-        """The request ended, with a response or an error."""
-        self._done = True
-        if self.live:
-            self._arrived.set()
-
-    @property
-    def ended(self) -> bool:
-        """Whether no request is in flight."""
-        return self._done
-
-    async def end(self) -> None:
-        """Wait until the request in flight ended."""
-        while not self._done:
-            await self._arrived.wait()
-            self._arrived = anyio.Event()
-
-    async def next(self) -> AgentEvent | None:
-        """Return the next event of the request in flight; ``None`` once it ended."""
-        while not self._queue:
-            if self._done:
-                return None
-            await self._arrived.wait()
-            self._arrived = anyio.Event()
-        return self._queue.popleft()
-
-    def took_one(self) -> None:
-        """The consumer asked for the event after the one it was given."""
-        self._taken += 1
-        self._progress.set()
-        self._progress = anyio.Event()
-
-    def drain(self) -> list[AgentEvent]:
-        """Return every queued event, as taken."""
-        events = list(self._queue)
-        self._queue.clear()
-        self._taken += len(events)
-        return events
-
-    async def delivered(self) -> None:
-        """Wait until the consumer has taken every event emitted so far."""
-        target = self._emitted
-        while self._taken < target:
-            await self._progress.wait()
-
-
-def _no_outbox() -> _Outbox | None:
-    return None
-
-
-_DETACHED: set[asyncio.Task[None]] = set()
-"""The asyncio tasks `_start_detached` started (the loop keeps only weak references)."""
-
-
-def _start_detached(fn: Callable[..., Awaitable[None]], *args: Any) -> anyio.CancelScope:
-    """Start ``fn(*args)`` in a task of its own, outside any task group; return its scope.
-
-    Why not a task group: `HarnessAgent.stream_events` is an async generator, and a task
-    group held open across its ``yield`` breaks when a consumer leaves the loop without
-    closing the generator — Python closes it later, from another task, and the group's
-    cancel scope can be neither cancelled nor exited safely from there. The loop cancels
-    the returned scope instead (from any task) and waits for the task to end.
-    """
-    scope = anyio.CancelScope()
-
-    async def run() -> None:
-        with scope:
-            await fn(*args)
-
-    context = contextvars.copy_context()  # the caller's context, as a task group would
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio: trio, the other backend anyio runs on
-        import trio
-
-        trio.lowlevel.spawn_system_task(run, context=context)
-    else:
-        task = loop.create_task(run(), context=context)
-        _DETACHED.add(task)
-        task.add_done_callback(_DETACHED.discard)
-    return scope
-
-
-async def _streamed(
-    client: StreamingClient, request: ModelRequest, outbox: _Outbox
-) -> ModelResponse:
-    """Return the response ``client`` streams for ``request``, its text emitted as deltas.
-
-    A thinking model's reasoning is emitted as ``reasoning_delta`` events as it comes.
-
-    Raises:
-        ProviderUnavailable: the stream ended without its final response.
-        ProviderError: as the client raised it; when text had been streamed, a
-            ``stream_discarded`` warning is emitted first (see `HarnessAgent.stream_events`).
-    """
-    response: ModelResponse | None = None
-    streamed = 0
-    chunks = client.stream(request)
-    try:
-        async for chunk in chunks:
-            reasoning: str = getattr(chunk, "reasoning", "")  # optional in `ResponseChunk`
-            if reasoning:
-                streamed += len(reasoning)
-                outbox.emit(AgentEvent(kind="reasoning_delta", round=outbox.round, text=reasoning))
-            if chunk.text:
-                streamed += len(chunk.text)
-                outbox.emit(AgentEvent(kind="text_delta", round=outbox.round, text=chunk.text))
-            if chunk.response is not None:
-                response = chunk.response
-    except Exception as exc:
-        if streamed:
-            outbox.emit(
-                AgentEvent(
-                    kind="warning",
-                    code="stream_discarded",
-                    text=f"the {streamed} characters streamed for request {request.ids.call_id} "
-                    f"are void ({type(exc).__name__}); drop this round's text and reasoning "
-                    "deltas shown so far",
-                )
-            )
-        raise
-    finally:
-        close = getattr(chunks, "aclose", None)
-        if close is not None:
-            await close()
-    if response is None:
-        raise ProviderUnavailable(
-            f"the stream for {request.model} ended without its final response; retry the "
-            "call, or check that the client's stream() yields the response on its last chunk",
-            model=request.model,
-        )
-    return response
-
-
-class _Watches:
-    """The watches of one agent call by the stack's watching middleware, as one."""
-
-    __slots__ = ("watches",)
-
-    def __init__(self, watches: list[CallWatch]) -> None:
-        self.watches = watches
-
-    def active(self) -> contextlib.AbstractContextManager[object]:
-        """Return the context in which every watch has the call current."""
-        if not self.watches:
-            return contextlib.nullcontext()
-        return self._all(w.active() for w in self.watches)
-
-    def tool(self, call: ToolCall) -> contextlib.AbstractContextManager[list[ToolRunWatch]]:
-        """Return the context one tool runs in: every watch's, giving their tool watches."""
-        if not self.watches:
-            return contextlib.nullcontext([])
-        return self._tools(call)
-
-    @contextlib.contextmanager
-    def _tools(self, call: ToolCall) -> Iterator[list[ToolRunWatch]]:
-        with contextlib.ExitStack() as stack:
-            yield [stack.enter_context(w.tool(call)) for w in self.watches]
-
-    def answered(self, response: ModelResponse) -> None:
-        """Give every watch the response to one of the call's requests."""
-        for watch in self.watches:
-            watch.answered(response)
-
-    def end(self, error: BaseException | None) -> None:
-        """End every watch."""
-        for watch in self.watches:
-            watch.end(error)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _all(contexts: Iterable[contextlib.AbstractContextManager[object]]) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for context in contexts:
-                stack.enter_context(context)
-            yield
-
-
-_NO_WATCH = _Watches([])
 
 
 def _has(middleware: object, method: str) -> bool:

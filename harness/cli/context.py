@@ -26,7 +26,7 @@ import msgspec
 from harness.cli._format import Output, bar, flat
 from harness.cli.context_view import ContextView, build_view
 from harness.cli.sessions import CommandError, existing_session, store_options, with_store
-from harness.fragments.editing import DEFAULT_PROJECT
+from harness.fragments.model import DEFAULT_PROJECT
 from harness.sessions.store import SessionStore
 
 

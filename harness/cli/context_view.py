@@ -19,7 +19,7 @@ import msgspec
 from harness.cli._format import flat
 from harness.cli.sessions import CommandError, all_events
 from harness.errors import HarnessError
-from harness.fragments.editing import DEFAULT_PROJECT, FragmentScope
+from harness.fragments.model import DEFAULT_PROJECT, FragmentScope
 from harness.manifest import ContextManifest, Transform
 from harness.messages import Message
 from harness.sessions.manifest_log import resolve

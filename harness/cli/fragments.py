@@ -25,7 +25,8 @@ import msgspec
 
 from harness.cli._format import Output, flat, when
 from harness.cli.sessions import DEFAULT_AGENT, CommandError, with_store
-from harness.fragments.editing import DEFAULT_PROJECT, KINDS, Fragment, Fragments, Scope
+from harness.fragments.editing import Fragments
+from harness.fragments.model import DEFAULT_PROJECT, KINDS, Fragment, Scope
 from harness.sessions.store import SessionKey, SessionStore
 
 ACTIONS = ("list", "show", "add", "edit", "rm", "disable", "enable", "move", "revert", "search")

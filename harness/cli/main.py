@@ -1,4 +1,4 @@
-"""The ``harness`` command: run the demo session, read the session store, run benchmarks.
+"""The ``harness`` command: run the demo session, read the session store.
 
 harness run                      the demo agent session (offline, ScriptedModel)
 HARNESS_MODEL=gpt-4o harness run the same session on a real model through litellm
@@ -8,7 +8,9 @@ harness fragments list|show|add|edit|rm|disable|enable|move|revert|search --sess
                                           a session's context fragments (`harness.fragments.editing`)
 harness context show --session ID [--call ID] [--html FILE]
                                           what the model received in one round
-harness bench providers --model M [--api-base URL]   (from a source checkout)
+
+The benchmarks are not a sub-command (nothing in `harness` imports them): from a source
+checkout, ``python -m benchmarks providers --model M [--api-base URL]`` or ``make bench``.
 
 ``--json`` prints JSON lines and nothing else on stdout, for every command.
 """
@@ -81,17 +83,6 @@ def _parser() -> argparse.ArgumentParser:
     sessions_cli.add_commands(sub)
     fragments_cli.add_commands(sub)
     context_cli.add_commands(sub)
-    bench = sub.add_parser("bench", help="benchmarks; see also `make bench`")
-    bench.add_argument(
-        "name", help="benchmark name (`providers`, or any from `python -m benchmarks --list`)"
-    )
-    bench.add_argument(
-        "--model", default=os.environ.get("HARNESS_MODEL"), help="model for `providers`"
-    )
-    bench.add_argument(
-        "--api-base", default=os.environ.get("HARNESS_API_BASE"), help="provider base URL"
-    )
-    bench.add_argument("--quick", action="store_true", help="a short run")
     return parser
 
 
@@ -121,25 +112,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "context":
             shown: int = anyio.run(context_cli.run, args)
             return shown
-        if args.command == "bench":
-            try:
-                from benchmarks.__main__ import main as bench_main
-            except ModuleNotFoundError as exc:
-                if exc.name is None or exc.name.split(".")[0] != "benchmarks":
-                    raise
-                print(
-                    "harness: the benchmarks ship with the source checkout of context-harness, "
-                    "not with the installed package; run `harness bench` (or `make bench`) from "
-                    "a checkout",
-                    file=sys.stderr,
-                )
-                return 2
-            extra = ["--quick"] if args.quick else []
-            if args.model:
-                extra += ["--model", args.model]
-            if args.api_base:
-                extra += ["--api-base", args.api_base]
-            return bench_main([args.name, *extra])
     except HarnessError as exc:
         print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

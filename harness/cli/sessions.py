@@ -30,6 +30,7 @@ import msgspec
 
 from harness.cli._format import Output, flat, when
 from harness.errors import HarnessError
+from harness.sessions import open_store
 from harness.sessions.manifest_log import resolve
 from harness.sessions.store import (
     CompactionEvent,
@@ -43,7 +44,6 @@ from harness.sessions.store import (
     StateEvent,
     ToolRunEvent,
     WarningEvent,
-    open_store,
 )
 from harness.workspace import Workspace
 

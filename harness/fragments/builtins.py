@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from harness.errors import StateConflict
-from harness.fragments.editing import Fragment, FragmentChange, FragmentList, FragmentScope
+from harness.fragments.model import Fragment, FragmentChange, FragmentList, FragmentScope
 
 if TYPE_CHECKING:
     from harness.sessions.store import FragmentStore, SessionKey

@@ -22,8 +22,8 @@ straight to its summariser. Nothing is sent unless:
    the family's exact tokenizer near it); else `ContextBudgetExceeded`.
 
 Incremental: with a run scope and an ``owner`` the pair check reads only what the owner's
-last valid history did not share (`harness.prefix.shared_prefix`), and the budget check
-reuses the run's measurement, so a warm round costs O(new messages) here as well.
+last valid history did not share (`harness.accounting.prefix.shared_prefix`), and the budget
+check reuses the run's measurement, so a warm round costs O(new messages) here as well.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message
 from harness.policy import OUTPUT_SETTINGS, requested_output
 from harness.presend.pairs import check_pairs, label, pairs_valid, repair_pairs
-from harness.request import ModelClientLike, ModelRequest
+from harness.request import ModelRequest
+from harness.types import ModelClient
 
 MAX_TOKENS_CLAMPED: Final = TransformKind("max_tokens_clamped")
 """The output setting lowered to the model's output limit: ``max_tokens_clamped:<limit>``."""
@@ -52,7 +53,7 @@ PairMode = Literal["fail", "repair"]
 _SHOWN = 5
 
 
-def output_limit(client: ModelClientLike | None, model: str | None = None) -> int | None:
+def output_limit(client: ModelClient | None, model: str | None = None) -> int | None:
     """Return the most output tokens ``client`` says ``model`` answers with, or ``None``.
 
     ``None`` when there is no client, it does not report one (`harness.types.OutputLimited`)
@@ -67,7 +68,7 @@ def output_limit(client: ModelClientLike | None, model: str | None = None) -> in
 
 def checked(
     request: ModelRequest,
-    client: ModelClientLike | None = None,
+    client: ModelClient | None = None,
     *,
     pairs: PairMode = "fail",
     interrupted_text: str = INTERRUPTED_TEXT,
@@ -176,7 +177,7 @@ def _ids(ids: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------ output, budget
-def _output_bounded(request: ModelRequest, client: ModelClientLike) -> ModelRequest:
+def _output_bounded(request: ModelRequest, client: ModelClient) -> ModelRequest:
     """Return ``request`` with its output settings lowered to the model's output limit."""
     asked = requested_output(request.settings)
     most = output_limit(client, request.model) if asked is not None else None
@@ -189,7 +190,7 @@ def _output_bounded(request: ModelRequest, client: ModelClientLike) -> ModelRequ
     return request.replace(settings=settings).with_transforms(Transform(MAX_TOKENS_CLAMPED, most))
 
 
-def _within_budget(request: ModelRequest, client: ModelClientLike | None) -> ModelRequest:
+def _within_budget(request: ModelRequest, client: ModelClient | None) -> ModelRequest:
     """Return ``request`` (counted exactly near its limit) if it fits.
 
     Its input limit is lowered to ``window - max_tokens`` where that is smaller.

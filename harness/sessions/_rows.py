@@ -17,7 +17,7 @@ from typing import Any, Final
 import msgspec
 
 from harness.errors import DuplicateTurn, StateConflict
-from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
+from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 from harness.manifest import dec_hook, enc_hook
 from harness.messages import Message
 from harness.sessions.store import (

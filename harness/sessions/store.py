@@ -26,20 +26,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
-from harness.errors import ConfigurationError
 from harness.manifest import ContextManifest
 from harness.messages import Message
+from harness.state import SessionKey as SessionKey
 
 if TYPE_CHECKING:
-    from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
-
-
-class SessionKey(msgspec.Struct, frozen=True):
-    """Whose session: the end user, the agent and the conversation."""
-
-    user_id: str
-    agent_id: str
-    session_id: str
+    from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 
 
 def reader_scope(key: SessionKey) -> SessionKey | None:
@@ -314,35 +306,6 @@ class SessionStore(Protocol):
     async def aclose(self) -> None:
         """Release connections and files."""
         ...
-
-
-def open_store(url: str) -> SessionStore:
-    """Return the store at ``url``.
-
-    ``sqlite:///abs/path/sessions.db`` (an absolute path after ``sqlite://``; the file and its
-    folders are created when missing), ``sqlite://`` (a private database in memory) or
-    ``postgresql://user:password@host:port/db``. Nothing is opened until the first call.
-
-    Raises:
-        ConfigurationError: an unknown scheme, or a backend whose driver is not installed.
-    """
-    if not isinstance(url, str) or "://" not in url:
-        raise ConfigurationError(
-            f"a session store URL looks like 'sqlite:///path/to/sessions.db' or "
-            f"'postgresql://user@host/db', got {url!r}"
-        )
-    scheme = url.split("://", 1)[0].lower()
-    if scheme == "sqlite":
-        from harness.sessions.sqlite.store import SqliteStore
-
-        return SqliteStore(url)
-    if scheme in ("postgresql", "postgres"):
-        from harness.sessions.postgres.store import PostgresStore
-
-        return PostgresStore(url)
-    raise ConfigurationError(
-        f"unknown session store scheme {scheme!r} in {url!r}; use sqlite:/// or postgresql://"
-    )
 
 
 @runtime_checkable

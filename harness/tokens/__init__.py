@@ -3,24 +3,24 @@
 The public face of token counting: every name the library, its benchmarks and its tests
 import from here. Each concern lives in a private module of its own:
 
-- ``_token_estimator``: the `TokenEstimator` protocol, the framing of messages, tool calls
+- ``_estimator``: the `TokenEstimator` protocol, the framing of messages, tool calls
   and tool schemas (`MESSAGE_OVERHEAD` …) and `message_key`, the content key of a count.
 - ``_count_cache``: the process-wide count caches (`CountCache`, one per counting method,
   keyed by content, never by id alone) and `CachedEstimator`, the base class counting
   messages, tools and blocks through them: a round costs O(new content).
 - ``_approximate``: `ApproximateEstimator`, the default — a linear model with non-negative
   weights read with C-speed primitives only, about as costly as two copies of the text;
-  its weights and CJK rarity in ``_token_weights``, the text shapes it corrects for (runs,
+  its weights and CJK rarity in ``_weights``, the text shapes it corrects for (runs,
   dense ASCII, repeated units) in ``_text_shapes``, the fitted tables in
   ``_fitted_coefficients`` (written by ``benchmarks/fit_estimator.py``).
 - ``_exact_tokens``: `ExactEstimator` over tiktoken and ``tokenizers`` with the files
   litellm ships, never downloaded, imported on first use.
-- ``_token_ceiling``: `ByteCeiling`, a count never below the exact one (the UTF-8 bytes,
+- ``_ceiling``: `ByteCeiling`, a count never below the exact one (the UTF-8 bytes,
   after NFKC for Anthropic): what decides "fits for sure" without a tokenizer.
 - ``_bound_estimator``: `BoundEstimator` (``bound:unknown``) for models with no offline
   tokenizer: at least every known family's exact count.
-- ``_token_images``: each provider's image rule, read from the image's header.
-- ``_token_families``: a model's tokenizer family and its estimator (`estimator_for`).
+- ``_images``: each provider's image rule, read from the image's header.
+- ``_families``: a model's tokenizer family and its estimator (`estimator_for`).
 
 **The ceiling and the floor.** A request fits for sure when its ceiling (`ByteCeiling`: its
 UTF-8 bytes, never below its exact tokens for a byte-level tokenizer) is within its limit;

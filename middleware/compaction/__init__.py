@@ -91,11 +91,11 @@ from harness.markers import (
 )
 from harness.messages import Message, new_id
 from harness.policy import DEFAULT_INPUT_TOKENS
-from harness.request import ModelClientLike, ModelRequest, ModelResponse
+from harness.request import ModelRequest, ModelResponse
 from harness.state import StateKey
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.tools import Tool, ToolContext
-from harness.types import Concern, Handler
+from harness.types import Concern, Handler, ModelClient
 from middleware._history import safe_cut
 from middleware._layout import Layout, current_user, last_unit_start
 from middleware._layout import layout as layout_of
@@ -267,7 +267,7 @@ class Compaction:
         trigger: float | int | None = None,
         keep_tokens: int | None = None,
         keep_messages: int = 20,
-        model: ModelClientLike | None = None,
+        model: ModelClient | None = None,
         summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
         trim_protect_tokens: int = 40_000,
         trim_min_tokens: int | None = 20_000,
@@ -592,7 +592,7 @@ class Compaction:
             chunk_tokens=self.settings.summary_chunk_tokens,
         )
 
-    def _in_place_client(self, request: ModelRequest) -> ModelClientLike | None:
+    def _in_place_client(self, request: ModelRequest) -> ModelClient | None:
         """Return the client to ask in place, when an in-place summary applies."""
         settings = self.settings
         if (

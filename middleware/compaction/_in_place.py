@@ -26,8 +26,9 @@ from harness.accounting import acounted_near_limit, counted_near_limit, estimate
 from harness.messages import Message, new_id
 from harness.policy import OUTPUT_SETTINGS
 from harness.presend.pairs import repair_pairs, safe_cut
-from harness.request import ModelClientLike, ModelRequest, is_stable
+from harness.request import ModelRequest, is_stable
 from harness.tokens import TokenEstimator
+from harness.types import ModelClient
 from middleware.compaction._summariser import (
     SUMMARY_SECTIONS,
     fit_text,
@@ -58,7 +59,7 @@ MIN_TEXT_KEPT: Final = 200
 def in_place_request(
     request: ModelRequest,
     upto: int,
-    client: ModelClientLike,
+    client: ModelClient,
     cap: int,
     after: tuple[Message, ...] = (),
 ) -> ModelRequest:
@@ -98,7 +99,7 @@ def in_place_request(
 
 
 async def summarise_in_place(
-    request: ModelRequest, upto: int, client: ModelClientLike, cap: int, *, start: int = 0
+    request: ModelRequest, upto: int, client: ModelClient, cap: int, *, start: int = 0
 ) -> tuple[str, int] | None:
     """Return a summary of ``request.history[:k]`` asked in place, and ``k``; or ``None``.
 
@@ -129,7 +130,7 @@ async def summarise_in_place(
 
 
 def _fitted(
-    request: ModelRequest, upto: int, client: ModelClientLike, cap: int, over: int, start: int
+    request: ModelRequest, upto: int, client: ModelClient, cap: int, over: int, start: int
 ) -> tuple[ModelRequest, int] | None:
     """Return an in-place request that fits, ``over`` tokens shorter at least, and its end.
 

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from harness.errors import ConfigurationError
-from harness.request import ModelClientLike
+from harness.types import ModelClient
 from middleware.compaction._summariser import DEFAULT_SUMMARY_PROMPT
 from middleware.memory import DEFAULT_MEMORY, MemoryStore
 
@@ -24,7 +24,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     trigger: float | int | None = None
     keep_tokens: int | None = None
     keep_messages: int = 20
-    model: ModelClientLike | None = None
+    model: ModelClient | None = None
     summary_prompt: str = DEFAULT_SUMMARY_PROMPT
     trim_protect_tokens: int = 40_000
     trim_min_tokens: int | None = 20_000

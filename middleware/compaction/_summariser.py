@@ -39,8 +39,9 @@ from harness.errors import (
 from harness.messages import Message, new_id
 from harness.policy import ContextPolicy
 from harness.presend import checked, output_limit
-from harness.request import ModelClientLike, ModelRequest
+from harness.request import ModelRequest
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator, estimator_for
+from harness.types import ModelClient
 from middleware._layout import SUMMARY_ROOM
 
 SUMMARY_SECTIONS: Final = """\
@@ -113,7 +114,7 @@ OUTPUT_SLACK: Final = 256
 """Output tokens asked for beyond the summary's cap (the answer is cut to the cap anyway)."""
 
 
-def summary_output(client: ModelClientLike, cap: int, policy: ContextPolicy) -> int:
+def summary_output(client: ModelClient, cap: int, policy: ContextPolicy) -> int:
     """Return the ``max_tokens`` of a summary request whose answer is cut to ``cap`` tokens.
 
     ``cap`` + `OUTPUT_SLACK`, at most the policy's output reserve (``reserve_output``: the
@@ -137,7 +138,7 @@ class Summariser:
 
     def __init__(
         self,
-        client: ModelClientLike,
+        client: ModelClient,
         request: ModelRequest,
         limit: int,
         est: TokenEstimator,
@@ -219,7 +220,7 @@ class Summariser:
 
 
 async def send_summary_request(
-    client: ModelClientLike, request: ModelRequest, source: ModelRequest
+    client: ModelClient, request: ModelRequest, source: ModelRequest
 ) -> str | None:
     """Send a counted summary request straight to ``client``; return its answer's text.
 
@@ -355,9 +356,7 @@ class SummaryWriter:
             so that no request needs an exact recount).
     """
 
-    def __init__(
-        self, *, model: ModelClientLike | None, prompt: str, chunk_tokens: int | None
-    ) -> None:
+    def __init__(self, *, model: ModelClient | None, prompt: str, chunk_tokens: int | None) -> None:
         self.model = model
         self.prompt = prompt
         self.chunk_tokens = chunk_tokens

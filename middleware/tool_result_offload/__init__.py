@@ -28,12 +28,12 @@ head-and-tail preview that says the middle is not available, with the transform
 ``offload_failed:<call id>:<reason>``; the session goes on and no temporary file is left.
 
 Incremental: a round scans only the messages after the prefix its history shares with the
-one this middleware passed on last time in the session (`harness.prefix.shared_prefix`; the
-same limit and estimator): those were decided already and the decision depends on the
-message alone. So a round costs the prefix comparison, one slot look-up (the session's
-notes, which also name the call that swept last) and, per new tool result, its first token
-count — which the estimator's cache keeps, so the layers after it do not count that result
-again. Only a sweep awaits.
+one this middleware passed on last time in the session
+(`harness.accounting.prefix.shared_prefix`; the same limit and estimator): those were
+decided already and the decision depends on the message alone. So a round costs the prefix
+comparison, one slot look-up (the session's notes, which also name the call that swept last)
+and, per new tool result, its first token count — which the estimator's cache keeps, so the
+layers after it do not count that result again. Only a sweep awaits.
 
 Workspace: the one given to the constructor, else the agent's (an agent given none has a
 private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).

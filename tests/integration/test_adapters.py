@@ -355,7 +355,7 @@ async def test_the_store_prefix_cache_keeps_few_labelled_entries_per_user(
 ) -> None:
     import anyio
 
-    from harness.adapters.completion import CACHE_TITLE, StorePrefixCache
+    from harness.adapters.prefix_cache import CACHE_TITLE, StorePrefixCache
 
     store = open_store(f"sqlite:///{tmp_path}/cache.db")
     try:

@@ -26,7 +26,7 @@ from harness.errors import (
 )
 from harness.messages import Message, ToolCall, ToolSchema
 from harness.request import ModelRequest, SystemPart
-from providers.base import ModelClient, StreamChunk
+from harness.types import ModelClient, StreamChunk
 from providers.litellm_client import LiteLLMClient
 
 from .openai_server import (

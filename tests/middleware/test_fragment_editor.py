@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from harness import ContextPolicy, Fragments, HarnessAgent, Message, RuntimeContext
 from harness.errors import ConfigurationError
 from harness.events import AgentEvent
-from harness.fragments.editing import Fragment, ref_id
+from harness.fragments.model import Fragment, ref_id
 from harness.markers import FRAGMENT, ORIGIN_ID
 from harness.messages import ToolCall
 from harness.request import ModelRequest, RunScope

@@ -26,9 +26,10 @@ from harness import (
     RuntimeContext,
 )
 from harness.accounting import estimate_request
+from harness.agent import WatchesCalls
 from harness.chain import LAYER_WATCHER
 from harness.errors import ConfigurationError
-from harness.types import Handler, WatchesCalls
+from harness.types import Handler
 from middleware.budget_fit import BudgetFit
 from middleware.compaction import Compaction
 from middleware.context_sources import ContextRequest, ContextSources, context_source

@@ -365,7 +365,7 @@ async def test_purge_older_than(store: SessionStore) -> None:
 async def test_purge_older_than_takes_the_purged_sessions_fragments_only(
     store: SessionStore,
 ) -> None:
-    from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
+    from harness.fragments.model import Fragment, FragmentChange, FragmentScope
     from harness.sessions import FragmentStore
 
     assert isinstance(store, FragmentStore)

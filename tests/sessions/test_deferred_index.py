@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigurationError
-from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
+from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, StoredState, open_store
 from harness.sessions.sqlite.store import SCHEMA_VERSION, SqliteStore

@@ -25,7 +25,7 @@ import anyio
 import pytest
 
 from harness.errors import StoreFileLost
-from harness.fragments.editing import FragmentScope
+from harness.fragments.model import FragmentScope
 from harness.messages import Message
 from harness.sessions import MessageEvent, SessionKey, SessionStore, StoredState, open_store
 from harness.sessions.store import FragmentStore

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
+from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 from harness.sessions import _rows
 from harness.sessions._rows import Stamp
 from harness.sessions.postgres._rows import insert_events, session_for_log, text

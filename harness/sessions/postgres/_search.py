@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from harness.fragments.editing import Fragment
+from harness.fragments.model import Fragment
 from harness.sessions import _rows
 from harness.sessions.store import SearchHit, SessionInfo, SessionKey
 

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from harness.errors import ConfigurationError, WorkspaceError
-from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
+from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 from harness.messages import Message
 from harness.sessions import _rows
 from harness.sessions.postgres._fragments import (

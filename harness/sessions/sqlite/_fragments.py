@@ -12,7 +12,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING
 
-from harness.fragments.editing import Fragment, FragmentChange, FragmentScope
+from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 from harness.sessions import _rows
 from harness.sessions._rows import Stamp
 from harness.sessions.sqlite._rows import insert_events, session_for_log

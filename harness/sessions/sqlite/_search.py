@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from harness.fragments.editing import Fragment
+from harness.fragments.model import Fragment
 from harness.sessions import _rows
 from harness.sessions.store import SearchHit, SessionInfo, SessionKey
 

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Final
 
-from harness.fragments.editing import Fragment, FragmentScope
+from harness.fragments.model import Fragment, FragmentScope
 from harness.sessions._rows import Stamp
 from harness.sessions.sqlite._fragments import fragments_of_set, set_stamp
 from harness.sessions.sqlite._wal_index import WAL_HEADER, changes

@@ -52,7 +52,7 @@ from typing import Final, TypeVar
 import anyio.to_thread
 
 from harness.errors import ConfigurationError, WorkspaceError
-from harness.fragments.editing import Fragment, FragmentChange, FragmentScope, SetsFound
+from harness.fragments.model import Fragment, FragmentChange, FragmentScope, SetsFound
 from harness.messages import Message
 from harness.sessions import _rows
 from harness.sessions.sqlite._file import OpenedFile, identity
