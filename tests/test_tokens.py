@@ -851,3 +851,12 @@ def test_a_request_under_the_floor_but_over_its_ceiling_is_counted_exactly() -> 
     counted, tokens = counted_near_limit(request)
     assert counted.estimator.exact
     assert tokens == estimate_request(request, shared_exact("o200k")) > 32_000
+
+
+def test_a_repeated_unit_never_counts_less_than_the_unit() -> None:
+    # Found by hypothesis: a 16-character unit is priced by the short shapes' floor (10),
+    # three of it by the exact count of its repetitions (9).
+    est = approximate()
+    for unit in ("ServerTimeoutErr", "kQ9xZpL2vR7tYw3N", "abcdefghijklmnop"):
+        for times in (2, 3, 5):
+            assert est.count(unit * times) >= est.count(unit), (unit, times)

@@ -301,7 +301,11 @@ class ApproximateEstimator(CachedEstimator):
             return estimate
         exact = self.exact_counter
         if exact is not None:
-            return max(estimate, periodic_tokens(low, unit, exact.count))
+            # Never under one unit's own count: a short unit may be priced by the short
+            # shapes' floor above what its repetitions cost exactly ("ServerTimeoutErr" 10,
+            # x 3 exactly 9), and more text never counts less.
+            one = self.count(low[:unit].decode("ascii"))
+            return max(estimate, periodic_tokens(low, unit, exact.count), one)
         if low[: 2 * unit].translate(_WORD_CLASSES).find(b" a") >= 0:
             return self.floor * len(low)
         return estimate
