@@ -38,6 +38,7 @@ from harness.sessions.store import (
     LoggedEvent,
     ManifestEvent,
     MessageEvent,
+    RemovalEvent,
     RewriteEvent,
     SessionKey,
     SessionStore,
@@ -500,5 +501,7 @@ def _what(logged: LoggedEvent) -> str:
             f"{event.op} {event.fragment_id} v{event.old_version} → v{event.new_version} "
             f"({event.scope}, set v{event.set_version})"
         )
+    if isinstance(event, RemovalEvent):
+        return f"{event.how}: {len(event.message_ids)} messages left the working history"
     label = event.code if isinstance(event, WarningEvent) else event.error
     return flat(f"{label}: {event.text}")

@@ -5,8 +5,10 @@ Per (user, agent, session) a store keeps:
 - an **append-only event log** — every message as it joined the full history, every
   ``context_build`` manifest, compactions (which message ids a summary replaced), rewrites
   (a trimmed, offloaded or truncated copy and the id of its original), tool runs, state
-  changes, warnings, errors and refusals (a request the stack refused, with the messages it
-  carried: they never join the history). Nothing is ever deleted from it except by `purge`.
+  changes, warnings, errors, refusals (a request the stack refused, with the messages it
+  carried: they never join the history) and removals (messages a caller took out of the
+  working history: an Agents SDK session's ``pop_item`` / ``clear_session``). Nothing is ever
+  deleted from it except by `purge`.
 - the **state** — the working history as message ids (every id resolves to a message of
   the log: an original from a `MessageEvent`, a rewritten copy or a summary from a
   `RewriteEvent` / `CompactionEvent`), the typed middleware state, calibration, a title and
@@ -164,6 +166,21 @@ class FragmentEvent(msgspec.Struct, frozen=True, kw_only=True, tag="fragment"):
     at: float = msgspec.field(default_factory=_now)
 
 
+class RemovalEvent(msgspec.Struct, frozen=True, kw_only=True, tag="removal"):
+    """Messages left the working history at the caller's request; the log still holds them.
+
+    Not a compaction (nothing replaces them) nor a rewrite: a host that owns its history
+    took them out (`harness.adapters.agents_sdk.HarnessSession.pop_item` and
+    ``clear_session``). Their `MessageEvent` stays in the log, so the full record is kept.
+    """
+
+    message_ids: tuple[str, ...]
+    """The ids of the messages that left the working history, in their order there."""
+    how: str
+    """``pop_item``, ``clear_session`` …"""
+    at: float = msgspec.field(default_factory=_now)
+
+
 Event = (
     MessageEvent
     | ManifestEvent
@@ -175,6 +192,7 @@ Event = (
     | ErrorEvent
     | RefusalEvent
     | FragmentEvent
+    | RemovalEvent
 )
 """One entry of a session's log (a tagged union: encoded with its ``type`` tag)."""
 
