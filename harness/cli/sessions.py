@@ -502,6 +502,7 @@ def _what(logged: LoggedEvent) -> str:
             f"({event.scope}, set v{event.set_version})"
         )
     if isinstance(event, RemovalEvent):
-        return f"{event.how}: {len(event.message_ids)} messages left the working history"
+        n = len(event.message_ids)
+        return f"{event.how}: {n} message{'' if n == 1 else 's'} left the working history"
     label = event.code if isinstance(event, WarningEvent) else event.error
     return flat(f"{label}: {event.text}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -293,3 +294,23 @@ def test_it_says_what_to_pass() -> None:
     with pytest.raises(ConfigurationError, match="SessionStore or a URL"):
         HarnessSession("s", store=cast("Any", 42))
     assert open_store("sqlite://") is not None
+
+
+def test_the_cli_shows_the_items_and_the_removals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli.main import main
+
+    url = f"sqlite://{tmp_path / 'sessions.db'}"
+
+    async def write() -> None:
+        async with HarnessSession("cli", store=url, user_id="alice") as session:
+            await session.add_items(items(("user", "first words"), ("assistant", "noted")))
+            await session.pop_item()
+
+    anyio.run(write)
+    argv = ["sessions", "show", "--store", url, "--user", "alice", "--agent", "agents-sdk"]
+    assert main([*argv, "--session", "cli"]) == 0
+    shown = capsys.readouterr().out
+    assert "first words" in shown and "noted" in shown
+    assert "removal" in shown and "pop_item: 1 message left the working history" in shown
