@@ -65,6 +65,7 @@ from harness.manifest import ContextManifest, ManifestItems
 from harness.messages import Message
 from harness.request import ModelRequest
 from harness.tokens import CountCache, TokenEstimator, message_key
+from harness.tokens.calibration import LEARNED, CalibratedEstimator
 
 
 def fixed_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
@@ -204,6 +205,9 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     Counting a big new text blocks the caller: async code calls `count_off_loop` first, or
     `acounted_near_limit`.
     """
+    learned = _learned(request)
+    if learned is not None:
+        request = request.replace(policy=request.policy.replace(estimator=learned))
     est = request.estimator
     limit = request.input_limit
     run = request.run
@@ -297,6 +301,36 @@ def history_over(
         if lower is not None and history_tokens(request, lower) > budget:
             return True
     return history_tokens(request, est) > budget
+
+
+LEARNED_METHOD = "bound:unknown"
+"""The counting method whose factor is learned from the provider's usage (`observe_usage`)."""
+
+
+def _learned(request: ModelRequest) -> TokenEstimator | None:
+    """Return the learned estimator for ``request``'s model when it counts with the bound."""
+    est = request.estimator
+    if est.method != LEARNED_METHOD:
+        return None
+    return LEARNED.estimator(est, request.model)
+
+
+def observe_usage(request: ModelRequest, api_base: str | None, reported: int) -> None:
+    """Learn from the prompt tokens a provider reported for ``request`` (as it was sent).
+
+    Only for models counted with the conservative bound (`LEARNED_METHOD`: no offline
+    tokenizer): the raw bound of the very request is compared with ``reported`` per
+    (model, api_base) (`harness.tokens.calibration.UsageLearner`), and the model's later
+    requests are counted with the learned factor by `counted_near_limit` — never below any
+    ratio observed, raised at once by a report above the calibrated count.
+    """
+    est = request.estimator
+    base = est.base if isinstance(est, CalibratedEstimator) else est
+    if base.method != LEARNED_METHOD or reported <= 0 or request.input_limit == 0:
+        return
+    LEARNED.observe(
+        request.model, api_base, estimated=estimate_request(request, base), reported=reported
+    )
 
 
 OFF_LOOP_CHARS = 16_384
@@ -502,6 +536,7 @@ def report_manifest(manifest: ContextManifest, request: ModelRequest) -> None:
 
 __all__ = [
     "BLOCKS_FRAMING",
+    "LEARNED_METHOD",
     "OFF_LOOP_CHARS",
     "REPLY_PRIMING",
     "HistoryTally",
@@ -523,6 +558,7 @@ __all__ = [
     "lower_bound_of",
     "manifest_items",
     "near_limit",
+    "observe_usage",
     "over_for_sure",
     "report_manifest",
     "sure_count",
