@@ -40,13 +40,14 @@ from typing import Any
 import anyio
 import msgspec
 
+from harness.accounting import observe_usage
 from harness.errors import (
     ConfigurationError,
     ContextOverflowError,
     ProviderError,
 )
 from harness.policy import requested_output
-from harness.request import ModelRequest, ModelResponse, ProviderRetry
+from harness.request import ModelRequest, ModelResponse, ProviderRetry, Usage
 from harness.types import StreamChunk
 from providers._encoding import check_encodable, check_settings
 from providers._response import (
@@ -350,6 +351,7 @@ class LiteLLMClient:
         raise_on_overflow(
             assembly.finish, assembly.native_finish, assembly.usage, message, provider, model
         )
+        _report_usage(prepared, assembly.usage)
         response = ModelResponse(
             message=message,
             usage=assembly.usage,
@@ -478,6 +480,17 @@ class PreparedCall(msgspec.Struct, kw_only=True):
     """The request this call was prepared from (to judge an unexplained 400 by its size)."""
 
 
+def _report_usage(prepared: PreparedCall, usage: Usage | None) -> None:
+    """Hand the reported prompt tokens to the learned calibration (`observe_usage`)."""
+    if usage is not None and prepared.request is not None:
+        api_base = prepared.kwargs.get("api_base")
+        observe_usage(
+            prepared.request,
+            api_base if isinstance(api_base, str) else None,
+            usage.prompt_tokens,
+        )
+
+
 def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> ModelResponse:
     """Return our `ModelResponse` for litellm's (non-streamed) answer ``raw`` to ``prepared``.
 
@@ -490,6 +503,7 @@ def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> Mode
     choice = first_choice(raw, provider=provider, model=model)
     message = message_from(getattr(choice, "message", None))
     usage = usage_from(getattr(raw, "usage", None))
+    _report_usage(prepared, usage)
     finish = str_or_none(getattr(choice, "finish_reason", None))
     raise_on_overflow(finish, native_finish(choice), usage, message, provider, model)
     return ModelResponse(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,13 @@ def exact_tokenizers_loaded() -> None:
 def anyio_backend() -> str:
     """Run async tests on asyncio (trio runs are opted into per test)."""
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def learned_calibration_forgotten() -> Iterator[None]:
+    """The ratios learned from reported usage are process-wide: each test starts with none."""
+    from harness.tokens.calibration import LEARNED
+
+    LEARNED.forget()
+    yield
+    LEARNED.forget()

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import ContextBlock, ContextPolicy, Message, ModelRequest, SystemPart, ToolSchema
-from harness.accounting import estimate_request, manifest_items
+from harness.accounting import counted_near_limit, estimate_request, manifest_items
 
 texts = st.text(max_size=300)
 
@@ -36,3 +36,33 @@ def test_manifest_total_equals_the_estimate(
     assert total == estimate_request(request)
     assert len(items) == len(system) + len(history) + len(blocks) + len(tools)
     assert total >= sum(item.tokens for item in items)
+
+
+def _far_over(n: int, tag: str) -> ModelRequest:
+    history = [Message.user(f"task {tag}")]
+    for i in range(n):
+        history.append(Message.tool(f"c{i}", f"{tag} line {i} " + "word " * 400, name="shell"))
+    model = "gpt-4o"
+    return ModelRequest(
+        model=model,
+        history=tuple(history),
+        policy=ContextPolicy().resolve(model),
+        input_limit=4_000,
+    )
+
+
+def test_a_request_over_its_limit_for_sure_is_not_counted_exactly() -> None:
+    """Issue 26: a floor (bytes over the longest token) over the limit needs no exact count.
+
+    The request is 100x over its limit: its floor says so, and none of its messages reaches
+    the exact tokenizer's cache; the total it reports is over the limit and never above the
+    exact count. The request is still switched to the exact estimator for what comes next.
+    """
+    from harness.tokens import exact_for_family, message_key
+
+    request = _far_over(200, "issue-26-a")
+    counted, tokens = counted_near_limit(request)
+    exact = exact_for_family("o200k")
+    assert counted.estimator.exact
+    assert not any(message_key(m) in exact.cache.messages for m in request.history)
+    assert request.input_limit < tokens <= estimate_request(request, exact)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,3 +61,52 @@ def test_factor_never_leaves_its_bounds(factor: float, estimated: int, reported:
     assert (
         MIN_FACTOR <= updated_factor(factor, estimated=estimated, reported=reported) <= MAX_FACTOR
     )
+
+
+def test_a_learned_factor_is_never_below_a_ratio_seen_and_a_contradiction_raises_it() -> None:
+    """Issue 23: the learned factor only falls toward the worst ratio × margin, never below."""
+    from harness.tokens.calibration import LEARN_MARGIN, LearnedRatio
+
+    ratio = LearnedRatio()
+    factors = [ratio.observe(estimated=1000, reported=r) for r in (450, 430, 460, 440, 450)]
+    assert factors == sorted(factors, reverse=True)  # it only falls
+    assert all(f >= 0.46 * LEARN_MARGIN - 1e-9 for f in factors[2:])  # never below a ratio seen
+    assert factors[-1] < 0.5
+    raised = ratio.observe(estimated=1000, reported=700)  # above the calibrated count
+    assert raised == pytest.approx(0.7 * LEARN_MARGIN)
+
+
+def test_a_model_learns_per_api_base_and_counts_with_the_most_cautious() -> None:
+    """Two servers of one model name: the model counts with the higher learned factor."""
+    from harness.tokens.calibration import UsageLearner
+
+    learner = UsageLearner()
+    learner.observe("m", "http://a", estimated=1000, reported=300)
+    learner.observe("m", "http://b", estimated=1000, reported=600)
+    assert learner.factor_for("m") >= 0.6 * 1.05
+    assert learner.factor_for("other") == 1.0
+
+
+def test_usage_reported_for_an_unknown_model_calibrates_its_next_requests() -> None:
+    """`observe_usage` learns; `counted_near_limit` counts the model's next request with it."""
+    from harness import Message, ModelRequest
+    from harness.accounting import counted_near_limit, observe_usage
+    from harness.tokens.calibration import LEARNED
+
+    model = "mystery-model-issue-23"
+    request = ModelRequest(
+        model=model,
+        history=(Message.user("hello there " * 200),),
+        policy=ContextPolicy().resolve(model),
+        input_limit=8_000,
+    )
+    raw = estimate_request(request)
+    try:
+        observe_usage(request, "http://local", raw // 2)
+        counted, tokens = counted_near_limit(request)
+        assert counted.estimator.method == "bound:unknown*calibrated"
+        assert raw // 2 <= tokens < raw
+        observe_usage(counted, "http://local", raw)  # a contradiction: back up at once
+        assert counted_near_limit(request)[1] >= raw
+    finally:
+        LEARNED.forget()

@@ -860,3 +860,55 @@ def test_a_repeated_unit_never_counts_less_than_the_unit() -> None:
     for unit in ("ServerTimeoutErr", "kQ9xZpL2vR7tYw3N", "abcdefghijklmnop"):
         for times in (2, 3, 5):
             assert est.count(unit * times) >= est.count(unit), (unit, times)
+
+
+def _longest_in_vocabulary(method: str) -> int:
+    """The UTF-8 bytes of ``method``'s longest token, read from its tokenizer's files."""
+    import json
+
+    from harness.tokens import litellm_tokenizer_dir, tiktoken_encoding
+
+    if method.startswith("tiktoken:"):
+        enc = tiktoken_encoding(method.removeprefix("tiktoken:"))
+        specials = (len(s.encode()) for s in enc._special_tokens)
+        return max(max(len(b) for b in enc._mergeable_ranks), *specials)
+    name = method.removeprefix("tokenizers:")
+    data = json.loads((litellm_tokenizer_dir() / f"{name}_tokenizer.json").read_text())
+    # byte-level BPE: one vocabulary character per byte; added tokens are raw text
+    vocab = max(len(t) for t in data["model"]["vocab"])
+    added = max((len(a["content"].encode()) for a in data.get("added_tokens", [])), default=0)
+    return max(vocab, added)
+
+
+@pytest.mark.parametrize("family", ["o200k", "cl100k", "deepseek", "anthropic"])
+def test_the_floor_divides_by_the_longest_token_of_the_vocabulary(family: str) -> None:
+    """Issue 26: ``ByteFloor`` is sound only if no token is longer than `LONGEST_TOKEN` says."""
+    from harness.tokens import LONGEST_TOKEN, ByteFloor, byte_floor
+
+    method = exact_for_family(family).method
+    assert LONGEST_TOKEN[method] >= _longest_in_vocabulary(method)
+    lower = approximate(family).lower_bound
+    assert isinstance(lower, ByteFloor) and lower is byte_floor(method, lower.images)
+
+
+FLOOR_TEXTS = [
+    *(budget_text(kind, n, seed) for kind in KINDS for n in (1, 700, 9_000) for seed in (1, 2)),
+    " " * 5_000,
+    "-" * 3_000,
+    "ﬁ" * 2_000,  # NFKC shortens it (3 bytes to 2)
+    "﷽" * 300,  # NFKC lengthens it
+    "<EOT><META>" * 50,
+    "a" * 20_000,
+]
+
+
+@pytest.mark.parametrize("family", ["o200k", "cl100k", "deepseek", "anthropic"])
+def test_the_floor_is_never_above_the_exact_count(family: str) -> None:
+    """Issue 26: the bytes over the longest token never exceed the exact count, on any text."""
+    lower = approximate(family).lower_bound
+    exact = exact_for_family(family)
+    assert lower is not None
+    for text in FLOOR_TEXTS:
+        assert lower.count(text) <= exact.count(text), (family, text[:20])
+        message = Message.user(text)
+        assert lower.count_message(message) <= exact.count_message(message)

@@ -65,6 +65,7 @@ from harness.manifest import ContextManifest, ManifestItems
 from harness.messages import Message
 from harness.request import ModelRequest
 from harness.tokens import CountCache, TokenEstimator, message_key
+from harness.tokens.calibration import LEARNED, CalibratedEstimator
 
 
 def fixed_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
@@ -118,6 +119,17 @@ def ceiling_of(estimator: TokenEstimator) -> TokenEstimator | None:
     return ceiling
 
 
+def lower_bound_of(estimator: TokenEstimator) -> TokenEstimator | None:
+    """Return a counter whose counts are never above the exact count's, or ``None``.
+
+    The UTF-8 bytes over the family's longest token (`harness.tokens.ByteFloor`) for every
+    family with an offline tokenizer, known without loading it (exact estimators have one
+    too); ``None`` for estimators that name none (a calibrated or custom one).
+    """
+    lower: TokenEstimator | None = getattr(estimator, "lower_bound", None)
+    return lower
+
+
 def near_limit(
     tokens: int, limit: int, estimator: TokenEstimator, *, ceiling: int | None = None
 ) -> bool:
@@ -158,6 +170,7 @@ def ceiling_tokens(request: ModelRequest, ceiling: TokenEstimator) -> int:
     """Return ``request``'s input tokens counted by ``ceiling`` (running totals in a run).
 
     Kept apart from the run's last measurement (`_Measured`), which stays the estimate's.
+    Any bound counts so: `lower_bound_of`'s too.
     """
     run = request.run
     if run is None:
@@ -181,15 +194,27 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     below its exact tokens) is within ``request.input_limit`` — it is returned as it is with
     its estimate. Anywhere else (see `near_limit`), the request's policy gets the exact
     estimator — so every later decision on it counts exactly, and its manifest names the
-    exact counting method — and the exact total is returned. An estimator with no ceiling
-    (a custom one) is trusted on its ``floor``.
+    exact counting method — and the exact total is returned, except where the request is
+    over its limit for sure (`over_for_sure`: its floor, the bytes over the family's longest
+    token, is over it): then the floor is returned, a total over the limit and never above
+    the exact one, and the history is not counted exactly (a request 50x over its limit
+    needs no exact count to be refused or compacted; BudgetFit's minimum and Compaction's
+    cut count exactly what they keep). An estimator with no ceiling (a custom one) is
+    trusted on its ``floor``.
 
     Counting a big new text blocks the caller: async code calls `count_off_loop` first, or
     `acounted_near_limit`.
     """
+    learned = _learned(request)
+    if learned is not None:
+        request = request.replace(policy=request.policy.replace(estimator=learned))
     est = request.estimator
     limit = request.input_limit
     run = request.run
+    if est.exact and _marked_over(request):  # switched by an earlier layer, over for sure
+        low = over_for_sure(request, est)
+        if low is not None:
+            return request, low
     if run is None:
         measured = None
     else:
@@ -209,7 +234,103 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     if exact is None:
         return request, tokens
     switched = request.replace(policy=request.policy.replace(estimator=exact))
+    if bound is not None:  # its ceiling is over the limit: it may be over for sure
+        low = over_for_sure(request, est)
+        if low is not None:
+            return switched, low
     return switched, estimate_request(switched, exact)
+
+
+def over_for_sure(request: ModelRequest, estimator: TokenEstimator | None = None) -> int | None:
+    """Return ``request``'s floor when it is over ``request.input_limit`` for sure, else ``None``.
+
+    The floor (`lower_bound_of`: the bytes over the longest token, never above the exact
+    count) needs no tokenizer. Over for sure, the request is marked in its run
+    (`_OverForSure`): later layers that recount it with the exact estimator
+    (`counted_near_limit`, `history_over`) first ask its floor again instead of counting
+    the whole history exactly.
+    """
+    est = estimator or request.estimator
+    limit = request.input_limit
+    lower = lower_bound_of(est) if limit > 0 else None
+    if lower is None:
+        return None
+    low = ceiling_tokens(request, lower)
+    if low <= limit:
+        return None
+    run = request.run
+    if run is not None:
+        run.slots[_OVER_KEY] = _OverForSure(request.history)
+    return low
+
+
+class _OverForSure:
+    """The history of the run's last request found over its limit by its floor."""
+
+    __slots__ = ("history",)
+
+    def __init__(self, history: tuple[Message, ...]) -> None:
+        self.history = history
+
+
+_OVER_KEY = id(_OverForSure)
+"""Where a run keeps its `_OverForSure` (the class is the owner, alive with the module)."""
+
+
+def _marked_over(request: ModelRequest) -> bool:
+    """Return whether ``request``'s history is the one its run last found over for sure."""
+    run = request.run
+    if run is None:
+        return False
+    marked: _OverForSure | None = run.slots.get(_OVER_KEY)
+    return marked is not None and marked.history is request.history
+
+
+def history_over(
+    request: ModelRequest, budget: int, estimator: TokenEstimator | None = None
+) -> bool:
+    """Return whether ``request.history`` holds more than ``budget`` tokens.
+
+    Where the run found this very history over its limit by its floor, the history's floor
+    (`lower_bound_of`) decides first: over the budget for sure, the history is not counted
+    exactly. Otherwise, or in doubt, the history's tokens (`history_tokens`) decide.
+    """
+    est = estimator or request.estimator
+    if _marked_over(request):
+        lower = lower_bound_of(est)
+        if lower is not None and history_tokens(request, lower) > budget:
+            return True
+    return history_tokens(request, est) > budget
+
+
+LEARNED_METHOD = "bound:unknown"
+"""The counting method whose factor is learned from the provider's usage (`observe_usage`)."""
+
+
+def _learned(request: ModelRequest) -> TokenEstimator | None:
+    """Return the learned estimator for ``request``'s model when it counts with the bound."""
+    est = request.estimator
+    if est.method != LEARNED_METHOD:
+        return None
+    return LEARNED.estimator(est, request.model)
+
+
+def observe_usage(request: ModelRequest, api_base: str | None, reported: int) -> None:
+    """Learn from the prompt tokens a provider reported for ``request`` (as it was sent).
+
+    Only for models counted with the conservative bound (`LEARNED_METHOD`: no offline
+    tokenizer): the raw bound of the very request is compared with ``reported`` per
+    (model, api_base) (`harness.tokens.calibration.UsageLearner`), and the model's later
+    requests are counted with the learned factor by `counted_near_limit` — never below any
+    ratio observed, raised at once by a report above the calibrated count.
+    """
+    est = request.estimator
+    base = est.base if isinstance(est, CalibratedEstimator) else est
+    if base.method != LEARNED_METHOD or reported <= 0 or request.input_limit == 0:
+        return
+    LEARNED.observe(
+        request.model, api_base, estimated=estimate_request(request, base), reported=reported
+    )
 
 
 OFF_LOOP_CHARS = 16_384
@@ -415,6 +536,7 @@ def report_manifest(manifest: ContextManifest, request: ModelRequest) -> None:
 
 __all__ = [
     "BLOCKS_FRAMING",
+    "LEARNED_METHOD",
     "OFF_LOOP_CHARS",
     "REPLY_PRIMING",
     "HistoryTally",
@@ -431,9 +553,13 @@ __all__ = [
     "failed_manifest",
     "fixed_tokens",
     "floor_of",
+    "history_over",
     "history_tokens",
+    "lower_bound_of",
     "manifest_items",
     "near_limit",
+    "observe_usage",
+    "over_for_sure",
     "report_manifest",
     "sure_count",
     "system_part_tokens",

@@ -164,6 +164,15 @@ def _tool_items(
     )
 
 
+def _newest_user(history: tuple[Message, ...], start: int) -> int | None:
+    """Return the position of ``history``'s newest user turn at or after ``start``, if any."""
+    for index in range(len(history) - 1, start - 1, -1):
+        message = history[index]
+        if message.role == "user" and not is_summary(message):
+            return index
+    return None
+
+
 class HistoryTally:
     """The token counts and manifest items of the history one run measured last.
 
@@ -223,6 +232,8 @@ class HistoryTally:
         A user turn is a user message that is not a summary (`harness.markers.is_summary`).
         """
         if history is not self.history:
+            if not self.history:  # cold: the newest user turn, without counting the rest
+                return _newest_user(history, start)
             self.measure(history)
         users = self.users
         return users[-1] if users and users[-1] >= start else None
@@ -234,8 +245,16 @@ class HistoryTally:
         tail: int,
         run: RunScope | None = None,
     ) -> int:
-        """Return the tokens of ``history``'s messages at ``picks`` and of all from ``tail`` on."""
+        """Return the tokens of ``history``'s messages at ``picks`` and of all from ``tail`` on.
+
+        A cold tally counts those messages only: a history over its limit for sure
+        (`harness.accounting.over_for_sure`) is never counted whole with the exact estimator.
+        """
         if history is not self.history:
+            if not self.history:
+                count_message = self.estimator.count_message
+                chosen = [*picks, *range(tail, len(history))]
+                return sum(count_message(history[i]) for i in chosen)
             self.measure(history, run)
         sums = self.sums
         total = sums[-1] - sums[tail]
@@ -398,7 +417,7 @@ _LAST_KEY = id(_Measured)
 """Where a run keeps its `_Measured` (the class is the owner, alive as long as the module)."""
 
 
-_MAX_TALLIES = 8
+_MAX_TALLIES = 12
 """Tallies one run keeps (estimator × purpose); a calibrated estimator is new every round."""
 
 

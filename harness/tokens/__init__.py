@@ -17,6 +17,8 @@ import from here. Each concern lives in a private module of its own:
   litellm ships, never downloaded, imported on first use.
 - ``_ceiling``: `ByteCeiling`, a count never below the exact one (the UTF-8 bytes,
   after NFKC for Anthropic): what decides "fits for sure" without a tokenizer.
+- ``_floor``: `ByteFloor`, a count never above the exact one (the UTF-8 bytes over the
+  family's longest token): what decides "over for sure" without a tokenizer.
 - ``_bound_estimator``: `BoundEstimator` (``bound:unknown``) for models with no offline
   tokenizer: at least every known family's exact count.
 - ``_images``: each provider's image rule, read from the image's header.
@@ -65,6 +67,7 @@ from harness.tokens._exact_tokens import (
 from harness.tokens._exact_tokens import _tiktoken_len as _tiktoken_len
 from harness.tokens._families import UNKNOWN_FAMILY, approximate, estimator_for, family_for
 from harness.tokens._fitted_coefficients import FAMILY_COEFFICIENTS, FAMILY_FLOOR
+from harness.tokens._floor import LONGEST_TOKEN, ByteFloor, byte_floor
 from harness.tokens._images import (
     ANTHROPIC_MAX_IMAGE,
     IMAGE_BOUND,
@@ -99,6 +102,7 @@ __all__ = [
     "FAMILY_COEFFICIENTS",
     "FAMILY_FLOOR",
     "IMAGE_BOUND",
+    "LONGEST_TOKEN",
     "MAX_NAME",
     "MESSAGE_OVERHEAD",
     "OPENAI_LOW_DETAIL",
@@ -116,6 +120,7 @@ __all__ = [
     "ApproximateEstimator",
     "BoundEstimator",
     "ByteCeiling",
+    "ByteFloor",
     "CachedEstimator",
     "Coefficients",
     "CountCache",
@@ -125,6 +130,7 @@ __all__ = [
     "approximate",
     "bound_coefficients",
     "byte_ceiling",
+    "byte_floor",
     "clear_count_caches",
     "dense_features",
     "estimator_for",

@@ -29,6 +29,7 @@ from harness.tokens._count_cache import CachedEstimator
 from harness.tokens._estimator import TokenEstimator
 from harness.tokens._exact_tokens import EXACT_METHODS, FAMILIES, shared_exact
 from harness.tokens._fitted_coefficients import FAMILY_COEFFICIENTS, FAMILY_FLOOR
+from harness.tokens._floor import byte_floor
 from harness.tokens._images import image_rule
 from harness.tokens._text_shapes import (
     _LETTER_CLASSES,
@@ -151,6 +152,12 @@ class ApproximateEstimator(CachedEstimator):
         """A count never below the exact counter's (`ByteCeiling`), without loading it."""
         known = EXACT_METHODS.get(self.family)
         return byte_ceiling(*known) if known is not None else None
+
+    @property
+    def lower_bound(self) -> TokenEstimator | None:
+        """A count never above the exact counter's (`ByteFloor`), without loading it."""
+        known = EXACT_METHODS.get(self.family)
+        return byte_floor(*known) if known is not None else None
 
     def count(self, text: str) -> int:
         """Return the estimated token count of ``text`` (0 for empty text, else ≥ 1)."""

@@ -21,6 +21,7 @@ from harness.errors import ConfigurationError
 from harness.tokens._ceiling import byte_ceiling
 from harness.tokens._count_cache import CachedEstimator
 from harness.tokens._estimator import TokenEstimator
+from harness.tokens._floor import byte_floor
 
 FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
 """The tokenizer families with an exact tokenizer shipped offline."""
@@ -55,6 +56,11 @@ class ExactEstimator(CachedEstimator):
     def ceiling(self) -> TokenEstimator:
         """A count never below this one's: the UTF-8 bytes (`ByteCeiling`)."""
         return byte_ceiling(self.method, self.images)
+
+    @property
+    def lower_bound(self) -> TokenEstimator | None:
+        """A count never above this one's: the bytes over the longest token (`ByteFloor`)."""
+        return byte_floor(self.method, self.images)
 
 
 def litellm_tokenizer_dir() -> Path:

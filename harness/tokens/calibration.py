@@ -11,6 +11,7 @@ the factor in use. Under-counting causes overflows; the bounds keep one odd resp
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable
 
 from harness.blocks import ContextBlock
@@ -92,3 +93,104 @@ class CalibratedExact(CalibratedEstimator):
         super().__init__(base, factor)
         self.floor = 1.0
         self.exact_counter = None
+
+
+LEARN_MARGIN = 1.05
+"""A learned factor stays at least this much above every reported ÷ estimated ratio seen."""
+LEARN_STEP = 0.7
+"""How far one observation lowers a learned factor toward its target (never below it)."""
+LEARN_MAX = 4.0
+"""The highest learned factor (a provider counting 4x our bound is a bug, not a tokenizer)."""
+LEARN_KEYS = 1024
+"""(model, api_base) pairs one process learns; the oldest is forgotten beyond."""
+
+
+class LearnedRatio:
+    """What one (model, api_base) reported against our raw estimates: the factor to count with.
+
+    Starts at 1.0 (the raw estimate). Every observation lowers the factor by `LEARN_STEP`
+    of the way toward ``worst × LEARN_MARGIN`` — ``worst`` the highest reported ÷ estimated
+    ratio seen — never below it; a report above the calibrated estimate (a contradiction)
+    raises it to that target at once. So the factor is never below any ratio observed.
+    """
+
+    __slots__ = ("factor", "observations", "worst")
+
+    def __init__(self) -> None:
+        self.factor = 1.0
+        self.worst = 0.0
+        self.observations = 0
+
+    def observe(self, *, estimated: int, reported: int) -> float:
+        """Fold in one request's raw estimate and reported prompt tokens; return the factor."""
+        if estimated <= 0 or reported <= 0:
+            return self.factor
+        ratio = reported / estimated
+        self.observations += 1
+        if reported > estimated * self.factor:  # a contradiction: raise at once
+            self.worst = ratio
+            self.factor = min(LEARN_MAX, ratio * LEARN_MARGIN)
+            return self.factor
+        self.worst = max(self.worst, ratio)
+        target = min(LEARN_MAX, self.worst * LEARN_MARGIN)
+        self.factor = max(target, self.factor - LEARN_STEP * (self.factor - target))
+        return self.factor
+
+
+class UsageLearner:
+    """Per (model, api_base), in process: the factor learned from the provider's usage.
+
+    `harness.accounting.observe_usage` feeds it (the LiteLLM client, after every answer that
+    reports usage, for models counted with ``bound:unknown``); `harness.accounting.
+    counted_near_limit` counts such a model's requests with `factor_for` its model: the
+    highest factor of any api_base serving that name, rounded up to 1/`STEPS`, so one
+    estimator (and its running totals) serves while the factor stays put.
+    """
+
+    STEPS = 256
+
+    def __init__(self) -> None:
+        self._ratios: dict[tuple[str, str], LearnedRatio] = {}
+        self._held: dict[tuple[int, str, float], CalibratedEstimator] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, model: str, api_base: str | None, *, estimated: int, reported: int) -> float:
+        """Fold in one answer's usage; return the (model, api_base)'s factor."""
+        key = (model, api_base or "")
+        with self._lock:
+            ratio = self._ratios.get(key)
+            if ratio is None:
+                if len(self._ratios) >= LEARN_KEYS:
+                    self._ratios.pop(next(iter(self._ratios)))
+                ratio = self._ratios[key] = LearnedRatio()
+            return ratio.observe(estimated=estimated, reported=reported)
+
+    def factor_for(self, model: str) -> float:
+        """Return the highest learned factor of ``model`` on any api_base (1.0: none)."""
+        factors = [r.factor for (m, _), r in list(self._ratios.items()) if m == model]
+        if not factors:
+            return 1.0
+        return math.ceil(max(factors) * self.STEPS - 1e-9) / self.STEPS
+
+    def estimator(self, base: TokenEstimator, model: str) -> CalibratedEstimator | None:
+        """Return ``base`` corrected by ``model``'s learned factor, or ``None`` (none learned)."""
+        factor = self.factor_for(model)
+        if factor == 1.0:
+            return None
+        key = (id(base), model, factor)
+        held = self._held.get(key)
+        if held is None or held.base is not base:
+            if len(self._held) >= LEARN_KEYS:
+                self._held.clear()
+            held = self._held[key] = CalibratedEstimator(base, factor)
+        return held
+
+    def forget(self) -> None:
+        """Forget everything learned (tests, benchmarks)."""
+        with self._lock:
+            self._ratios.clear()
+            self._held.clear()
+
+
+LEARNED = UsageLearner()
+"""The process's learned factors."""

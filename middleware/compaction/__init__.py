@@ -72,7 +72,7 @@ from harness.accounting import (
     count_off_loop,
     counted_near_limit,
     fixed_tokens,
-    history_tokens,
+    history_over,
 )
 from harness.errors import (
     NOTHING_TO_COMPACT,
@@ -443,13 +443,11 @@ class Compaction:
             return "messages"
         if budget <= 0:
             return None
-        # The request's own history: the run's running total (O(new messages)).
-        used = (
-            history_tokens(request, est)
-            if history is request.history
-            else est.count_messages(history)
-        )
-        return "tokens" if used > budget else None
+        # The request's own history: the run's running total (O(new messages)), or its
+        # floor where the request is over its limit for sure (no exact count of all of it).
+        if history is request.history:
+            return "tokens" if history_over(request, budget, est) else None
+        return "tokens" if est.count_messages(history) > budget else None
 
     def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
         """Return the token of a ``compact_conversation`` request not yet honoured."""
