@@ -48,8 +48,8 @@ import msgspec
 from msgspec.structs import replace
 
 from harness.accounting import (
-    BLOCKS_FRAMING,
     HistoryTally,
+    blocks_framing,
     count_off_loop,
     counted_near_limit,
     fixed_tokens,
@@ -138,8 +138,8 @@ class BudgetFit:
         parts = memo.blocks_of(request.blocks, est)
         fixed = fixed_tokens(request, est)  # measured above: the run's last measurement
         if parts.fixed:
-            fixed += BLOCKS_FRAMING + parts.fixed
-        overhead = 0 if parts.fixed else BLOCKS_FRAMING
+            fixed += parts.framing + parts.fixed
+        overhead = 0 if parts.fixed else parts.framing
         if tokens + SUMMARY_ROOM <= limit:
             # The whole request fits with room for a summary to spare: the history minimum
             # and any reserve are at most the history plus that room, so nothing can be
@@ -214,7 +214,16 @@ class _Blocks:
     function of the blocks it is given).
     """
 
-    __slots__ = ("_cut", "_order", "blocks", "estimator", "fixed", "optional", "optional_tokens")
+    __slots__ = (
+        "_cut",
+        "_order",
+        "blocks",
+        "estimator",
+        "fixed",
+        "framing",
+        "optional",
+        "optional_tokens",
+    )
 
     def __init__(self, blocks: tuple[ContextBlock, ...], estimator: TokenEstimator) -> None:
         self.blocks = blocks
@@ -231,6 +240,8 @@ class _Blocks:
             else:
                 self.optional.append(block)
                 self.optional_tokens += count_block(block)
+        self.framing = blocks_framing(blocks)
+        """The blocks messages' framing for all of ``blocks``: at least that of any part."""
         self._order: Sequence[ContextBlock] | None = None
         self._cut: _Cut | None = None
 

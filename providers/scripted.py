@@ -3,7 +3,9 @@
 It answers from a script: strings become assistant text, `Message` objects are returned as
 they are, callables receive the request (sync or async) and return either, exception
 instances are raised, and a `BrokenStream` streams some text and then fails (as a
-provider's stream can). It can overflow once the input passes a token threshold, answers
+provider's stream can). It can overflow once the input passes a token threshold (counted as
+an OpenAI-compatible server counts it, `ScriptedModel.prompt_tokens`: never with the harness's
+own accounting, which a test double must be able to catch out), answers
 summary requests (purpose ``summary``) with a built-in summariser unless scripted, and
 records every request it received so tests assert on what the model actually saw.
 `ScriptedModel.stream` yields the text word by word, so streaming is testable offline.
@@ -16,13 +18,14 @@ import json
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from functools import cache
 from typing import Any
 
 from harness.accounting import estimate_request
 from harness.errors import ContextOverflowError, HarnessError
 from harness.messages import Message, ToolCall, new_id
 from harness.request import ModelRequest, ModelResponse, Usage
-from harness.tokens import TokenEstimator, estimator_for
+from harness.tokens import TokenEstimator, estimator_for, tiktoken_encoding
 from harness.types import StreamChunk
 
 
@@ -67,11 +70,14 @@ class ScriptedModel:
         model: the model name it reports.
         window: the context window it reports (``None``: unknown).
         max_output: the most output tokens it reports it can answer (``None``: unknown).
-        overflow_above: raise `ContextOverflowError` when the estimated input exceeds this.
+        overflow_above: raise `ContextOverflowError` when the input exceeds this many tokens as
+            an OpenAI-compatible server counts them (`prompt_tokens`), not as ``estimator``
+            or `harness.accounting` does.
         default: the reply when the script is exhausted (``None``: raise `ScriptExhausted`).
         summary: the reply to ``summary`` requests (default: a short built-in summary).
         usage_factor: reported prompt tokens = estimate × this (to test calibration).
-        estimator: how it counts input (default: exact o200k when available).
+        estimator: how it counts the input it reports in ``usage`` and the output (default:
+            exact o200k when available).
     """
 
     def __init__(
@@ -163,14 +169,40 @@ class ScriptedModel:
             yield StreamChunk(tool_call=call)
         yield StreamChunk(usage=answer.usage, response=answer)
 
+    @staticmethod
+    def prompt_tokens(request: ModelRequest) -> int:
+        """Return the input tokens of ``request`` as an OpenAI-compatible server counts them.
+
+        The measure ``overflow_above`` compares with, independent of the harness's accounting:
+        the exact ``o200k_base`` tokenizer over the request as the chat format sends it
+        (`ModelRequest.render`: the text parts of each message), framed as OpenAI's cookbook
+        describes for gpt-4o — 3 tokens per message, its role, text, reasoning, 1 more for a
+        name, 3 per tool call with its name and arguments, 3 priming the reply — and the JSON of
+        the tool schemas. The local OpenAI-compatible test server counts ``prompt_tokens`` the
+        same way.
+        """
+        count = _o200k()
+        total = 3
+        for message in request.render():
+            total += 3 + count(message.role) + count(message.text)
+            if message.name:
+                total += 1 + count(message.name)
+            if message.reasoning_content:
+                total += count(message.reasoning_content)
+            for call in message.tool_calls:
+                total += 3 + count(call.name) + count(call.arguments)
+        if request.tools:
+            total += count(json.dumps([t.to_openai() for t in request.tools]))
+        return total
+
     # --------------------------------------------------------------- helpers
     async def _answer(self, request: ModelRequest) -> ModelResponse | BrokenStream:
         self.requests.append(request)
-        tokens = estimate_request(request, self.estimator)
-        if self.overflow_above is not None and tokens > self.overflow_above:
+        size = 0 if self.overflow_above is None else self.prompt_tokens(request)
+        if self.overflow_above is not None and size > self.overflow_above:
             self.overflows += 1
             raise ContextOverflowError(
-                f"scripted overflow: input of ~{tokens} tokens exceeds {self.overflow_above}; "
+                f"scripted overflow: input of {size} tokens exceeds {self.overflow_above}; "
                 "compact the history or raise the model's window",
                 provider="scripted",
                 status=400,
@@ -187,7 +219,7 @@ class ScriptedModel:
                 continue
             break
         message = Message.assistant(reply) if isinstance(reply, str) else reply
-        prompt = round(tokens * self.usage_factor)
+        prompt = round(estimate_request(request, self.estimator) * self.usage_factor)
         completion = self.estimator.count(message.text) + sum(
             self.estimator.count(c.arguments) for c in message.tool_calls
         )
@@ -211,6 +243,17 @@ class ScriptedModel:
             f"ScriptedModel ran out of replies after {len(self.agent_requests) - 1} agent requests; "
             "add more replies or set default="
         )
+
+
+@cache
+def _o200k() -> Callable[[str], int]:
+    """Return the exact ``o200k_base`` token count of a text (tiktoken, litellm's files)."""
+    encoding = tiktoken_encoding("o200k_base")
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=())) if text else 0
+
+    return count
 
 
 def _summarise(request: ModelRequest) -> str:

@@ -54,6 +54,7 @@ from harness.accounting._tally import (
     _measured,
     _run_tally,
     _tally,
+    blocks_framing,
     system_part_tokens,
     system_tokens,
     tally_of,
@@ -86,7 +87,7 @@ def blocks_tokens(request: ModelRequest, estimator: TokenEstimator) -> int:
     tally = _tally(request, estimator)
     if tally is not None:
         return tally.costs.blocks(request.blocks)
-    return BLOCKS_FRAMING + sum(estimator.count_block(b) for b in request.blocks)
+    return blocks_framing(request.blocks) + sum(estimator.count_block(b) for b in request.blocks)
 
 
 def exact_counter_of(estimator: TokenEstimator) -> TokenEstimator | None:
@@ -542,6 +543,7 @@ __all__ = [
     "HistoryTally",
     "acounted_near_limit",
     "asure_count",
+    "blocks_framing",
     "blocks_tokens",
     "build_manifest",
     "ceiling_of",

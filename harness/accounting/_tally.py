@@ -4,7 +4,7 @@
 purpose; `_Costs` keeps the System parts', tool schemas' and blocks' costs beside them;
 `_Measured` is the run's last measurement, which the other layers of a round get back from
 identity checks. `harness.accounting` (the face) says how they are used and exports the
-public names. The base costs they add up (`REPLY_PRIMING`, `BLOCKS_FRAMING`,
+public names. The base costs they add up (`REPLY_PRIMING`, `blocks_framing`,
 `system_tokens`) live here too: the memo computes them, and the face imports the memo.
 """
 
@@ -18,16 +18,45 @@ from harness.blocks import ContextBlock, content_hash
 from harness.manifest import ItemsDraft, ManifestItem, ManifestItems
 from harness.markers import is_summary
 from harness.messages import Message, ToolSchema
-from harness.request import ModelRequest, RunScope, SystemPart
+from harness.request import ModelRequest, RunScope, SystemPart, is_stable
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 
 REPLY_PRIMING = 3
 """Tokens every request spends priming the assistant's reply."""
 
 
-BLOCKS_FRAMING = 2 * (MESSAGE_OVERHEAD + 6)
-"""Tokens of the messages that hold the blocks, beyond the blocks themselves (markers): stable
-reference material before the history and the changing blocks after it (`ModelRequest.render`)."""
+SECTION_FRAMING: dict[str, int] = {"TASK_STATE": 10, "RUNTIME_STATE": 11, "HARNESS_CONTEXT": 12}
+"""Tokens of one placement's section in a blocks message beyond its blocks: its tags
+(``<TAG>\\n`` … ``\\n</TAG>``, 9, 10 and 11 tokens in o200k) and the newline that joins it to
+the next section or separates its blocks (`harness.request.render_blocks`)."""
+
+BLOCKS_FRAMING = (
+    2 * MESSAGE_OVERHEAD + SECTION_FRAMING["HARNESS_CONTEXT"] + sum(SECTION_FRAMING.values())
+)
+"""The most `blocks_framing` can be: the stable reference message (one ``HARNESS_CONTEXT``
+section) before the history and the changing one after it with all three sections
+(`ModelRequest.render`). What a layer reserves before it knows which blocks are sent (BudgetFit).
+It was ``2 * (MESSAGE_OVERHEAD + 6)`` (20), which a changing message with more than one section
+outgrew: 23 tokens short for a stable block and three changing sections (o200k, the chat
+framing of OpenAI's cookbook; tests/integration/test_accounting_truth.py)."""
+
+
+def blocks_framing(blocks: Sequence[ContextBlock]) -> int:
+    """Return the tokens of the messages that hold ``blocks`` beyond the blocks themselves.
+
+    Each message's framing and each of its sections' tags (0 without blocks).
+    """
+    stable = False
+    placements: set[str] = set()
+    for block in blocks:
+        if is_stable(block):
+            stable = True
+        else:
+            placements.add(block.where)
+    total = MESSAGE_OVERHEAD + SECTION_FRAMING["HARNESS_CONTEXT"] if stable else 0
+    if placements:
+        total += MESSAGE_OVERHEAD + sum(SECTION_FRAMING[p] for p in placements)
+    return total
 
 
 def system_part_tokens(part: SystemPart, estimator: TokenEstimator) -> int:
@@ -98,7 +127,7 @@ class _Costs:
             count_block = self.estimator.count_block
             self._blocks = blocks
             self._block_tokens = (
-                BLOCKS_FRAMING + sum(count_block(b) for b in blocks) if blocks else 0
+                blocks_framing(blocks) + sum(count_block(b) for b in blocks) if blocks else 0
             )
             self._block_items = self._tail_items = None
         return self._block_tokens

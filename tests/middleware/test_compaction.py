@@ -677,7 +677,7 @@ async def test_only_the_chunks_the_summariser_rejects_are_halved_and_asked_again
     )
     await a.call("go", CTX)
     assert summariser.overflows >= 1
-    sizes = [estimate_request(r, summariser.estimator) for r in summariser.requests]
+    sizes = [ScriptedModel.prompt_tokens(r) for r in summariser.requests]
     rejected = [r for r, size in zip(summariser.requests, sizes, strict=True) if size > 1500]
     answered = [r for r, size in zip(summariser.requests, sizes, strict=True) if size <= 1500]
     assert sizes[0] > 1500 and len(rejected) == summariser.overflows and len(answered) > 2
@@ -1128,7 +1128,7 @@ async def test_a_provider_overflow_is_answered_with_a_forced_compaction() -> Non
     assert retries and all(compacted(r) for r in retries)
     for r in retries:
         assert [m.role for m in r.history[2:]] == ["assistant", "tool"]
-        assert estimate_request(r, model.estimator) <= 2500
+        assert ScriptedModel.prompt_tokens(r) <= 2500
 
 
 async def test_an_overflow_with_nothing_to_compact_reaches_the_caller() -> None:

@@ -9,7 +9,6 @@ import anyio
 import pytest
 
 from harness import HarnessAgent, Message, ModelRequest, ModelResponse, RunScope, RuntimeContext
-from harness.accounting import estimate_request
 from harness.errors import (
     NOTHING_TO_COMPACT,
     ConfigurationError,
@@ -132,7 +131,7 @@ async def test_compaction_on_retry_lets_the_round_succeed() -> None:
     runs, count = counting_tool()
     probe = ScriptedModel(["x"])
     await make_agent([], probe, history, tools=[count]).call("go", CTX)
-    too_big = estimate_request(probe.requests[0], probe.estimator) - 1  # the first round
+    too_big = ScriptedModel.prompt_tokens(probe.requests[0]) - 1  # the first round
     model = ScriptedModel([ScriptedModel.tool_call("count"), "done"], overflow_above=too_big)
     keep = KeepLast(keep=3)
     agent = make_agent([OverflowRetry(), keep, PairValidation()], model, history, tools=[count])
@@ -268,7 +267,7 @@ async def test_with_compaction_one_overflow_means_one_compaction_and_one_retry()
 
     probe = ScriptedModel(["x"])
     await make_agent([], probe, history, tools=[count_big]).call("go", CTX)
-    first_round = estimate_request(probe.requests[0], probe.estimator)
+    first_round = ScriptedModel.prompt_tokens(probe.requests[0])
     # Round 1 fits; round 2 (with the tool's output) overflows until compacted.
     model = ScriptedModel(
         [ScriptedModel.tool_call("count_big"), "done"], overflow_above=first_round + 100
