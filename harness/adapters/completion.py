@@ -11,7 +11,9 @@ compacted, pairs validated. The request's manifest rides on the answer::
     manifest = manifest_of(response)  # response._hidden_params["harness_manifest"]
 
 **What becomes what.** System (and ``developer``) dicts become the request's System parts,
-in order — never history, so never summarised away. The other dicts are the history
+in order — never history, so never summarised away; their content blocks (and a
+message-level ``cache_control``) are sent as blocks with their provider options while the
+stack leaves their text as it is, what the stack adds to System as further blocks. The other dicts are the history
 (checked; a malformed one is refused with `InvalidInputError` before anything is sent).
 OpenAI tool dicts become `ToolSchema`s for the budget and are sent as given (``strict``
 included). ``api_base``, ``api_key``, ``timeout`` and ``context_window`` configure the client; every other
