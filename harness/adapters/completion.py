@@ -43,7 +43,11 @@ committed only with a request the stack accepted: one it refuses (an orphan tool
 turn over the budget) is logged as a `RefusalEvent` and leaves the stored history as it was,
 so the next valid request on the session works (through the proxy hook too).
 
-**Errors** are litellm's own for provider failures (our typed error is added as a note);
+**Errors** are litellm's own for every provider failure (our typed error is added as a
+note): the exception litellm raised, also when the stack's own retry could not help (an
+overflow with nothing left to compact, or still too long after compaction), and a new one of
+litellm's class where litellm raised nothing (an overflow shown only by the stop reason is
+``ContextWindowExceededError``, a model it cannot route ``BadRequestError``);
 a request that cannot be prepared raises the harness's `ContextBuildError` subclasses.
 """
 
@@ -393,18 +397,18 @@ def _default_stack() -> list[Middleware]:
 async def _run(handler: Handler, request: ModelRequest) -> tuple[Message, ...] | None:
     """Run ``handler`` on ``request`` and return the history the round keeps.
 
-    Provider failures leave as litellm's exceptions.
+    Provider failures leave as litellm's own exceptions (`litellm_error`): the one litellm
+    raised, found however deep in the chain of our typed errors, or one of litellm's classes
+    made for a failure litellm raised nothing for; our error rides on it as a note.
     """
     try:
         return (await handler(request)).kept
     except ProviderError as exc:
-        native = exc.__cause__
-        if isinstance(native, Exception) and type(native).__module__.startswith(
-            ("litellm", "openai", "httpx")
-        ):
-            native.add_note(f"context-harness: {exc}")
-            raise native from None
-        raise
+        from providers.passthrough import litellm_error
+
+        native = litellm_error(exc, model=request.model)
+        # One made for ``exc`` keeps it as its cause; litellm's own is raised as litellm did.
+        raise native from (exc if native.__cause__ is exc else None)
     except Exception as exc:
         report_manifest(failed_manifest(request, exc), request)
         raise

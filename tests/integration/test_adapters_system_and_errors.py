@@ -6,16 +6,20 @@ OpenAI-compatible server received through litellm, and on what the caller caught
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
-from harness import ContextPolicy, acompletion
+from harness import ContextPolicy, acompletion, completion
+from harness.errors import ContextOverflowError, HarnessError
 from harness.types import Middleware
-from middleware import PairValidation
+from middleware import Compaction, OverflowRetry, PairValidation
 
 from .openai_server import (
     OpenAIServer,
+    context_length_exceeded,
+    reply,
 )
 
 pytestmark = pytest.mark.integration
@@ -88,3 +92,83 @@ async def test_system_text_the_stack_adds_comes_as_further_blocks(
     content = openai_server.last_request["messages"][0]["content"]
     assert content[0] == messages[0]["content"][0]
     assert any("Run the tests" in b["text"] and "cache_control" not in b for b in content[1:])
+
+
+# ------------------------------------------------------------- litellm's exceptions (item 2)
+def _is_litellms(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("litellm") and not isinstance(exc, HarnessError)
+
+
+def _noted(exc: BaseException) -> bool:
+    return any(note.startswith("context-harness: ") for note in getattr(exc, "__notes__", ()))
+
+
+async def test_an_overflow_with_nothing_left_to_compact_raises_litellms_exception(
+    openai_server: OpenAIServer,
+) -> None:
+    from litellm.exceptions import ContextWindowExceededError
+
+    openai_server.default = context_length_exceeded()
+    messages = [{"role": "user", "content": "A short question."}]
+    with pytest.raises(ContextWindowExceededError) as caught:
+        await acompletion(MODEL, messages, **_kw(openai_server))
+    assert _is_litellms(caught.value) and _noted(caught.value)
+    assert any("nothing more could be compacted" in n for n in caught.value.__notes__)
+    assert len(openai_server.requests) == 1  # not resent: nothing changed
+
+
+def test_the_sync_completion_raises_litellms_exception_too(openai_server: OpenAIServer) -> None:
+    from litellm.exceptions import ContextWindowExceededError
+
+    openai_server.default = context_length_exceeded()
+    messages = [{"role": "user", "content": "A short question, synchronously."}]
+    with pytest.raises(ContextWindowExceededError) as caught:
+        completion(MODEL, messages, **_kw(openai_server))
+    assert _is_litellms(caught.value) and _noted(caught.value)
+
+
+async def test_an_overflow_that_a_retry_cannot_fix_raises_litellms_exception(
+    openai_server: OpenAIServer,
+) -> None:
+    from litellm.exceptions import ContextWindowExceededError
+
+    openai_server.default = context_length_exceeded()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for i in range(12):
+        messages += [
+            {"role": "user", "content": f"Question {i}: " + "tell me more " * 30},
+            {"role": "assistant", "content": f"Answer {i}: " + "here is more " * 30},
+        ]
+    messages.append({"role": "user", "content": "And the last one?"})
+    kw = _kw(openai_server, stack=[OverflowRetry(), Compaction(), PairValidation()])
+    with pytest.raises(ContextWindowExceededError) as caught:
+        await acompletion(MODEL, messages, **kw)
+    assert _is_litellms(caught.value) and _noted(caught.value)
+    agent = [b for b in openai_server.requests if "compacting" not in json.dumps(b)]
+    assert len(agent) >= 2  # compacted and resent once
+
+
+async def test_an_overflow_only_the_stop_reason_shows_raises_litellms_class(
+    openai_server: OpenAIServer,
+) -> None:
+    from litellm.exceptions import ContextWindowExceededError
+
+    openai_server.default = reply("", finish_reason="length", completion_tokens=0)
+    messages = [{"role": "user", "content": "Overflow in disguise."}]
+    with pytest.raises(ContextWindowExceededError) as caught:
+        await acompletion(MODEL, messages, **_kw(openai_server))
+    assert _is_litellms(caught.value) and _noted(caught.value)
+    assert isinstance(caught.value.__cause__, ContextOverflowError)  # what we saw, kept
+
+
+async def test_a_model_litellm_cannot_route_raises_litellms_bad_request(
+    openai_server: OpenAIServer,
+) -> None:
+    from litellm.exceptions import BadRequestError
+
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(BadRequestError) as caught:  # what litellm.acompletion raises for it
+        await acompletion("no-such-model-xyz", messages, **_kw(openai_server))
+    assert _is_litellms(caught.value) and _noted(caught.value)
+    assert "openai/no-such-model-xyz" in caught.value.__notes__[0]  # what to do next
+    assert openai_server.requests == []
