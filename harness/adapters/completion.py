@@ -168,7 +168,7 @@ async def acompletion(
     from providers.passthrough import PassthroughClient
 
     client = PassthroughClient(model, tool_dicts=tool_dicts, **client_kwargs)
-    call = _Call(client=client, send=client.send, stream=stream)
+    call = _Call(client=client, send=client.send, stream=stream, litellm_errors=True)
     await _through_stack(
         call, model, messages, schemas, litellm_kwargs or None,
         stack=stack, policy=policy, session_id=session_id, user_id=user_id, store=store,
@@ -326,10 +326,14 @@ Sender = Callable[[ModelRequest, bool], Awaitable[tuple[Any, ModelResponse]]]
 class _Call:
     """What one call learns from its innermost handler."""
 
-    def __init__(self, *, client: ModelClient, send: Sender, stream: bool) -> None:
+    def __init__(
+        self, *, client: ModelClient, send: Sender, stream: bool, litellm_errors: bool = False
+    ) -> None:
         self.client = client
         self.send = send
         self.stream = stream
+        self.litellm_errors = litellm_errors
+        """Whether every provider failure leaves as litellm's own exception (the drop-in)."""
         self.raw: Any = None
         self.manifest: ContextManifest | None = None
         self.reply: Message | None = None
@@ -397,18 +401,28 @@ def _default_stack() -> list[Middleware]:
 async def _run(handler: Handler, request: ModelRequest) -> tuple[Message, ...] | None:
     """Run ``handler`` on ``request`` and return the history the round keeps.
 
-    Provider failures leave as litellm's own exceptions (`litellm_error`): the one litellm
-    raised, found however deep in the chain of our typed errors, or one of litellm's classes
-    made for a failure litellm raised nothing for; our error rides on it as a note.
+    For the drop-in (``_Call.litellm_errors``), provider failures leave as litellm's own
+    exceptions (`litellm_error`): the one litellm raised, found however deep in the chain of
+    our typed errors, or one of litellm's classes made for a failure litellm raised nothing
+    for; our error rides on it as a note. Other hosts get litellm's exception when it is the
+    direct cause, else our typed error (which they map to their own).
     """
     try:
         return (await handler(request)).kept
     except ProviderError as exc:
-        from providers.passthrough import litellm_error
+        if _CURRENT_CALL.get().litellm_errors:
+            from providers.passthrough import litellm_error
 
-        native = litellm_error(exc, model=request.model)
-        # One made for ``exc`` keeps it as its cause; litellm's own is raised as litellm did.
-        raise native from (exc if native.__cause__ is exc else None)
+            native = litellm_error(exc, model=request.model)
+            # One made for ``exc`` keeps it as its cause; litellm's own is raised as it was.
+            raise native from (exc if native.__cause__ is exc else None)
+        native_cause = exc.__cause__  # another host (LangChain) maps our typed errors itself
+        if isinstance(native_cause, Exception) and type(native_cause).__module__.startswith(
+            ("litellm", "openai", "httpx")
+        ):
+            native_cause.add_note(f"context-harness: {exc}")
+            raise native_cause from None
+        raise
     except Exception as exc:
         report_manifest(failed_manifest(request, exc), request)
         raise
