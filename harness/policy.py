@@ -52,19 +52,31 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """How large a request may be, how it is counted, and who hears about it.
 
     The effective input limit is ``max_input_tokens`` when given, bounded by the model's
-    window minus the output reserve and ``safety_margin``; with no explicit maximum it is
+    window minus the output reserve and the safety margin; with no explicit maximum it is
     that window arithmetic, and 64,000 tokens when the window is unknown. The output
     reserve is the request's own ``max_tokens`` / ``max_completion_tokens`` when it sets
     one (the provider refuses input plus requested output over the window), else
-    ``reserve_output``.
+    ``reserve_output``. Both reserves scale down with a small window: at most
+    ``output_fraction`` and ``margin_fraction`` of it (`output_reserve`, `margin`), so a
+    2,000-token model keeps 500 + 250 tokens free instead of refusing every request; from a
+    16,384-token window up they are the plain numbers.
     """
 
     max_input_tokens: int | None = None
     """An explicit input cap in tokens (``None``: derive from the model's window)."""
     reserve_output: int = 4096
-    """Tokens kept free for the model's answer when the request does not set ``max_tokens``."""
+    """Tokens kept free for the model's answer when the request does not set ``max_tokens``
+    (at most ``output_fraction`` of the window)."""
     safety_margin: int = 1024
-    """Tokens kept free for estimation error."""
+    """Tokens kept free for estimation error (at most ``margin_fraction`` of the window)."""
+    output_fraction: float = 0.25
+    """The largest share of the window ``reserve_output`` takes (``1.0``: never scaled)."""
+    margin_fraction: float = 0.125
+    """The largest share of the window ``safety_margin`` takes (``1.0``: never scaled)."""
+    min_window: int = 1_000
+    """Windows smaller than this are refused up front, before anything is sent: the default
+    stack's System, tool schemas, summary prompt and one turn do not fit in less (``0``:
+    never refused; with a lean stack of your own)."""
     estimator: TokenEstimator | None = None
     """The token estimator (``None``: `estimator_for(model)` at resolution)."""
     observer: Callable[[ContextManifest], None] | None = None
@@ -73,10 +85,17 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """Correct estimates with the provider's reported prompt tokens (per model, bounded)."""
 
     def __post_init__(self) -> None:
-        for name in ("reserve_output", "safety_margin"):
+        for name in ("reserve_output", "safety_margin", "min_window"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ConfigurationError(f"ContextPolicy.{name} must be an int ≥ 0, got {value!r}")
+        for name in ("output_fraction", "margin_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+                raise ConfigurationError(
+                    f"ContextPolicy.{name} must be a fraction of the window in (0, 1], "
+                    f"got {value!r}"
+                )
         if self.max_input_tokens is not None and (
             not isinstance(self.max_input_tokens, int) or self.max_input_tokens <= 0
         ):
@@ -88,6 +107,18 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     def replace(self, **changes: Any) -> ContextPolicy:
         """Return a copy with ``changes`` applied."""
         return msgspec.structs.replace(self, **changes)
+
+    def output_reserve(self, window: int | None) -> int:
+        """Return the output reserve for ``window``: ``reserve_output``, scaled to a small one."""
+        if window is None or window <= 0:
+            return self.reserve_output
+        return min(self.reserve_output, int(window * self.output_fraction))
+
+    def margin(self, window: int | None) -> int:
+        """Return the safety margin for ``window``: ``safety_margin``, scaled to a small one."""
+        if window is None or window <= 0:
+            return self.safety_margin
+        return min(self.safety_margin, int(window * self.margin_fraction))
 
     def input_limit(self, window: int | None, *, max_output: int | None = None) -> int:
         """Return the input budget for a model whose context window is ``window``.
@@ -108,9 +139,17 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
                 f"max_output must be a positive int or None, got {max_output!r}"
             )
         derived = None
+        if window is not None and 0 < window < self.min_window:
+            raise ConfigurationError(
+                f"the model's window ({window:,} tokens) is smaller than "
+                f"ContextPolicy.min_window ({self.min_window:,}): the default stack's System, "
+                "tool schemas, summary prompt and one turn do not fit in it. Use a model with a "
+                "larger window, or lower ContextPolicy.min_window with a leaner stack"
+            )
         if window is not None and window > 0:
-            reserve = self.reserve_output if max_output is None else max_output
-            derived = window - reserve - self.safety_margin
+            reserve = self.output_reserve(window) if max_output is None else max_output
+            margin = self.margin(window)
+            derived = window - reserve - margin
             if derived <= 0:
                 named = (
                     f"reserve_output ({reserve})"
@@ -119,7 +158,7 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
                 )
                 raise ConfigurationError(
                     f"the model's window ({window} tokens) is smaller than {named} + "
-                    f"safety_margin ({self.safety_margin}); lower them"
+                    f"safety_margin ({margin}); lower them"
                 )
         if self.max_input_tokens is not None:
             return (

@@ -16,7 +16,7 @@ import msgspec
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
 from harness.manifest import ContextManifest, Transform
-from harness.messages import Message, ToolSchema, new_id
+from harness.messages import ContentPart, Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
 
 if TYPE_CHECKING:
@@ -55,6 +55,30 @@ class SystemPart(msgspec.Struct, frozen=True, kw_only=True):
     """A stable name: ``prompt``, ``AGENTS.md``, ``instruction/test-policy``, ``mode/plan``."""
     text: str
     """The instruction text."""
+    blocks: tuple[ContentPart, ...] = ()
+    """The caller's own content blocks for this part, with their provider options
+    (``cache_control`` …), whose text is ``text``: while ``text`` still holds their text the
+    System message is sent as blocks (see `ModelRequest.render`); empty: plain text."""
+
+    def content_blocks(self) -> tuple[ContentPart, ...]:
+        """Return the blocks this part is sent as inside a System message of blocks.
+
+        The caller's blocks when ``text`` is still their text; when a layer put text around it
+        (``text`` holds their text once), the blocks with that text as further text blocks
+        before and after; else (the text was rewritten) one plain text block.
+        """
+        if not self.text:
+            return ()
+        if self.blocks:
+            own = "".join(b.text or "" for b in self.blocks if b.text is not None)
+            if own == self.text:
+                return self.blocks
+            before, found, after = self.text.partition(own)
+            if own and found:
+                head = (ContentPart(type="text", text=before),) if before else ()
+                tail = (ContentPart(type="text", text=after),) if after else ()
+                return (*head, *self.blocks, *tail)
+        return (ContentPart(type="text", text=self.text),)
 
 
 class RunScope(msgspec.Struct, kw_only=True):
@@ -201,7 +225,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     def render(self) -> list[Message]:
         """Return the messages the provider receives.
 
-        System first; then the stable reference material (``HARNESS_CONTEXT`` blocks marked
+        System first (one message: the parts' text, or content blocks when a part carries
+        the caller's own blocks, `SystemPart.blocks`); then the stable reference material (``HARNESS_CONTEXT`` blocks marked
         ``stable``: workspace files, fragments) in one message; then the history; then one message
         with everything that changes between rounds (task and runtime state, source blocks).
         Stable material sits before the history so that a provider's prompt cache keeps
@@ -210,7 +235,12 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
         """
         out: list[Message] = []
         system = self.system_text
-        if system:
+        if system and any(part.blocks for part in self.system):
+            # The caller's System blocks carry provider options (``cache_control``): send
+            # them as blocks, each other part as a further text block.
+            blocks = tuple(b for part in self.system for b in part.content_blocks())
+            out.append(Message(role="system", content=blocks, id="render/system"))
+        elif system:
             out.append(Message(role="system", content=system, id="render/system"))
         stable = tuple(b for b in self.blocks if is_stable(b))
         if stable:

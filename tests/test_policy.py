@@ -32,8 +32,19 @@ def test_bad_values_are_rejected(kwargs: dict[str, int]) -> None:
 
 
 def test_reserves_larger_than_the_window_are_rejected() -> None:
+    unscaled = ContextPolicy(output_fraction=1.0, margin_fraction=1.0)
     with pytest.raises(ConfigurationError, match="smaller than reserve_output"):
-        ContextPolicy().input_limit(4000)
+        unscaled.input_limit(4000)
+
+
+def test_the_default_reserves_scale_down_with_a_small_window() -> None:
+    policy = ContextPolicy()
+    assert policy.input_limit(4000) == 4000 - 1000 - 500  # was refused: 4,096 + 1,024
+    assert policy.input_limit(2000) == 2000 - 500 - 250
+    assert policy.input_limit(16_384) == 16_384 - 4096 - 1024  # from here on, the numbers
+    with pytest.raises(ConfigurationError, match="min_window"):
+        policy.input_limit(999)
+    assert ContextPolicy(min_window=0).input_limit(400) == 400 - 100 - 50
 
 
 def test_resolve_picks_the_models_family() -> None:

@@ -18,7 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from harness.errors import InvalidInputError
-from harness.messages import Message, ToolSchema, history_message
+from harness.messages import ContentPart, Message, ToolSchema, history_message
 from harness.request import SystemPart
 
 
@@ -62,8 +62,7 @@ def _split(
     for position in range(kept, len(messages)):
         data = _as_dict(messages[position], position)
         if data.get("role") in ("system", "developer"):
-            text = Message.from_openai({**data, "role": "system"}).text
-            system.append(SystemPart(name=f"system/{position}", text=text))
+            system.append(_system_part(data, position))
             done.system_at.append(len(system))
             done.history_at.append(len(done.history) + len(history))
             continue
@@ -215,6 +214,30 @@ def tools_from_openai(
                 item if "function" in item else {"type": "function", "function": item}
             )
     return tuple(schemas), dicts
+
+
+def _system_part(data: dict[str, Any], position: int) -> SystemPart:
+    """Return the System part of a system (or ``developer``) dict, keeping its provider options.
+
+    A list of content blocks is kept as the part's blocks (``cache_control`` and every other
+    key of each block); a string content with a message-level ``cache_control`` becomes one
+    text block with it. Either way the part is sent as those blocks while the stack leaves
+    its text unchanged (`SystemPart.content_blocks`).
+
+    Raises:
+        InvalidInputError: the message is malformed.
+    """
+    try:
+        message = Message.from_openai({**data, "role": "system"})
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"messages[{position}]: {exc}", position=position) from exc
+    blocks: tuple[ContentPart, ...] = ()
+    if isinstance(message.content, tuple):
+        blocks = message.content
+    elif message.content and message.extra and "cache_control" in message.extra:
+        options = {"cache_control": message.extra["cache_control"]}
+        blocks = (ContentPart(type="text", text=message.content, data=options),)
+    return SystemPart(name=f"system/{position}", text=message.text, blocks=blocks)
 
 
 def _as_dict(item: Any, position: int) -> dict[str, Any]:

@@ -11,7 +11,9 @@ compacted, pairs validated. The request's manifest rides on the answer::
     manifest = manifest_of(response)  # response._hidden_params["harness_manifest"]
 
 **What becomes what.** System (and ``developer``) dicts become the request's System parts,
-in order — never history, so never summarised away. The other dicts are the history
+in order — never history, so never summarised away; their content blocks (and a
+message-level ``cache_control``) are sent as blocks with their provider options while the
+stack leaves their text as it is, what the stack adds to System as further blocks. The other dicts are the history
 (checked; a malformed one is refused with `InvalidInputError` before anything is sent).
 OpenAI tool dicts become `ToolSchema`s for the budget and are sent as given (``strict``
 included). ``api_base``, ``api_key``, ``timeout`` and ``context_window`` configure the client; every other
@@ -41,7 +43,11 @@ committed only with a request the stack accepted: one it refuses (an orphan tool
 turn over the budget) is logged as a `RefusalEvent` and leaves the stored history as it was,
 so the next valid request on the session works (through the proxy hook too).
 
-**Errors** are litellm's own for provider failures (our typed error is added as a note);
+**Errors** are litellm's own for every provider failure (our typed error is added as a
+note): the exception litellm raised, also when the stack's own retry could not help (an
+overflow with nothing left to compact, or still too long after compaction), and a new one of
+litellm's class where litellm raised nothing (an overflow shown only by the stop reason is
+``ContextWindowExceededError``, a model it cannot route ``BadRequestError``);
 a request that cannot be prepared raises the harness's `ContextBuildError` subclasses.
 """
 
@@ -162,7 +168,7 @@ async def acompletion(
     from providers.passthrough import PassthroughClient
 
     client = PassthroughClient(model, tool_dicts=tool_dicts, **client_kwargs)
-    call = _Call(client=client, send=client.send, stream=stream)
+    call = _Call(client=client, send=client.send, stream=stream, litellm_errors=True)
     await _through_stack(
         call, model, messages, schemas, litellm_kwargs or None,
         stack=stack, policy=policy, session_id=session_id, user_id=user_id, store=store,
@@ -320,10 +326,14 @@ Sender = Callable[[ModelRequest, bool], Awaitable[tuple[Any, ModelResponse]]]
 class _Call:
     """What one call learns from its innermost handler."""
 
-    def __init__(self, *, client: ModelClient, send: Sender, stream: bool) -> None:
+    def __init__(
+        self, *, client: ModelClient, send: Sender, stream: bool, litellm_errors: bool = False
+    ) -> None:
         self.client = client
         self.send = send
         self.stream = stream
+        self.litellm_errors = litellm_errors
+        """Whether every provider failure leaves as litellm's own exception (the drop-in)."""
         self.raw: Any = None
         self.manifest: ContextManifest | None = None
         self.reply: Message | None = None
@@ -391,17 +401,27 @@ def _default_stack() -> list[Middleware]:
 async def _run(handler: Handler, request: ModelRequest) -> tuple[Message, ...] | None:
     """Run ``handler`` on ``request`` and return the history the round keeps.
 
-    Provider failures leave as litellm's exceptions.
+    For the drop-in (``_Call.litellm_errors``), provider failures leave as litellm's own
+    exceptions (`litellm_error`): the one litellm raised, found however deep in the chain of
+    our typed errors, or one of litellm's classes made for a failure litellm raised nothing
+    for; our error rides on it as a note. Other hosts get litellm's exception when it is the
+    direct cause, else our typed error (which they map to their own).
     """
     try:
         return (await handler(request)).kept
     except ProviderError as exc:
-        native = exc.__cause__
-        if isinstance(native, Exception) and type(native).__module__.startswith(
+        if _CURRENT_CALL.get().litellm_errors:
+            from providers.passthrough import litellm_error
+
+            native = litellm_error(exc, model=request.model)
+            # One made for ``exc`` keeps it as its cause; litellm's own is raised as it was.
+            raise native from (exc if native.__cause__ is exc else None)
+        native_cause = exc.__cause__  # another host (LangChain) maps our typed errors itself
+        if isinstance(native_cause, Exception) and type(native_cause).__module__.startswith(
             ("litellm", "openai", "httpx")
         ):
-            native.add_note(f"context-harness: {exc}")
-            raise native from None
+            native_cause.add_note(f"context-harness: {exc}")
+            raise native_cause from None
         raise
     except Exception as exc:
         report_manifest(failed_manifest(request, exc), request)

@@ -117,19 +117,19 @@ OUTPUT_SLACK: Final = 256
 def summary_output(client: ModelClient, cap: int, policy: ContextPolicy) -> int:
     """Return the ``max_tokens`` of a summary request whose answer is cut to ``cap`` tokens.
 
-    ``cap`` + `OUTPUT_SLACK`, at most the policy's output reserve (``reserve_output``: the
+    ``cap`` + `OUTPUT_SLACK`, at most the policy's output reserve (`ContextPolicy.output_reserve`: the
     room an agent request keeps for its answer, so a summary request asked in place fits
     where the agent's request did), the model's output limit (when the client reports one)
-    and half of what the window leaves after ``policy.safety_margin``. The request's input
+    and half of what the window leaves after the policy's safety margin (`ContextPolicy.margin`). The request's input
     limit is computed with this reserve, so prompt + ``max_tokens`` stays within the window.
     """
-    output = min(cap + OUTPUT_SLACK, policy.reserve_output or cap + OUTPUT_SLACK)
+    window = client.context_window(client.model)
+    output = min(cap + OUTPUT_SLACK, policy.output_reserve(window) or cap + OUTPUT_SLACK)
     most = output_limit(client, client.model)
     if most is not None:
         output = min(output, most)
-    window = client.context_window(client.model)
     if window is not None and window > 0:
-        output = min(output, (window - policy.safety_margin) // 2)
+        output = min(output, (window - policy.margin(window)) // 2)
     return max(1, output)
 
 
@@ -377,21 +377,31 @@ class SummaryWriter:
         output = summary_output(client, cap, request.policy)
         limit = request.policy.input_limit(client.context_window(client.model), max_output=output)
         fraction = min(CHUNK_FRACTION, floor_of(est))
-        chunk = min(self.chunk_tokens or int(limit * fraction) - 1, limit)
         ask = Summariser(client, request, limit, est, output)
+        if self.chunk_tokens is None:  # the default: 60 %, never less than a prompt can use
+            chunk = min(max(int(limit * fraction) - 1, self._least_chunk(ask)), limit)
+        else:
+            chunk = min(self.chunk_tokens, limit)
+        merged: list[str] = []  # a previous summary too long to ask beside messages
         if previous is not None:
-            previous = fit_text(previous, est, chunk // 3)
+            # A third of the chunk, and never so much that no messages fit beside it.
+            frame = MESSAGE_OVERHEAD + 3 + est.count(self._prompt("", "")) + MIN_TEXT_TOKENS
+            room = min(chunk // 3, chunk - frame)
+            if room >= MIN_TEXT_TOKENS:
+                previous = fit_text(previous, est, room)
+            else:  # a small window: summarise without it, then merge it with the new part
+                merged, previous = [fit_text(previous, est, chunk // 3)], None
         pieces = [render_message(m) for m in early]
         sizes = [rendered_tokens(m, est) for m in early]
         groups = pack(pieces, est, self._room(chunk, previous, ask, request), sizes)
-        if len(groups) == 1:
+        if len(groups) == 1 and not merged:
             answer = await ask.attempt(self._prompt(_join(groups[0]), previous))
             if isinstance(answer, str):
                 return fit_text(answer, est, cap)
             chunk = self._smaller(chunk, answer, ask)
             groups = pack(pieces, est, self._room(chunk, None, ask, request), sizes)
         partials = await self._partials(groups, ask, chunk, request)
-        text = await self._merge(([previous] if previous else []) + partials, ask, chunk)
+        text = await self._merge(merged + ([previous] if previous else []) + partials, ask, chunk)
         return fit_text(text.strip(), est, cap)
 
     async def _partials(
@@ -439,10 +449,18 @@ class SummaryWriter:
         """
         frame = MESSAGE_OVERHEAD + 3  # one user message plus reply priming
         room = chunk - frame - ask.est.count(self._prompt("", previous))
-        if room < MIN_TEXT_TOKENS:
+        if room < MIN_TEXT_TOKENS and self.chunk_tokens is not None and chunk == self.chunk_tokens:
             raise ConfigurationError(
                 f"summary_chunk_tokens ({chunk}) leaves no room for messages after the summary "
                 "prompt; raise summary_chunk_tokens or shorten summary_prompt",
+                transforms=request.transforms,
+            )
+        if room < MIN_TEXT_TOKENS:
+            raise ConfigurationError(
+                f"the summariser {ask.client.model!r} takes at most {ask.limit:,} input tokens "
+                f"per summary request, too few for the summary prompt and {MIN_TEXT_TOKENS} "
+                "tokens of messages; give Compaction a summariser with a larger window "
+                "(Compaction(model=...)) or a shorter summary_prompt",
                 transforms=request.transforms,
             )
         return room
