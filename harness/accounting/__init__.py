@@ -325,7 +325,9 @@ def observe_usage(request: ModelRequest, api_base: str | None, reported: int) ->
     requests are counted with the learned factor by `counted_near_limit` — never below any
     ratio observed, raised at once by a report above the calibrated count.
     """
-    est = request.estimator
+    est = request.policy.estimator
+    if est is None:  # a bare request (not prepared by a stack): nothing of ours to calibrate
+        return
     base = est.base if isinstance(est, CalibratedEstimator) else est
     if base.method != LEARNED_METHOD or reported <= 0 or request.input_limit == 0:
         return

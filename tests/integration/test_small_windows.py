@@ -39,7 +39,7 @@ async def test_a_small_window_model_runs_a_session_of_several_turns(
     openai_server.default = reply(ANSWER)
     agent = _agent(openai_server, model, window, tmp_path)
     ctx = RuntimeContext(session_id="small")
-    for turn in range(6):
+    for turn in range(12):  # outgrows even an exact count of a 2,000 window
         answer = await agent.call(
             f"Question {turn}: " + "please explain this topic in detail " * 8, ctx
         )
