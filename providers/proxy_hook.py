@@ -212,14 +212,14 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         messages = data.get("messages")
         if call_type not in CHAT_CALLS or not isinstance(messages, list) or not messages:
             return data
-        model = str(data.get("model") or "")
+        deployment = deployment_client(str(data.get("model") or ""))
         settings = {k: v for k, v in data.items() if k in ("max_tokens", "max_completion_tokens")}
         try:
             prepared, manifest = await prepare_messages(
-                model,
+                deployment.model,  # counted and windowed as the deployment's model, not the alias
                 messages,
                 data.get("tools") or (),
-                client=self.summary_model or deployment_client(model),
+                client=self.summary_model or deployment,
                 stack=self.stack,
                 policy=self.policy,
                 session_id=session_of(data),
@@ -252,39 +252,40 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         return dict(headers) if isinstance(headers, Mapping) else None
 
 
-class _DeploymentClient(LiteLLMClient):
-    """A `LiteLLMClient` for one proxy deployment: its window from the deployment's model_info."""
-
-    def __init__(self, model: str, *, window: int | None, **kwargs: Any) -> None:
-        super().__init__(model, **kwargs)
-        self.window = window
-
-    def context_window(self, model: str | None = None) -> int | None:
-        """Return the deployment's ``max_input_tokens``, else litellm's map for its model."""
-        return self.window or super().context_window(self.model)
-
-
 def deployment_client(model: str) -> LiteLLMClient:
-    """Return a client for the deployment the proxy routes ``model`` to (summaries, window).
+    """Return a client for the deployment the proxy routes ``model`` to (counting, window, summaries).
 
-    Inside a proxy the request's model is a ``model_list`` name that litellm alone cannot
-    route; its first deployment's ``litellm_params`` can. Outside a proxy, or for a name
-    with no deployment, a `LiteLLMClient` for ``model`` itself.
+    Inside a proxy the request's model is a ``model_list`` name (an alias such as
+    ``team-model``) that litellm alone can neither route nor count; its first deployment's
+    ``litellm_params`` can: the client's model is ``litellm_params.model`` (the tokenizer
+    family and litellm's window), its window the deployment's ``model_info.max_input_tokens``
+    when set (else litellm's map, else the server's metadata). Outside a proxy, or for a
+    name with no deployment, a `LiteLLMClient` for ``model`` itself.
     """
     server = sys.modules.get("litellm.proxy.proxy_server")
     router = getattr(server, "llm_router", None)
-    found = router.get_model_list(model_name=model) if router is not None else None
+    found = _deployments(router, model) if router is not None else None
     if not found:
         return LiteLLMClient(model)
     params = dict(found[0].get("litellm_params") or {})
     info = found[0].get("model_info") or {}
     window = info.get("max_input_tokens") if isinstance(info, Mapping) else None
-    return _DeploymentClient(
+    if isinstance(window, str) and window.strip().isdigit():  # os.environ/ references
+        window = int(window)
+    return LiteLLMClient(
         str(params.get("model") or model),
-        window=window if isinstance(window, int) and window > 0 else None,
+        context_window=window if type(window) is int and window > 0 else None,
         api_base=params.get("api_base"),
         api_key=params.get("api_key"),
     )
+
+
+def _deployments(router: Any, model: str) -> Any:
+    """Return the router's deployments of ``model`` (its registry's, where litellm has one)."""
+    registry = getattr(router, "registry", None)
+    if callable(registry):
+        return registry().deployments(model)
+    return router.get_model_list(model_name=model)
 
 
 def user_of(user_api_key_dict: Any, *, secret: bytes = DEFAULT_USER_SECRET) -> str:

@@ -250,3 +250,57 @@ async def test_hooks_with_one_secret_map_a_key_to_one_user(
     assert user_of_hook(replica(), auth) == user
     monkeypatch.delenv("HARNESS_PROXY_USER_SECRET")
     assert user_of_hook(replica(), auth) == user_of_hook(replica(), auth) != user
+
+
+@pytest.fixture
+def team_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy's router with one alias, ``team-model``, where the hook finds it.
+
+    The router is litellm's own; only the proxy server module around it is absent (no
+    proxy process here), so a namespace holds it under the module's name.
+    """
+    import sys
+    import types
+
+    from litellm import Router
+
+    router = Router(
+        model_list=[
+            {
+                "model_name": "team-model",
+                "litellm_params": {
+                    "model": "openai/gpt-4o-mini",
+                    "api_base": "http://127.0.0.1:9/v1",
+                    "api_key": "sk-upstream",
+                },
+                "model_info": {"max_input_tokens": 9_000},
+            }
+        ]
+    )
+    server = types.ModuleType("litellm.proxy.proxy_server")
+    server.llm_router = router  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", server)
+
+
+@pytest.mark.usefixtures("team_model")
+async def test_an_alias_is_counted_and_windowed_as_its_deployments_model(tmp_path: Path) -> None:
+    from providers.proxy_hook import HarnessProxyHook
+
+    url = f"sqlite:///{tmp_path}/proxy.db"
+    hook = HarnessProxyHook(store=url)  # no cap: the window is the deployment's model_info
+    data = _data([{"role": "user", "content": "héllo wörld " * 50}], "s1")
+    data["model"] = "team-model"
+    out = await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
+    assert out["model"] == "team-model"  # the proxy still routes by the alias
+    headers = await hook.async_post_call_response_headers_hook(out, _auth("alice"), None, {})
+    assert headers is not None
+    assert headers["x-harness-input-limit"] == str(9_000 - 4_096 - 1_024)
+    assert not any("guessed" in t for t in json.loads(headers["x-harness-transforms"]))
+    store = open_store(url)
+    try:
+        events = await store.events(SessionKey("alice", "litellm-proxy", "s1"), limit=100)
+    finally:
+        await store.aclose()
+    (manifest,) = [e.event.manifest for e in events if isinstance(e.event, ManifestEvent)]
+    assert manifest.model == "openai/gpt-4o-mini"  # counted with its tokenizer, not the alias's
+    assert "o200k" in manifest.counting_method, manifest.counting_method
