@@ -262,7 +262,7 @@ def team_model(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
     import types
 
-    from litellm import Router
+    from litellm.router import Router
 
     router = Router(
         model_list=[
@@ -304,3 +304,51 @@ async def test_an_alias_is_counted_and_windowed_as_its_deployments_model(tmp_pat
     (manifest,) = [e.event.manifest for e in events if isinstance(e.event, ManifestEvent)]
     assert manifest.model == "openai/gpt-4o-mini"  # counted with its tokenizer, not the alias's
     assert "o200k" in manifest.counting_method, manifest.counting_method
+
+
+@pytest.mark.parametrize("call_type", ["aresponses", "anthropic_messages"])
+async def test_an_api_the_hook_does_not_prepare_is_refused_naming_chat_completions(
+    call_type: str,
+) -> None:
+    from fastapi import HTTPException
+
+    data = {"model": "gpt-4o-mini", "input": "hello " * 5_000, "metadata": {}}
+    with pytest.raises(HTTPException) as refused:
+        await _hook().async_pre_call_hook(_auth("alice"), None, dict(data), call_type)
+    assert refused.value.status_code == 400
+    detail = str(refused.value.detail)
+    assert "Chat Completions" in detail and "unprepared_apis: pass" in detail
+    passed = await _hook(unprepared_apis="pass").async_pre_call_hook(
+        _auth("alice"), None, dict(data), call_type
+    )
+    assert passed == data  # forwarded as sent only when the operator says so
+
+
+async def test_a_refusal_names_what_the_proxy_operator_sets() -> None:
+    from fastapi import HTTPException
+
+    huge = _data([{"role": "user", "content": "word " * 5_000}])  # one turn over the cap
+    with pytest.raises(HTTPException) as refused:
+        await _hook().async_pre_call_hook(_auth("alice"), None, huge, "acompletion")
+    detail: Any = refused.value.detail  # fastapi types it str; the hook gives a dict
+    assert isinstance(detail, dict) and detail["type"] == "ContextBudgetExceeded"
+    assert "ContextPolicy" not in detail["error"]  # no Python API for an HTTP client
+    assert "callback_settings.harness.max_input_tokens" in detail["error"]
+    assert "model_info.max_input_tokens" in detail["fix"]
+
+
+async def test_a_dot_relative_sqlite_url_is_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HARNESS_STORE=sqlite:///./harness-sessions.db (the example's) is beside the proxy, as
+    # SQLAlchemy reads it, not /harness-sessions.db at the filesystem root.
+    from harness.sessions.sqlite._url import parse
+
+    monkeypatch.chdir(tmp_path)
+    assert parse("sqlite:///./sessions.db")[0] == tmp_path / "sessions.db"
+    assert parse("sqlite:///../up.db")[0] == tmp_path / ".." / "up.db"
+    assert parse("sqlite:///tmp/abs.db")[0] == Path("/tmp/abs.db")  # absolute stays absolute
+    hook = _hook(store="sqlite:///./proxy.db")
+    data = _data([{"role": "user", "content": "hi"}], "s1")
+    await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
+    assert (tmp_path / "proxy.db").is_file()
