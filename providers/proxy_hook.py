@@ -67,6 +67,8 @@ from harness.errors import (
 )
 from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
+from harness.presend import output_limit
+from harness.request import ModelRequest, ModelResponse
 from harness.sessions.store import SessionStore
 from harness.types import Middleware, ModelClient
 from providers.litellm_client import LiteLLMClient, load_litellm
@@ -249,7 +251,9 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
                 deployment.model,  # counted and windowed as the deployment's model, not the alias
                 messages,
                 data.get("tools") or (),
-                client=self.summary_model or deployment,
+                client=_SummariesVia(self.summary_model, deployment)
+                if self.summary_model is not None
+                else deployment,
                 stack=self.stack,
                 policy=self.policy,
                 session_id=session_of(data),
@@ -280,6 +284,45 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         metadata = data.get("metadata")
         headers = metadata.get(_STASH) if isinstance(metadata, Mapping) else None
         return dict(headers) if isinstance(headers, Mapping) else None
+
+
+class _SummariesVia:
+    """The request's client when ``summary_model`` is set: summaries go to that model.
+
+    The window and output limit of the request's own model stay the deployment's (its
+    ``model_info``, its server), never the summary model's.
+    """
+
+    def __init__(self, summaries: ModelClient, deployment: LiteLLMClient) -> None:
+        self.summaries = summaries
+        self.deployment = deployment
+        self.model = summaries.model
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send a summary request to ``summary_model``."""
+        return await self.summaries.complete(request)
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """Return the deployment's window for its model, else the summary model's."""
+        if model == self.deployment.model:
+            return self.deployment.context_window(model)
+        return self.summaries.context_window(model or self.model)
+
+    async def discover_context_window(self, model: str | None = None) -> int | None:
+        """Ask the deployment's server for its model's window; the summary model's otherwise."""
+        if model == self.deployment.model:
+            return await self.deployment.discover_context_window(model)
+        discover = getattr(self.summaries, "discover_context_window", None)
+        if callable(discover):
+            found: int | None = await discover(model or self.model)
+            return found
+        return self.summaries.context_window(model or self.model)
+
+    def max_output_tokens(self, model: str | None = None) -> int | None:
+        """Return the output limit of ``model``: the deployment's, or the summary model's."""
+        if model == self.deployment.model:
+            return self.deployment.max_output_tokens(model)
+        return output_limit(self.summaries, model or self.model)
 
 
 def deployment_client(model: str) -> LiteLLMClient:

@@ -352,3 +352,16 @@ async def test_a_dot_relative_sqlite_url_is_in_the_working_directory(
     data = _data([{"role": "user", "content": "hi"}], "s1")
     await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
     assert (tmp_path / "proxy.db").is_file()
+
+
+@pytest.mark.usefixtures("team_model")
+async def test_a_summary_model_does_not_lend_the_request_its_window() -> None:
+    # Summaries go to a cheap model; the request's budget is still the deployment's window.
+    hook = _hook()
+    hook.policy = ContextPolicy()  # no cap
+    data = _data([{"role": "user", "content": "hello"}])
+    data["model"] = "team-model"
+    out = await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
+    headers = await hook.async_post_call_response_headers_hook(out, _auth("alice"), None, {})
+    assert headers is not None
+    assert headers["x-harness-input-limit"] == str(9_000 - 4_096 - 1_024)
