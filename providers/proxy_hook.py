@@ -22,6 +22,14 @@ a SQLite store; several proxies behind a load balancer share one PostgreSQL stor
 - **The manifest** is recorded in the session's log (sessions) and returned as response
   headers: ``x-harness-estimated-tokens``, ``x-harness-input-limit``,
   ``x-harness-transforms``, ``x-harness-omitted`` and ``x-harness-validation``.
+- **Models**: a request names a ``model_list`` alias; it is counted as the alias's first
+  deployment's ``litellm_params.model`` (its tokenizer family), with that deployment's
+  ``model_info.max_input_tokens`` as the window when set (`deployment_client`).
+- **Other APIs**: only Chat Completions is prepared. The Responses API and Anthropic's
+  Messages API (`UNPREPARED_CALLS`) are refused with an HTTP 400 naming Chat Completions,
+  unless ``unprepared_apis: pass`` forwards them as sent.
+- **Refusals** are HTTP errors whose detail names the ``callback_settings`` keys a proxy
+  operator sets, never the Python API's names, and whose ``fix`` says who changes what.
 - **Summaries** go to the deployment the request's model names in the proxy's
   ``model_list`` (its ``litellm_params``; its ``model_info.max_input_tokens`` is the window),
   or to ``summary_model`` when configured.
@@ -45,7 +53,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -59,6 +67,8 @@ from harness.errors import (
 )
 from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
+from harness.presend import output_limit
+from harness.request import ModelRequest, ModelResponse
 from harness.sessions.store import SessionStore
 from harness.types import Middleware, ModelClient
 from providers.litellm_client import LiteLLMClient, load_litellm
@@ -80,6 +90,14 @@ SETTINGS_KEY: Final = "harness"
 """The key of the hook's options under the proxy's ``callback_settings``."""
 CHAT_CALLS: Final = frozenset({"completion", "acompletion", "text_completion"})
 """The proxy call types whose ``messages`` the hook prepares."""
+UNPREPARED_CALLS: Final = {
+    "responses": "the Responses API (/v1/responses)",
+    "aresponses": "the Responses API (/v1/responses)",
+    "anthropic_messages": "the Anthropic Messages API (/v1/messages)",
+    "aanthropic_messages": "the Anthropic Messages API (/v1/messages)",
+}
+"""Call types that carry a conversation the hook does not prepare: refused unless
+``unprepared_apis: pass`` (a silent pass-through would send them unfitted and unrecorded)."""
 USER_SECRET_ENV: Final = "HARNESS_PROXY_USER_SECRET"
 """The environment variable with the HMAC key of key-derived user ids (see `user_of`)."""
 DEFAULT_USER_SECRET: Final = b"context-harness proxy user id v1"
@@ -113,6 +131,10 @@ class ProxyHookSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """The API key of ``summary_model``."""
     stack: str | None = None
     """``module.function`` returning the middleware list (default: `default_stack()`)."""
+    unprepared_apis: Literal["refuse", "pass"] = "refuse"
+    """What to do with a conversation on an API the hook does not prepare (`UNPREPARED_CALLS`:
+    the Responses API, Anthropic's Messages): ``refuse`` answers HTTP 400 naming Chat
+    Completions; ``pass`` forwards it as the client sent it (not fitted, not recorded)."""
     user_secret: str | None = None
     """The HMAC-SHA256 key that turns a key without a user id into its user id
     (``key:<HMAC of the token>``); the same on every replica sharing the store. Default:
@@ -147,6 +169,8 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         agent_id: the agent id sessions are recorded under.
         user_secret: the HMAC key of key-derived user ids (`user_of`); default: the
             ``HARNESS_PROXY_USER_SECRET`` environment variable, else `DEFAULT_USER_SECRET`.
+        unprepared_apis: ``refuse`` (HTTP 400) or ``pass`` a request on an API the hook
+            does not prepare (`UNPREPARED_CALLS`).
 
     Raises:
         ConfigurationError: ``user_secret`` is empty or not text or bytes.
@@ -161,6 +185,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         summary_model: ModelClient | None = None,
         agent_id: str = "litellm-proxy",
         user_secret: str | bytes | None = None,
+        unprepared_apis: Literal["refuse", "pass"] = "refuse",
     ) -> None:
         super().__init__()
         self._user_secret = user_secret_of(user_secret)
@@ -169,6 +194,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         self.policy = policy
         self.summary_model = summary_model
         self.agent_id = agent_id
+        self.unprepared_apis = unprepared_apis
 
     @classmethod
     def from_settings(cls, settings: ProxyHookSettings) -> HarnessProxyHook:
@@ -196,6 +222,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             summary_model=summary,
             agent_id=settings.agent_id,
             user_secret=settings.user_secret,
+            unprepared_apis=settings.unprepared_apis,
         )
 
     async def async_pre_call_hook(
@@ -206,20 +233,27 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         Raises:
             fastapi.HTTPException: the request cannot be prepared: 400 for a malformed
                 message or one that cannot fit its budget, 409 when another request of the
-                same session committed first (send it again), 500 for a failed source —
-                the detail is the harness error's message, which says what to do.
+                same session committed first (send it again), 500 for a failed source or
+                a setting that leaves no room for input (the proxy operator's to fix) —
+                the detail is the harness error's message, which says what to do; 400 for
+                the Responses or Anthropic Messages API (`UNPREPARED_CALLS`), naming Chat
+                Completions, unless ``unprepared_apis: pass``.
         """
+        if str(call_type) in UNPREPARED_CALLS and self.unprepared_apis != "pass":
+            raise _unprepared_error(str(call_type))
         messages = data.get("messages")
         if call_type not in CHAT_CALLS or not isinstance(messages, list) or not messages:
             return data
-        model = str(data.get("model") or "")
+        deployment = deployment_client(str(data.get("model") or ""))
         settings = {k: v for k, v in data.items() if k in ("max_tokens", "max_completion_tokens")}
         try:
             prepared, manifest = await prepare_messages(
-                model,
+                deployment.model,  # counted and windowed as the deployment's model, not the alias
                 messages,
                 data.get("tools") or (),
-                client=self.summary_model or deployment_client(model),
+                client=_SummariesVia(self.summary_model, deployment)
+                if self.summary_model is not None
+                else deployment,
                 stack=self.stack,
                 policy=self.policy,
                 session_id=session_of(data),
@@ -228,7 +262,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
                 agent_id=self.agent_id,
                 settings=settings or None,
             )
-        except (InvalidInputError, ContextBuildError) as exc:
+        except (InvalidInputError, ContextBuildError, ConfigurationError) as exc:
             raise _http_error(exc) from exc
         data["messages"] = prepared
         metadata = data.get("metadata")
@@ -252,39 +286,79 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         return dict(headers) if isinstance(headers, Mapping) else None
 
 
-class _DeploymentClient(LiteLLMClient):
-    """A `LiteLLMClient` for one proxy deployment: its window from the deployment's model_info."""
+class _SummariesVia:
+    """The request's client when ``summary_model`` is set: summaries go to that model.
 
-    def __init__(self, model: str, *, window: int | None, **kwargs: Any) -> None:
-        super().__init__(model, **kwargs)
-        self.window = window
+    The window and output limit of the request's own model stay the deployment's (its
+    ``model_info``, its server), never the summary model's.
+    """
+
+    def __init__(self, summaries: ModelClient, deployment: LiteLLMClient) -> None:
+        self.summaries = summaries
+        self.deployment = deployment
+        self.model = summaries.model
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Send a summary request to ``summary_model``."""
+        return await self.summaries.complete(request)
 
     def context_window(self, model: str | None = None) -> int | None:
-        """Return the deployment's ``max_input_tokens``, else litellm's map for its model."""
-        return self.window or super().context_window(self.model)
+        """Return the deployment's window for its model, else the summary model's."""
+        if model == self.deployment.model:
+            return self.deployment.context_window(model)
+        return self.summaries.context_window(model or self.model)
+
+    async def discover_context_window(self, model: str | None = None) -> int | None:
+        """Ask the deployment's server for its model's window; the summary model's otherwise."""
+        if model == self.deployment.model:
+            return await self.deployment.discover_context_window(model)
+        discover = getattr(self.summaries, "discover_context_window", None)
+        if callable(discover):
+            found: int | None = await discover(model or self.model)
+            return found
+        return self.summaries.context_window(model or self.model)
+
+    def max_output_tokens(self, model: str | None = None) -> int | None:
+        """Return the output limit of ``model``: the deployment's, or the summary model's."""
+        if model == self.deployment.model:
+            return self.deployment.max_output_tokens(model)
+        return output_limit(self.summaries, model or self.model)
 
 
 def deployment_client(model: str) -> LiteLLMClient:
-    """Return a client for the deployment the proxy routes ``model`` to (summaries, window).
+    """Return a client for the deployment the proxy routes ``model`` to (counting, window, summaries).
 
-    Inside a proxy the request's model is a ``model_list`` name that litellm alone cannot
-    route; its first deployment's ``litellm_params`` can. Outside a proxy, or for a name
-    with no deployment, a `LiteLLMClient` for ``model`` itself.
+    Inside a proxy the request's model is a ``model_list`` name (an alias such as
+    ``team-model``) that litellm alone can neither route nor count; its first deployment's
+    ``litellm_params`` can: the client's model is ``litellm_params.model`` (the tokenizer
+    family and litellm's window), its window the deployment's ``model_info.max_input_tokens``
+    when set (else litellm's map, else the server's metadata). Outside a proxy, or for a
+    name with no deployment, a `LiteLLMClient` for ``model`` itself.
     """
     server = sys.modules.get("litellm.proxy.proxy_server")
     router = getattr(server, "llm_router", None)
-    found = router.get_model_list(model_name=model) if router is not None else None
+    found = _deployments(router, model) if router is not None else None
     if not found:
         return LiteLLMClient(model)
     params = dict(found[0].get("litellm_params") or {})
     info = found[0].get("model_info") or {}
     window = info.get("max_input_tokens") if isinstance(info, Mapping) else None
-    return _DeploymentClient(
+    if isinstance(window, str) and window.strip().isdigit():  # os.environ/ references
+        window = int(window)
+    return LiteLLMClient(
         str(params.get("model") or model),
-        window=window if isinstance(window, int) and window > 0 else None,
+        context_window=window if type(window) is int and window > 0 else None,
         api_base=params.get("api_base"),
         api_key=params.get("api_key"),
     )
+
+
+def _deployments(router: Any, model: str) -> Any:
+    """Return the router's deployments of ``model`` (its registry's, where litellm has one)."""
+    registry = getattr(router, "registry", None)
+    if callable(registry):
+        return registry().deployments(model)
+    return router.get_model_list(model_name=model)
 
 
 def user_of(user_api_key_dict: Any, *, secret: bytes = DEFAULT_USER_SECRET) -> str:
@@ -353,12 +427,80 @@ def manifest_headers(manifest: ContextManifest) -> dict[str, str]:
     }
 
 
-def _http_error(error: InvalidInputError | ContextBuildError) -> Exception:
-    """Return the proxy's HTTP error for a request the stack could not prepare."""
+OPERATOR_TERMS: Final = (
+    ("ContextPolicy.max_input_tokens", f"callback_settings.{SETTINGS_KEY}.max_input_tokens"),
+    ("ContextPolicy(max_input_tokens=...)", f"callback_settings.{SETTINGS_KEY}.max_input_tokens"),
+    (
+        "LiteLLMClient(..., context_window=...) (the drop-in takes context_window=)",
+        "the deployment's model_info.max_input_tokens in model_list",
+    ),
+    ("ContextPolicy.reserve_output", f"callback_settings.{SETTINGS_KEY}.reserve_output"),
+    ("ContextPolicy.safety_margin", f"callback_settings.{SETTINGS_KEY}.safety_margin"),
+)
+"""Python settings a harness message names, and what a proxy operator sets instead."""
+OPERATOR_FIX: Final = {
+    "ContextBudgetExceeded": (
+        "the client: send fewer or shorter messages or tools; the proxy operator: raise "
+        f"callback_settings.{SETTINGS_KEY}.max_input_tokens, lower reserve_output or "
+        "safety_margin there, or set the deployment's model_info.max_input_tokens to its "
+        "real window (config.yaml)"
+    ),
+    "ConfigurationError": (
+        f"the proxy operator: fix callback_settings.{SETTINGS_KEY} (reserve_output, "
+        "safety_margin, max_input_tokens) or the deployment's model_info in config.yaml"
+    ),
+    "SourceError": (
+        f"the proxy operator: check the sources of callback_settings.{SETTINGS_KEY}.stack"
+    ),
+    "StateConflict": "the client: send the request again",
+}
+"""Who fixes each refusal, and how, for the ``fix`` field of the HTTP error."""
+
+
+def _http_error(error: InvalidInputError | ContextBuildError | ConfigurationError) -> Exception:
+    """Return the proxy's HTTP error for a request the stack could not prepare.
+
+    The detail speaks to HTTP clients and proxy operators: Python settings a harness message
+    names become the ``callback_settings`` keys (`OPERATOR_TERMS`), and ``fix`` says who
+    changes what (`OPERATOR_FIX`).
+    """
     status = (
-        409 if isinstance(error, StateConflict) else 500 if isinstance(error, SourceError) else 400
+        409
+        if isinstance(error, StateConflict)
+        else 500
+        if isinstance(error, SourceError | ConfigurationError)
+        else 400
     )
-    detail = {"error": f"context-harness: {error}", "type": type(error).__name__}
+    text = str(error)
+    for python, operator in OPERATOR_TERMS:
+        text = text.replace(python, operator)
+    detail = {"error": f"context-harness: {text}", "type": type(error).__name__}
+    fix = next(
+        (hint for cls in type(error).__mro__ if (hint := OPERATOR_FIX.get(cls.__name__))), None
+    )
+    if fix is not None:
+        detail["fix"] = fix
+    return _fastapi_error(status, detail)
+
+
+def _unprepared_error(call_type: str) -> Exception:
+    """Return the HTTP 400 for a request on an API the hook does not prepare."""
+    api = UNPREPARED_CALLS[call_type]
+    detail = {
+        "error": (
+            f"context-harness: this proxy prepares Chat Completions (/v1/chat/completions) "
+            f"only, and {api} would pass unfitted and unrecorded. Send the request as Chat "
+            "Completions (OpenAI Agents SDK: set_default_openai_api('chat_completions'), or "
+            "OpenAIChatCompletionsModel); or the proxy operator sets "
+            f"callback_settings.{SETTINGS_KEY}.unprepared_apis: pass to forward it as sent"
+        ),
+        "type": "UnpreparedAPI",
+        "fix": "the client: use Chat Completions",
+    }
+    return _fastapi_error(400, detail)
+
+
+def _fastapi_error(status: int, detail: dict[str, str]) -> Exception:
     http_exception: Any = importlib.import_module("fastapi").HTTPException
     made: Exception = http_exception(status_code=status, detail=detail)
     return made

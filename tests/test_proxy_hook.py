@@ -250,3 +250,118 @@ async def test_hooks_with_one_secret_map_a_key_to_one_user(
     assert user_of_hook(replica(), auth) == user
     monkeypatch.delenv("HARNESS_PROXY_USER_SECRET")
     assert user_of_hook(replica(), auth) == user_of_hook(replica(), auth) != user
+
+
+@pytest.fixture
+def team_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy's router with one alias, ``team-model``, where the hook finds it.
+
+    The router is litellm's own; only the proxy server module around it is absent (no
+    proxy process here), so a namespace holds it under the module's name.
+    """
+    import sys
+    import types
+
+    from litellm.router import Router
+
+    router = Router(
+        model_list=[
+            {
+                "model_name": "team-model",
+                "litellm_params": {
+                    "model": "openai/gpt-4o-mini",
+                    "api_base": "http://127.0.0.1:9/v1",
+                    "api_key": "sk-upstream",
+                },
+                "model_info": {"max_input_tokens": 9_000},
+            }
+        ]
+    )
+    server = types.ModuleType("litellm.proxy.proxy_server")
+    server.llm_router = router  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "litellm.proxy.proxy_server", server)
+
+
+@pytest.mark.usefixtures("team_model")
+async def test_an_alias_is_counted_and_windowed_as_its_deployments_model(tmp_path: Path) -> None:
+    from providers.proxy_hook import HarnessProxyHook
+
+    url = f"sqlite:///{tmp_path}/proxy.db"
+    hook = HarnessProxyHook(store=url)  # no cap: the window is the deployment's model_info
+    data = _data([{"role": "user", "content": "héllo wörld " * 50}], "s1")
+    data["model"] = "team-model"
+    out = await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
+    assert out["model"] == "team-model"  # the proxy still routes by the alias
+    headers = await hook.async_post_call_response_headers_hook(out, _auth("alice"), None, {})
+    assert headers is not None
+    assert headers["x-harness-input-limit"] == str(9_000 - 4_096 - 1_024)
+    assert not any("guessed" in t for t in json.loads(headers["x-harness-transforms"]))
+    store = open_store(url)
+    try:
+        events = await store.events(SessionKey("alice", "litellm-proxy", "s1"), limit=100)
+    finally:
+        await store.aclose()
+    (manifest,) = [e.event.manifest for e in events if isinstance(e.event, ManifestEvent)]
+    assert manifest.model == "openai/gpt-4o-mini"  # counted with its tokenizer, not the alias's
+    assert "o200k" in manifest.counting_method, manifest.counting_method
+
+
+@pytest.mark.parametrize("call_type", ["aresponses", "anthropic_messages"])
+async def test_an_api_the_hook_does_not_prepare_is_refused_naming_chat_completions(
+    call_type: str,
+) -> None:
+    from fastapi import HTTPException
+
+    data = {"model": "gpt-4o-mini", "input": "hello " * 5_000, "metadata": {}}
+    with pytest.raises(HTTPException) as refused:
+        await _hook().async_pre_call_hook(_auth("alice"), None, dict(data), call_type)
+    assert refused.value.status_code == 400
+    detail = str(refused.value.detail)
+    assert "Chat Completions" in detail and "unprepared_apis: pass" in detail
+    passed = await _hook(unprepared_apis="pass").async_pre_call_hook(
+        _auth("alice"), None, dict(data), call_type
+    )
+    assert passed == data  # forwarded as sent only when the operator says so
+
+
+async def test_a_refusal_names_what_the_proxy_operator_sets() -> None:
+    from fastapi import HTTPException
+
+    huge = _data([{"role": "user", "content": "word " * 5_000}])  # one turn over the cap
+    with pytest.raises(HTTPException) as refused:
+        await _hook().async_pre_call_hook(_auth("alice"), None, huge, "acompletion")
+    detail: Any = refused.value.detail  # fastapi types it str; the hook gives a dict
+    assert isinstance(detail, dict) and detail["type"] == "ContextBudgetExceeded"
+    assert "ContextPolicy" not in detail["error"]  # no Python API for an HTTP client
+    assert "callback_settings.harness.max_input_tokens" in detail["error"]
+    assert "model_info.max_input_tokens" in detail["fix"]
+
+
+async def test_a_dot_relative_sqlite_url_is_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HARNESS_STORE=sqlite:///./harness-sessions.db (the example's) is beside the proxy, as
+    # SQLAlchemy reads it, not /harness-sessions.db at the filesystem root.
+    from harness.sessions.sqlite._url import parse
+
+    monkeypatch.chdir(tmp_path)
+    assert parse("sqlite:///./sessions.db")[0] == tmp_path / "sessions.db"
+    assert parse("sqlite:///../up.db")[0] == tmp_path / ".." / "up.db"
+    assert parse("sqlite:///tmp/abs.db")[0] == Path("/tmp/abs.db")  # absolute stays absolute
+    hook = _hook(store="sqlite:///./proxy.db")
+    data = _data([{"role": "user", "content": "hi"}], "s1")
+    await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
+    assert (tmp_path / "proxy.db").is_file()
+
+
+@pytest.mark.usefixtures("team_model")
+async def test_a_summary_model_does_not_lend_the_request_its_window() -> None:
+    # Summaries go to a cheap model; the request's budget is still the deployment's window.
+    hook = _hook()
+    hook.policy = ContextPolicy()  # no cap
+    data = _data([{"role": "user", "content": "hello"}])
+    data["model"] = "team-model"
+    out = await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
+    headers = await hook.async_post_call_response_headers_hook(out, _auth("alice"), None, {})
+    assert headers is not None
+    assert headers["x-harness-input-limit"] == str(9_000 - 4_096 - 1_024)

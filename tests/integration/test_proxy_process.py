@@ -218,6 +218,38 @@ def test_two_proxies_serve_alternating_rounds_of_one_session(proxies: Proxies) -
     assert all(m.validation == "passed" for m in manifests)
 
 
+def test_a_session_compacted_many_times_is_recorded_once_and_summarised_rarely(
+    proxies: Proxies,
+) -> None:
+    # A real agent resends its whole conversation every round. Each round adds ~110
+    # tokens, so over 60 rounds the history outgrows the 3,000-token cap again and again:
+    # the working history is compacted several times, while the record stays each
+    # message once and upstream sees one request per round plus the few summaries.
+    session = f"long-{next(_sessions)}"
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful coding assistant."}
+    ]
+    rounds = 60
+    before = len(proxies.server.requests)
+    for i in range(rounds):
+        question = f"round {i}: here is the log of shard {i}. " + f"trace line {i} " * 25
+        messages.append({"role": "user", "content": question})
+        raw = _ask(proxies.urls[i % 2], "alice", messages, session)
+        assert raw.headers["x-harness-validation"] == "passed"
+        messages.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
+        (sent,) = _received(proxies.server, question)
+        assert count_prompt_tokens(sent) <= LIMIT
+    upstream = len(proxies.server.requests) - before
+    log = anyio.run(_log, proxies.store_url, SessionKey("alice", AGENT, session))
+    recorded = [e.message for e in log if isinstance(e, MessageEvent)]
+    expected = [m for m in messages[:-1] if m["role"] != "system"]
+    numbers = {"upstream": upstream, "rounds": rounds, "recorded": len(recorded)}
+    assert count_prompt_tokens({"messages": messages}) > 2 * LIMIT
+    assert len(recorded) == len(expected), numbers  # each message once (was 14,429 for 241)
+    assert [(m.role, m.text) for m in recorded] == [(m["role"], m["content"]) for m in expected]
+    assert rounds + 2 <= upstream <= 1.1 * rounds, numbers  # a few summaries, not one a round
+
+
 def test_another_users_key_gets_its_own_empty_session(proxies: Proxies) -> None:
     session = f"private-{next(_sessions)}"
     alice = _long_conversation(3, secret="The deploy password is PELICAN-42.")
@@ -235,6 +267,19 @@ def test_another_users_key_gets_its_own_empty_session(proxies: Proxies) -> None:
     bob = anyio.run(_log, proxies.store_url, SessionKey("bob", AGENT, session))
     assert [e.message.text for e in bob if isinstance(e, MessageEvent)] == [question]
     assert anyio.run(_log, proxies.store_url, key) == before  # Alice's session untouched
+
+
+def test_the_responses_api_is_refused_naming_chat_completions(proxies: Proxies) -> None:
+    import openai
+
+    before = len(proxies.server.requests)
+    with pytest.raises(openai.BadRequestError) as refused:
+        _client(proxies.urls[0], "alice").responses.create(
+            model="team-model", input="Fix the failing tests.", timeout=60
+        )
+    message = str(refused.value)
+    assert "Chat Completions" in message and "unprepared_apis" in message
+    assert len(proxies.server.requests) == before  # nothing passed unprepared
 
 
 def test_an_unknown_key_is_refused_by_the_proxys_auth(proxies: Proxies) -> None:

@@ -1,7 +1,10 @@
 """Where a SQLite session store lives: its URL, and the checks on the file it names.
 
 ``sqlite:///path/to/sessions.db`` (``?synchronous=full`` the one option) or ``sqlite://`` in
-memory. The URL is parsed when the store is made, so a wrong one fails at once; the file is
+memory. The path after the third slash is absolute (``sqlite:///tmp/s.db`` is ``/tmp/s.db``),
+except one that starts with ``./`` or ``../`` (``sqlite:///./s.db``): that is relative to the
+working directory when the store is made, as SQLAlchemy users expect (it would otherwise be
+``/s.db`` at the filesystem root). The URL is parsed when the store is made, so a wrong one fails at once; the file is
 checked (a folder, a folder that cannot be made, an unreadable file) when it is first opened,
 with an error saying what to do, before SQLite is asked to open it — through ``stat`` and
 ``access`` only: the file is never opened outside SQLite (`check_file`).
@@ -50,6 +53,8 @@ def parse(url: str) -> tuple[Path | None, str]:
             f"a SQLite session store URL needs an absolute path after 'sqlite://' "
             f"(three slashes: 'sqlite:///path/to/sessions.db'), got {url!r}"
         )
+    if rest.startswith(("/./", "/../")):  # sqlite:///./x.db: relative, as in SQLAlchemy
+        return Path.cwd() / rest[1:], synchronous
     return Path(rest), synchronous
 
 
