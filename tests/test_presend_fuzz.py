@@ -157,7 +157,8 @@ def violations(request: ModelRequest, client: ScriptedModel, reasoning: set[str]
         found.append("reasoning")
     exact = estimate_request(request.replace(run=None), estimator_for(request.model, exact=True))
     asked = requested_output(request.settings)
-    reserve = asked if asked is not None else request.policy.reserve_output
+    # Without max_tokens the room kept for the answer is the policy's reserve for this window.
+    reserve = asked if asked is not None else request.policy.output_reserve(client.window)
     if client.window is not None and exact + reserve > client.window:
         found.append("window")
     if asked is not None and client.max_output is not None and asked > client.max_output:
