@@ -294,7 +294,8 @@ async def test_an_alias_is_counted_and_windowed_as_its_deployments_model(tmp_pat
     assert out["model"] == "team-model"  # the proxy still routes by the alias
     headers = await hook.async_post_call_response_headers_hook(out, _auth("alice"), None, {})
     assert headers is not None
-    assert headers["x-harness-input-limit"] == str(9_000 - 4_096 - 1_024)
+    # the default reserves, scaled to the 9,000 window (a quarter for output at most)
+    assert headers["x-harness-input-limit"] == str(ContextPolicy().input_limit(9_000))
     assert not any("guessed" in t for t in json.loads(headers["x-harness-transforms"]))
     store = open_store(url)
     try:
@@ -364,4 +365,5 @@ async def test_a_summary_model_does_not_lend_the_request_its_window() -> None:
     out = await hook.async_pre_call_hook(_auth("alice"), None, data, "acompletion")
     headers = await hook.async_post_call_response_headers_hook(out, _auth("alice"), None, {})
     assert headers is not None
-    assert headers["x-harness-input-limit"] == str(9_000 - 4_096 - 1_024)
+    # the default reserves, scaled to the 9,000 window (a quarter for output at most)
+    assert headers["x-harness-input-limit"] == str(ContextPolicy().input_limit(9_000))
