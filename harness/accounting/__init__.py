@@ -175,13 +175,7 @@ def ceiling_tokens(request: ModelRequest, ceiling: TokenEstimator) -> int:
     """
     run = request.run
     if run is None:
-        return (
-            system_tokens(request, ceiling)
-            + ceiling.count_tools(request.tools)
-            + REPLY_PRIMING
-            + ceiling.count_messages(request.history)
-            + blocks_tokens(request, ceiling)
-        )
+        return _counted_whole(request, ceiling)
     tally = _run_tally(run, request, ceiling)
     costs = tally.costs
     total = costs.fixed(request) + tally.measure(request.history, run)
@@ -446,14 +440,19 @@ def estimate_request(request: ModelRequest, estimator: TokenEstimator | None = N
     est = estimator or request.estimator
     measured = _measured(request, est)
     if measured is None:
-        return (
-            system_tokens(request, est)
-            + est.count_tools(request.tools)
-            + REPLY_PRIMING
-            + est.count_messages(request.history)
-            + blocks_tokens(request, est)
-        )
+        return _counted_whole(request, est)
     return measured.total
+
+
+def _counted_whole(request: ModelRequest, estimator: TokenEstimator) -> int:
+    """Return ``request``'s input tokens by ``estimator``, every part counted (no run tally)."""
+    return (
+        system_tokens(request, estimator)
+        + estimator.count_tools(request.tools)
+        + REPLY_PRIMING
+        + estimator.count_messages(request.history)
+        + blocks_tokens(request, estimator)
+    )
 
 
 def history_tokens(request: ModelRequest, estimator: TokenEstimator | None = None) -> int:
