@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from middleware.context_sources import ContextSources as ContextSources
     from middleware.context_sources import context_source as context_source
     from middleware.fragment_editor import FragmentEditor as FragmentEditor
+    from middleware.model_fallback import Fallback as Fallback
+    from middleware.model_fallback import ModelFallback as ModelFallback
     from middleware.overflow_retry import OverflowRetry as OverflowRetry
     from middleware.pair_validation import PairValidation as PairValidation
     from middleware.session_tools import SessionTools as SessionTools
@@ -57,6 +59,8 @@ _HOMES: dict[str, str] = {
     "DefaultSelection": "middleware._selection",
     "FragmentEditor": "middleware.fragment_editor",
     "Instruction": "middleware.workspace_materials",
+    "Fallback": "middleware.model_fallback",
+    "ModelFallback": "middleware.model_fallback",
     "OverflowRetry": "middleware.overflow_retry",
     "PairValidation": "middleware.pair_validation",
     "PlanModeOptions": "middleware.task_state",
