@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from middleware.context_sources import ContextSources as ContextSources
     from middleware.context_sources import context_source as context_source
     from middleware.fragment_editor import FragmentEditor as FragmentEditor
+    from middleware.image_budget import ImageBudget as ImageBudget
     from middleware.model_fallback import Fallback as Fallback
     from middleware.model_fallback import ModelFallback as ModelFallback
     from middleware.overflow_retry import OverflowRetry as OverflowRetry
@@ -60,6 +61,7 @@ _HOMES: dict[str, str] = {
     "FragmentEditor": "middleware.fragment_editor",
     "Instruction": "middleware.workspace_materials",
     "Fallback": "middleware.model_fallback",
+    "ImageBudget": "middleware.image_budget",
     "ModelFallback": "middleware.model_fallback",
     "OverflowRetry": "middleware.overflow_retry",
     "PairValidation": "middleware.pair_validation",
