@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from middleware.model_fallback import ModelFallback as ModelFallback
     from middleware.overflow_retry import OverflowRetry as OverflowRetry
     from middleware.pair_validation import PairValidation as PairValidation
+    from middleware.provider_context_editing import (
+        ProviderContextEditing as ProviderContextEditing,
+    )
     from middleware.session_tools import SessionTools as SessionTools
     from middleware.stack import DEFAULT_BUILTINS as DEFAULT_BUILTINS
     from middleware.stack import default_stack as default_stack
@@ -64,6 +67,7 @@ _HOMES: dict[str, str] = {
     "ImageBudget": "middleware.image_budget",
     "ModelFallback": "middleware.model_fallback",
     "OverflowRetry": "middleware.overflow_retry",
+    "ProviderContextEditing": "middleware.provider_context_editing",
     "PairValidation": "middleware.pair_validation",
     "PlanModeOptions": "middleware.task_state",
     "SelectionPolicy": "middleware._selection",

@@ -54,6 +54,7 @@ from providers._response import (
     first_choice,
     message_from,
     native_finish,
+    provider_edits,
     raise_on_overflow,
     str_or_none,
     usage_from,
@@ -78,10 +79,14 @@ def load_litellm() -> Any:
     """Import litellm once, offline and quiet, and return the module.
 
     Sets ``LITELLM_LOCAL_MODEL_COST_MAP`` (use the model map litellm ships instead of
-    fetching one) unless the caller chose otherwise, and turns off litellm's
+    fetching one), ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS`` and ``LITELLM_OFFLINE_MODE``
+    (the bundled beta-header table and catalogs, not a fetch from GitHub on the first
+    Anthropic request) unless the caller chose otherwise, and turns off litellm's
     "Give Feedback / Get Help" banner that it prints on every exception.
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "True")
     import litellm
 
     litellm.suppress_debug_info = True
@@ -522,7 +527,8 @@ def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> Mode
     """
     provider, model = prepared.provider, prepared.model
     choice = first_choice(raw, provider=provider, model=model)
-    message = message_from(getattr(choice, "message", None))
+    raw_message = getattr(choice, "message", None)
+    message = message_from(raw_message)
     usage = usage_from(getattr(raw, "usage", None))
     _report_usage(prepared, usage)
     finish = str_or_none(getattr(choice, "finish_reason", None))
@@ -534,6 +540,7 @@ def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> Mode
         model=str(getattr(raw, "model", None) or model),
         latency_s=latency_s,
         retries=tuple(prepared.retries),
+        provider_edits=provider_edits(raw_message),
     )
 
 

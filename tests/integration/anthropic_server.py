@@ -83,6 +83,8 @@ class AnthropicServer:
     def __init__(self, *, min_cacheable: int = 0) -> None:
         self.min_cacheable = min_cacheable
         self.requests: list[dict[str, Any]] = []
+        """Every request body as the model read it (after the server's context edits)."""
+        self.headers: list[dict[str, str]] = []
         self.usages: list[CacheUsage] = []
         self._queue: deque[AnthropicReply] = deque()
         self._cache: set[str] = set()
@@ -139,6 +141,7 @@ class AnthropicServer:
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """Return the Messages API answer for ``body``."""
+        body, applied = cleared(body)
         usage = self.usage_for(body)
         with self._lock:
             self.requests.append(body)
@@ -157,7 +160,7 @@ class AnthropicServer:
         else:
             content = [{"type": "text", "text": reply.text}]
             stop = "end_turn"
-        return {
+        answer: dict[str, Any] = {
             "id": f"msg_{len(self.requests)}",
             "type": "message",
             "role": "assistant",
@@ -172,6 +175,60 @@ class AnthropicServer:
                 "cache_read_input_tokens": usage.cache_read,
             },
         }
+        if applied is not None:
+            answer["context_management"] = {"applied_edits": applied}
+        return answer
+
+
+CLEARED = "[cleared to save context]"
+"""What a cleared tool result reads (the model sees that a result was there)."""
+
+
+def cleared(body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """Apply the request's ``clear_tool_uses`` edit as Anthropic documents it.
+
+    Past the trigger (input tokens), the oldest tool results are cleared, keeping the newest
+    ``keep`` tool uses and the excluded tools' results, when that frees at least
+    ``clear_at_least`` tokens. Returns the body the model reads and the applied edits
+    (``None``: the request asked for none).
+    """
+    edits = (body.get("context_management") or {}).get("edits") or []
+    edit = next((e for e in edits if str(e.get("type", "")).startswith("clear_tool_uses")), None)
+    if edit is None:
+        return body, None
+    total = sum(count_tokens(text) for text, _ in _blocks(body))
+    trigger = int((edit.get("trigger") or {}).get("value", 100_000))
+    if total <= trigger:
+        return body, []
+    keep = int((edit.get("keep") or {}).get("value", 3))
+    excluded = set(edit.get("exclude_tools") or ())
+    least = int((edit.get("clear_at_least") or {}).get("value", 0))
+    names: dict[str, str] = {}
+    results: list[dict[str, Any]] = []
+    messages = json.loads(json.dumps(body.get("messages") or []))
+    for message in messages:
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                names[block["id"]] = block.get("name", "")
+            elif block.get("type") == "tool_result":
+                results.append(block)
+    candidates = results[: max(0, len(results) - keep)]
+    candidates = [b for b in candidates if names.get(b.get("tool_use_id", "")) not in excluded]
+    freed = 0
+    for block in candidates:
+        before = count_tokens(json.dumps(block.get("content"), ensure_ascii=False))
+        block["content"] = CLEARED
+        freed += before - count_tokens(json.dumps(CLEARED))
+    if not candidates or freed < least:
+        return body, []
+    applied = {
+        "type": edit["type"],
+        "cleared_tool_uses": len(candidates),
+        "cleared_input_tokens": freed,
+    }
+    return {**body, "messages": messages}, [applied]
 
 
 def _handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
@@ -182,6 +239,7 @@ def _handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
+            server.headers.append({k.lower(): v for k, v in self.headers.items()})
             if self.path.rstrip("/") != "/v1/messages":
                 self._send(404, {"type": "error", "error": {"type": "not_found_error"}})
                 return

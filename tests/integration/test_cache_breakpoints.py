@@ -1,4 +1,4 @@
-"""Prompt-cache marks through litellm to a server that caches the way Anthropic does.
+"""Prompt-cache marks and context editing through litellm to a server that works as Anthropic's.
 
 Anthropic caches only up to a block marked ``cache_control``: an agent whose requests carry
 no marks pays every token in full every round. `LiteLLMClient` marks the ends of the stable
@@ -107,3 +107,54 @@ async def test_the_callers_own_marks_are_kept_and_the_limit_of_four_holds(tmp_pa
         assert len(kept) == 2  # the caller's marks are neither removed nor rewritten
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_provider_context_editing_clears_old_results_on_the_server_first(
+    tmp_path: Path,
+) -> None:
+    from harness.sessions import open_store
+    from harness.sessions.store import ManifestEvent, SessionKey, WarningEvent
+    from middleware import ProviderContextEditing
+
+    from .anthropic_server import CLEARED
+
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with AnthropicServer() as server:
+        server.push(
+            *[AnthropicReply(tool="_probe", arguments={"path": f"src/m{i}.py"}) for i in range(8)],
+            AnthropicReply(text="all read"),
+        )
+        stack = default_stack()
+        stack.insert(1, ProviderContextEditing(trigger=1_500, keep_tool_uses=2, clear_at_least=100))
+        agent = HarnessAgent(
+            model=LiteLLMClient(
+                "anthropic/claude-sonnet-4-5", api_base=server.base_url, api_key="test"
+            ),
+            tools=[_probe],
+            stack=stack,
+            system_prompt=SYSTEM,
+            workspace=str(tmp_path),
+            store=url,
+        )
+        ctx = RuntimeContext(user_id="u", session_id="ed")
+        assert (await agent.call("read every module", ctx)).text == "all read"
+        assert all("context-management" in h.get("anthropic-beta", "") for h in server.headers)
+        last = server.requests[-1]
+        results = [
+            b for m in last["messages"] for b in m["content"] if b.get("type") == "tool_result"
+        ]
+        assert [b["content"] == CLEARED for b in results] == [True] * 6 + [False] * 2
+    store = open_store(url)
+    try:
+        log = [e.event for e in await store.events(SessionKey("u", "agent", "ed"), limit=1_000)]
+    finally:
+        await store.aclose()
+    edits = [
+        e.text for e in log if isinstance(e, WarningEvent) and e.code == "provider_context_edit"
+    ]
+    assert edits and all(e.startswith("clear_tool_uses_20250919: ") for e in edits), edits
+    manifests = [e.manifest for e in log if isinstance(e, ManifestEvent)]
+    assert manifests
+    assert all("provider_editing:clear_tool_uses_20250919" in m.transforms for m in manifests)
+    # our own compaction did not need to run: the server cleared first
+    assert not any(t.startswith("history_compaction") for m in manifests for t in m.transforms)
