@@ -461,6 +461,13 @@ class ContextManifest(msgspec.Struct, frozen=True, kw_only=True):
     """The error class name when validation is not ``passed``."""
     created_at: float = msgspec.field(default_factory=time.time)
     """Unix time the manifest was made."""
+    cache_break: str | None = None
+    """What in this request differs from the session's previous agent request, so that the
+    provider's prompt cache cannot serve past it (`harness.accounting.cache_break`):
+    ``model``, ``tools:<name>``, ``system:<part>``, ``reference:<source>`` or
+    ``history:<message id>`` with the transform that rewrote it, e.g.
+    ``history:m12 (tool_result_offload:m12)``; ``None``: the previous request is a prefix of
+    this one (or there was none)."""
 
     def __post_init__(self) -> None:
         given: Iterable[ManifestItem] = self.items

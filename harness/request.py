@@ -311,6 +311,9 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds the client waited for the provider."""
     retries: tuple[ProviderRetry, ...] = ()
     """The provider failures the client retried before this response, oldest first."""
+    provider_edits: tuple[dict[str, Any], ...] = ()
+    """Context edits the provider applied to the request before the model read it, as it
+    reported them (Anthropic's ``clear_tool_uses`` …, see `ProviderContextEditing`)."""
     kept: tuple[Message, ...] | None = None
     """The working history the round keeps for the next one (``None``: not sent by a chain).
 

@@ -23,8 +23,14 @@ if TYPE_CHECKING:
     from middleware.context_sources import ContextSources as ContextSources
     from middleware.context_sources import context_source as context_source
     from middleware.fragment_editor import FragmentEditor as FragmentEditor
+    from middleware.image_budget import ImageBudget as ImageBudget
+    from middleware.model_fallback import Fallback as Fallback
+    from middleware.model_fallback import ModelFallback as ModelFallback
     from middleware.overflow_retry import OverflowRetry as OverflowRetry
     from middleware.pair_validation import PairValidation as PairValidation
+    from middleware.provider_context_editing import (
+        ProviderContextEditing as ProviderContextEditing,
+    )
     from middleware.session_tools import SessionTools as SessionTools
     from middleware.stack import DEFAULT_BUILTINS as DEFAULT_BUILTINS
     from middleware.stack import default_stack as default_stack
@@ -57,7 +63,11 @@ _HOMES: dict[str, str] = {
     "DefaultSelection": "middleware._selection",
     "FragmentEditor": "middleware.fragment_editor",
     "Instruction": "middleware.workspace_materials",
+    "Fallback": "middleware.model_fallback",
+    "ImageBudget": "middleware.image_budget",
+    "ModelFallback": "middleware.model_fallback",
     "OverflowRetry": "middleware.overflow_retry",
+    "ProviderContextEditing": "middleware.provider_context_editing",
     "PairValidation": "middleware.pair_validation",
     "PlanModeOptions": "middleware.task_state",
     "SelectionPolicy": "middleware._selection",

@@ -100,6 +100,20 @@ def message_from(raw: Any) -> Message:
     )
 
 
+def provider_edits(raw: Any) -> tuple[dict[str, Any], ...]:
+    """Return the context edits the provider applied to the request, as it reported them.
+
+    Anthropic's ``context_management.applied_edits``, which litellm passes in the message's
+    ``provider_specific_fields``.
+    """
+    fields = field(raw, "provider_specific_fields")
+    managed = fields.get("context_management") if isinstance(fields, dict) else None
+    edits = managed.get("applied_edits") if isinstance(managed, dict) else None
+    if not isinstance(edits, list):
+        return ()
+    return tuple(dict(edit) for edit in edits if isinstance(edit, dict))
+
+
 def raise_on_overflow(
     finish: str | None,
     native: str | None,

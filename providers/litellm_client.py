@@ -54,11 +54,13 @@ from providers._response import (
     first_choice,
     message_from,
     native_finish,
+    provider_edits,
     raise_on_overflow,
     str_or_none,
     usage_from,
 )
 from providers._stream import Assembly
+from providers.cache_breakpoints import place_breakpoints, wants_breakpoints
 from providers.errors import provider_errors, suspected_overflow, unknown_model_error
 from providers.retry import RetryDecision, RetryPolicy
 from providers.windows import (
@@ -77,10 +79,14 @@ def load_litellm() -> Any:
     """Import litellm once, offline and quiet, and return the module.
 
     Sets ``LITELLM_LOCAL_MODEL_COST_MAP`` (use the model map litellm ships instead of
-    fetching one) unless the caller chose otherwise, and turns off litellm's
+    fetching one), ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS`` and ``LITELLM_OFFLINE_MODE``
+    (the bundled beta-header table and catalogs, not a fetch from GitHub on the first
+    Anthropic request) unless the caller chose otherwise, and turns off litellm's
     "Give Feedback / Get Help" banner that it prints on every exception.
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "True")
     import litellm
 
     litellm.suppress_debug_info = True
@@ -165,6 +171,11 @@ class LiteLLMClient:
             litellm's map does not list (vLLM, llama.cpp, Ollama, LM Studio metadata);
             once per (api_base, model) and process, off the event loop.
         discovery_timeout: seconds each metadata request may take.
+        cache_breakpoints: mark the ends of the request's stable pieces with
+            ``cache_control`` (`providers.cache_breakpoints`): ``None`` (the default) where
+            the provider caches only marked prefixes (Anthropic, and Claude on Bedrock and
+            Vertex AI), ``True`` always (litellm passes the marks to Gemini's context
+            caching too), ``False`` never. The caller's own marks are always kept.
         **settings: provider settings sent with every request (``temperature``,
             ``max_tokens`` …); a request's own settings override them.
 
@@ -187,6 +198,7 @@ class LiteLLMClient:
         context_window: int | None = None,
         discover_window: bool = True,
         discovery_timeout: float = DISCOVERY_TIMEOUT_S,
+        cache_breakpoints: bool | None = None,
         **settings: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -214,6 +226,11 @@ class LiteLLMClient:
                 f"discovery_timeout must be a positive number of seconds, got {discovery_timeout!r}"
             )
         check_settings(settings, where="LiteLLMClient(**settings)")
+        if cache_breakpoints is not None and not isinstance(cache_breakpoints, bool):
+            raise ConfigurationError(
+                f"cache_breakpoints must be True, False or None (auto), got {cache_breakpoints!r}"
+            )
+        self.cache_breakpoints = cache_breakpoints
         self.model = model
         self.window = context_window
         """The window given to the constructor (``None``: litellm's map or the server's)."""
@@ -384,7 +401,8 @@ class LiteLLMClient:
             **(request.settings or {}),
         }
         kwargs["model"] = model
-        kwargs["messages"] = [m.to_openai() for m in request.render()]
+        rendered = request.render()
+        kwargs["messages"] = [m.to_openai() for m in rendered]
         kwargs["tools"] = self.tool_dicts(request) or None
         if self.api_base is not None:
             kwargs["api_base"] = self.api_base
@@ -398,7 +416,13 @@ class LiteLLMClient:
         if provider is None:
             raise unknown_model_error(model)
         check_encodable(kwargs, provider=provider, model=model)
-        return PreparedCall(kwargs=kwargs, provider=provider, model=model, request=request)
+        marks: tuple[str, ...] = ()
+        wanted = self.cache_breakpoints
+        if wanted or (wanted is None and wants_breakpoints(provider, model)):
+            marks = place_breakpoints(rendered, kwargs["messages"], kwargs["tools"])
+        return PreparedCall(
+            kwargs=kwargs, provider=provider, model=model, request=request, breakpoints=marks
+        )
 
     def _suspected_overflow(
         self, error: ProviderError, prepared: PreparedCall
@@ -478,6 +502,8 @@ class PreparedCall(msgspec.Struct, kw_only=True):
     """The retries `LiteLLMClient.send_prepared` made, in order."""
     request: ModelRequest | None = None
     """The request this call was prepared from (to judge an unexplained 400 by its size)."""
+    breakpoints: tuple[str, ...] = ()
+    """Where `LiteLLMClient.prepare` placed prompt-cache marks (``history``, ``system`` …)."""
 
 
 def _report_usage(prepared: PreparedCall, usage: Usage | None) -> None:
@@ -501,7 +527,8 @@ def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> Mode
     """
     provider, model = prepared.provider, prepared.model
     choice = first_choice(raw, provider=provider, model=model)
-    message = message_from(getattr(choice, "message", None))
+    raw_message = getattr(choice, "message", None)
+    message = message_from(raw_message)
     usage = usage_from(getattr(raw, "usage", None))
     _report_usage(prepared, usage)
     finish = str_or_none(getattr(choice, "finish_reason", None))
@@ -513,6 +540,7 @@ def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> Mode
         model=str(getattr(raw, "model", None) or model),
         latency_s=latency_s,
         retries=tuple(prepared.retries),
+        provider_edits=provider_edits(raw_message),
     )
 
 

@@ -21,7 +21,9 @@ a SQLite store; several proxies behind a load balancer share one PostgreSQL stor
   messages are the history and summaries are cached by a hash of what they replace.
 - **The manifest** is recorded in the session's log (sessions) and returned as response
   headers: ``x-harness-estimated-tokens``, ``x-harness-input-limit``,
-  ``x-harness-transforms``, ``x-harness-omitted`` and ``x-harness-validation``.
+  ``x-harness-transforms``, ``x-harness-omitted``, ``x-harness-validation`` and
+  ``x-harness-cache-break`` (what broke the provider's cached prefix since the session's
+  previous request, `ContextManifest.cache_break`; ``none`` when nothing did).
 - **Models**: a request names a ``model_list`` alias; it is counted as the alias's first
   deployment's ``litellm_params.model`` (its tokenizer family), with that deployment's
   ``model_info.max_input_tokens`` as the window when set (`deployment_client`).
@@ -424,6 +426,9 @@ def manifest_headers(manifest: ContextManifest) -> dict[str, str]:
         "x-harness-transforms": _header(manifest.transforms),
         "x-harness-omitted": _header(omitted),
         "x-harness-call-id": manifest.call_id,
+        "x-harness-cache-break": (manifest.cache_break or "none")
+        .encode("ascii", "backslashreplace")
+        .decode()[:1_000],
     }
 
 

@@ -59,6 +59,7 @@ from harness.accounting._tally import (
     system_tokens,
     tally_of,
 )
+from harness.accounting.cache_break import cache_break_of
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ContextBuildError, validation_of
 from harness.events import AgentEvent
@@ -492,6 +493,7 @@ def build_manifest(
     """Return the manifest of ``request`` as it is about to be sent (validation ``passed``)."""
     est = estimator or request.estimator
     total, items = manifest_items(request, est)
+    broke = cache_break_of(request)
     return ContextManifest(
         call_id=request.ids.call_id,
         purpose=request.ids.purpose,
@@ -506,6 +508,7 @@ def build_manifest(
         session_id=request.ids.session_id,
         run_id=request.ids.run_id,
         calibration=getattr(est, "factor", 1.0),
+        cache_break=None if broke is None else broke.label,
     )
 
 

@@ -95,6 +95,8 @@ def _print_table(view: ContextView, out: Output) -> None:
     out.text(f"{tokens} · {m.counting_method}{exact} · validation {m.validation}")
     if m.error:
         out.text(f"error: {m.error}")
+    if m.cache_break:
+        out.text(f"cached prefix broken at {m.cache_break}")
     out.text("")
     out.table(
         ("#", "KIND", "PLACEMENT", "SOURCE", "TOKENS", "SHARE", "BUDGET", "TEXT"),

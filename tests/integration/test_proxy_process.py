@@ -191,6 +191,7 @@ def test_a_long_conversation_arrives_fitted_with_its_manifest(proxies: Proxies) 
     assert manifest.call_id == headers["x-harness-call-id"]
     assert manifest.estimated_input_tokens == int(headers["x-harness-estimated-tokens"])
     assert manifest.validation == "passed" and manifest.input_limit == LIMIT
+    assert headers["x-harness-cache-break"] == (manifest.cache_break or "none")
 
 
 def test_two_proxies_serve_alternating_rounds_of_one_session(proxies: Proxies) -> None:
