@@ -285,7 +285,7 @@ async def _through_stack(
                     if store is not None
                     else DEFAULT_PREFIX_CACHE
                 )
-            scope = cache_scope(template, composed.fingerprint)
+            scope = cache_scope(template, composed.fingerprint, _api_base_of(call.client))
             await _stateless(
                 composed.handler, template, call, converted, hashes, user_id, agent_id,
                 prefix_cache, scope,
@@ -615,6 +615,15 @@ _SCRATCHES: Final = _Scratches()
 
 
 # ------------------------------------------------------------------------- helpers
+def _api_base_of(client: ModelClient) -> str | None:
+    """Return the base URL ``client`` sends to (a proxy's deployment's, behind a summary model)."""
+    for candidate in (client, getattr(client, "deployment", None)):
+        base = getattr(candidate, "api_base", None)
+        if isinstance(base, str) and base:
+            return base
+    return None
+
+
 def _attach(raw: Any, manifest: ContextManifest | None) -> None:
     hidden = getattr(raw, "_hidden_params", None)
     if hidden is None:
