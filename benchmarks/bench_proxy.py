@@ -74,7 +74,7 @@ def _configs(folder: Path) -> tuple[Path, Path]:
 
 
 def _conversations(mode: Mode, clients: int) -> tuple[str, list[list[list[dict[str, Any]]]]]:
-    """Return the workload's label and, per client, its growing requests (one wave's)."""
+    """Return the level's label and, per client, its growing requests (one wave's)."""
     session = history(SESSION_MESSAGES[mode])
     system = {"role": "system", "content": session.system_prompt}
     messages = [m.to_openai() for m in session.messages]
@@ -93,7 +93,7 @@ def _conversations(mode: Mode, clients: int) -> tuple[str, list[list[list[dict[s
         per_client.append(requests)
     sizes = [len(r) for c in per_client for r in c]
     label = (
-        f"{session.label}; {clients} client(s), {rounds} growing requests each a wave "
+        f"{clients} client(s), {rounds} growing requests each a wave "
         f"({min(sizes)}–{max(sizes)} messages a request)"
     )
     return label, per_client
@@ -184,8 +184,8 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
             upstream = len(server.requests)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    label = f"{workloads[levels[0]][0].split(';')[0]}; " + "; ".join(
-        workloads[n][0].split("; ", 1)[1] for n in levels
+    label = f"{history(SESSION_MESSAGES[mode]).label}; " + "; ".join(
+        workloads[n][0] for n in levels
     )
     return _result(mode, label, samples, upstream)
 

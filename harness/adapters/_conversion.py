@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+import anyio.to_thread
 import msgspec
 
 from harness.adapters._record_match import content_digests
@@ -40,6 +41,20 @@ def split_messages(
     """
     system, history, _, _ = _split(messages, scope=scope)
     return system, history
+
+
+OFF_LOOP_MESSAGES: Final = 48
+"""A call with this many messages not converted before converts them in a worker thread
+(`asplit`): the first call over a long conversation costs milliseconds of CPU."""
+
+
+async def asplit(
+    messages: Sequence[Any], *, scope: str
+) -> tuple[tuple[SystemPart, ...], list[Message], list[str], list[str]]:
+    """`_split` for async callers: off the event loop when many messages are new."""
+    if _CONVERSIONS.unconverted(messages, scope) < OFF_LOOP_MESSAGES:
+        return _split(messages, scope=scope)
+    return await anyio.to_thread.run_sync(lambda: _split(messages, scope=scope))
 
 
 def _split(
@@ -173,6 +188,14 @@ class _Conversions:
             if found is not None:
                 self._by_opening.move_to_end(key)
         return key, found
+
+    def unconverted(self, messages: Sequence[Any], scope: str) -> int:
+        """Return how many of ``messages`` the last conversion of their conversation lacks."""
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            return 0
+        listed = list(messages)
+        _, before = self.find(listed, scope)
+        return len(listed) - (before.shared(listed) if before is not None else 0)
 
     def put(self, key: bytes, conversion: _Conversion) -> None:
         """Keep ``conversion`` as the last of its conversation; drop the oldest beyond bounds."""

@@ -70,7 +70,7 @@ import anyio
 import msgspec
 
 from harness.accounting import build_manifest, failed_manifest, report_manifest
-from harness.adapters._conversion import _split, chain_hashes, tools_from_openai
+from harness.adapters._conversion import asplit, chain_hashes, tools_from_openai
 from harness.adapters._record_match import (
     TAIL,
     Match,
@@ -261,7 +261,7 @@ async def _through_stack(
     prefix_cache: PrefixCache | None = None,
 ) -> None:
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
-    system, converted, hashes, digests = _split(messages, scope=f"{user_id}\0{agent_id}")
+    system, converted, hashes, digests = await asplit(messages, scope=f"{user_id}\0{agent_id}")
     resolved = (policy or ContextPolicy()).resolve(model)
     limit, guessed = await discovered_input_limit(
         resolved, call.client, model, max_output=requested_output(settings)
