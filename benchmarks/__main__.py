@@ -71,7 +71,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "proxy": (
         "bench_proxy",
-        "the litellm proxy hook's added latency p50/p99 at 100 clients, vs the proxy alone",
+        "the litellm proxy hook at 1, 8 and 32 clients: p50/p99 and throughput vs the proxy alone",
     ),
 }
 """Name → (module in ``benchmarks``, one-line description), in run order."""

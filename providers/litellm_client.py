@@ -67,6 +67,7 @@ from providers.windows import (
     DISCOVERY_TIMEOUT_S,
     KnownWindow,
     discover_window,
+    forget_window,
     known_window,
     remember_window,
 )
@@ -467,6 +468,8 @@ class LiteLLMClient:
                     remember_window(
                         prepared.model, self.api_base, error.window, source="overflow_error"
                     )
+                else:  # what the server said about its window was not what it enforces
+                    forget_window(prepared.model, self.api_base)
                 raise
             except ProviderError as error:
                 overflow = self._suspected_overflow(error, prepared)

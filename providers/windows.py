@@ -20,13 +20,21 @@ A provider's overflow error often states the window ("maximum context length is 
 tokens"); `window_from_text` reads it and `remember_window` keeps it for the model and base
 URL, so the retry and every later request use it. A remembered number wins over the
 server's metadata and litellm's map: it is what the server enforces.
+
+**Kept for a while, not forever.** A server behind one URL can be restarted with another
+model length, so every window learned or discovered here is trusted for `WINDOW_TTL_S`
+(10 minutes; ``HARNESS_WINDOW_TTL_S`` sets it at import) and then asked again; an overflow
+error that states a window replaces it at once, and one that states none drops the
+discovered answer (`forget_window`), so the next request asks the server again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Final
@@ -36,8 +44,10 @@ import msgspec
 
 __all__ = [
     "DISCOVERY_TIMEOUT_S",
+    "WINDOW_TTL_S",
     "KnownWindow",
     "discover_window",
+    "forget_window",
     "forget_windows",
     "known_window",
     "remember_window",
@@ -47,6 +57,8 @@ __all__ = [
 
 DISCOVERY_TIMEOUT_S: Final = 2.0
 """Seconds one metadata request may take (a probe asks at most three endpoints)."""
+WINDOW_TTL_S: Final = float(os.environ.get("HARNESS_WINDOW_TTL_S") or 600.0)
+"""Seconds a learned or discovered window is trusted before the server is asked again."""
 
 
 class KnownWindow(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +68,8 @@ class KnownWindow(msgspec.Struct, frozen=True, kw_only=True):
     """The window in tokens (input and output together)."""
     source: str
     """``overflow_error``, ``server:vllm``, ``server:llama.cpp``, ``server:ollama`` …"""
+    at: float = 0.0
+    """When it was learned (``time.monotonic()``): it expires `WINDOW_TTL_S` later."""
 
 
 # ------------------------------------------------------------------ overflow wordings
@@ -106,6 +120,8 @@ _learned: dict[tuple[str, str], KnownWindow] = {}
 """Windows read from overflow errors, by (api_base, model)."""
 _asked: dict[tuple[str, str], KnownWindow | None] = {}
 """Server metadata answers (``None``: the server says nothing), by (api_base, model)."""
+_asked_at: dict[tuple[str, str], float] = {}
+"""When a server said nothing (a ``None`` in `_asked` has no time of its own)."""
 _probing: dict[tuple[str, str], threading.Lock] = {}
 
 
@@ -113,21 +129,44 @@ def _key(model: str, api_base: str | None) -> tuple[str, str]:
     return ((api_base or "").rstrip("/"), model)
 
 
+def _expire(key: tuple[str, str], ttl_s: float) -> None:
+    """Drop ``key``'s answers older than ``ttl_s`` (call with ``_lock`` held)."""
+    oldest = time.monotonic() - ttl_s
+    learned = _learned.get(key)
+    if learned is not None and learned.at < oldest:
+        del _learned[key]
+    if key in _asked:
+        asked = _asked[key]
+        if (asked.at if asked is not None else _asked_at.get(key, 0.0)) < oldest:
+            del _asked[key]
+
+
 def remember_window(model: str, api_base: str | None, tokens: int, *, source: str) -> None:
-    """Keep ``tokens`` as the window of ``model`` at ``api_base`` for this process."""
+    """Keep ``tokens`` as the window of ``model`` at ``api_base`` (for `WINDOW_TTL_S`)."""
     if tokens > 0:
         with _lock:
-            _learned[_key(model, api_base)] = KnownWindow(tokens=tokens, source=source)
+            _learned[_key(model, api_base)] = KnownWindow(
+                tokens=tokens, source=source, at=time.monotonic()
+            )
 
 
-def known_window(model: str, api_base: str | None) -> KnownWindow | None:
-    """Return the window learned so far (an overflow error, then server metadata), or ``None``.
+def known_window(
+    model: str, api_base: str | None, *, ttl_s: float = WINDOW_TTL_S
+) -> KnownWindow | None:
+    """Return the window learned (an overflow error, then server metadata), or ``None``.
 
-    Never does I/O.
+    Answers older than ``ttl_s`` seconds are dropped. Never does I/O.
     """
     key = _key(model, api_base)
     with _lock:
+        _expire(key, ttl_s)
         return _learned.get(key) or _asked.get(key)
+
+
+def forget_window(model: str, api_base: str | None) -> None:
+    """Forget what the server said about ``model``'s window (it overflowed without a number)."""
+    with _lock:
+        _asked.pop(_key(model, api_base), None)
 
 
 def forget_windows() -> None:
@@ -135,6 +174,7 @@ def forget_windows() -> None:
     with _lock:
         _learned.clear()
         _asked.clear()
+        _asked_at.clear()
         _probing.clear()
 
 
@@ -145,14 +185,16 @@ async def discover_window(
     served_name: str | None = None,
     api_key: str | None = None,
     request_timeout_s: float = DISCOVERY_TIMEOUT_S,
+    ttl_s: float = WINDOW_TTL_S,
 ) -> KnownWindow | None:
-    """Return the window `server_window` finds, asked in a worker thread (cached).
+    """Return the window `server_window` finds, asked in a worker thread (cached ``ttl_s``).
 
     ``request_timeout_s`` bounds each metadata request (not the wait for a probe that
     another task already started).
     """
     key = _key(model, api_base)
     with _lock:
+        _expire(key, ttl_s)
         if key in _learned:
             return _learned[key]
         if key in _asked:
@@ -201,8 +243,12 @@ def server_window(
                 return _asked[key]
         name = served_name or model.split("/", 1)[-1]
         found = _probe(key[0], name, api_key=api_key, timeout=timeout)
+        now = time.monotonic()
+        if found is not None:
+            found = msgspec.structs.replace(found, at=now)
         with _lock:
             _asked[key] = found
+            _asked_at[key] = now
         return found
 
 

@@ -4,7 +4,8 @@
 messages (one `_Conversion` per message, remembered by content in `_CONVERSIONS`, so a
 call that resends a grown conversation converts only its new messages);
 `tools_from_openai` turns OpenAI tool dicts into `ToolSchema`s; `chain_hashes` is the hash
-chain over the caller's messages that keys the prefix cache and the stateful record.
+chain over the caller's messages that keys the prefix cache and names recorded messages
+(their content digests, which match a resend to the record, are `content_digests`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+import anyio.to_thread
 import msgspec
 
+from harness.adapters._record_match import content_digests
 from harness.errors import InvalidInputError
 from harness.messages import ContentPart, Message, ToolSchema, history_message
 from harness.request import SystemPart
@@ -36,14 +39,28 @@ def split_messages(
     Raises:
         InvalidInputError: ``messages`` is not a list of message dicts, or one is malformed.
     """
-    system, history, _ = _split(messages, scope=scope)
+    system, history, _, _ = _split(messages, scope=scope)
     return system, history
+
+
+OFF_LOOP_MESSAGES: Final = 48
+"""A call with this many messages not converted before converts them in a worker thread
+(`asplit`): the first call over a long conversation costs milliseconds of CPU."""
+
+
+async def asplit(
+    messages: Sequence[Any], *, scope: str
+) -> tuple[tuple[SystemPart, ...], list[Message], list[str], list[str]]:
+    """`_split` for async callers: off the event loop when many messages are new."""
+    if _CONVERSIONS.unconverted(messages, scope) < OFF_LOOP_MESSAGES:
+        return _split(messages, scope=scope)
+    return await anyio.to_thread.run_sync(lambda: _split(messages, scope=scope))
 
 
 def _split(
     messages: Sequence[Any], *, scope: str
-) -> tuple[tuple[SystemPart, ...], list[Message], list[str]]:
-    """`split_messages`, plus the chain hash of each history message.
+) -> tuple[tuple[SystemPart, ...], list[Message], list[str], list[str]]:
+    """`split_messages`, plus each history message's chain hash and content digest.
 
     A caller resends its whole conversation with every request, so the conversion of the
     part it sent before is taken from the last conversion of that conversation
@@ -76,9 +93,10 @@ def _split(
     done.system = system
     done.history.extend(m.replace(id=h[:16]) for m, h in zip(history, hashes, strict=True))
     done.hashes.extend(hashes)
+    done.digests.extend(content_digests(history))
     if key is not None and done.keep(messages, kept):
         _CONVERSIONS.put(key, done)
-    return tuple(system), list(done.history), list(done.hashes)
+    return tuple(system), list(done.history), list(done.hashes), list(done.digests)
 
 
 class _Conversion:
@@ -90,13 +108,15 @@ class _Conversion:
     alike for any caller.
     """
 
-    __slots__ = ("hashes", "history", "history_at", "raw", "system", "system_at")
+    __slots__ = ("digests", "hashes", "history", "history_at", "raw", "system", "system_at")
 
     def __init__(self) -> None:
         self.raw: list[Any] = []
         self.system: list[SystemPart] = []
         self.history: list[Message] = []
         self.hashes: list[str] = []
+        self.digests: list[str] = []
+        """Each history message's content digest (`content_digests`)."""
         self.system_at: list[int] = [0]
         self.history_at: list[int] = [0]
 
@@ -121,6 +141,7 @@ class _Conversion:
         out.system = self.system[: self.system_at[kept]]
         out.history = self.history[: self.history_at[kept]]
         out.hashes = self.hashes[: self.history_at[kept]]
+        out.digests = self.digests[: self.history_at[kept]]
         out.system_at = self.system_at[: kept + 1]
         out.history_at = self.history_at[: kept + 1]
         return out
@@ -167,6 +188,14 @@ class _Conversions:
             if found is not None:
                 self._by_opening.move_to_end(key)
         return key, found
+
+    def unconverted(self, messages: Sequence[Any], scope: str) -> int:
+        """Return how many of ``messages`` the last conversion of their conversation lacks."""
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            return 0
+        listed = list(messages)
+        _, before = self.find(listed, scope)
+        return len(listed) - (before.shared(listed) if before is not None else 0)
 
     def put(self, key: bytes, conversion: _Conversion) -> None:
         """Keep ``conversion`` as the last of its conversation; drop the oldest beyond bounds."""

@@ -37,7 +37,11 @@ either way it is scoped by ``user_id``, so one user's summary never answers anot
 URL; default: one private in-memory SQLite store per process) keeps the full record, the
 working history, every manifest, between calls — per (``user_id``, ``agent_id``,
 ``session_id``), as `HarnessAgent` does. Send either the whole conversation each time (as
-with litellm: what extends the record is appended) or only the new turns. A non-streamed
+with litellm) or only the new turns, trimmed or not: the messages are matched against the
+record by content (`harness.adapters._record_match`), so only what is new is appended,
+once — a reply sent back as content parts or with re-encoded arguments is the reply
+recorded; a retried turn, an edited or removed message changes the working history (the
+record keeps everything) and marks the manifest ``client_history_diverged:…``. A non-streamed
 reply is recorded at once; a streamed one when the next call sends it back. New turns are
 committed only with a request the stack accepted: one it refuses (an orphan tool result, a
 turn over the budget) is logged as a `RefusalEvent` and leaves the stored history as it was,
@@ -53,6 +57,7 @@ a request that cannot be prepared raises the harness's `ContextBuildError` subcl
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import threading
 from collections import OrderedDict
@@ -65,7 +70,19 @@ import anyio
 import msgspec
 
 from harness.accounting import build_manifest, failed_manifest, report_manifest
-from harness.adapters._conversion import _split, chain_hashes, tools_from_openai
+from harness.adapters._conversion import asplit, chain_hashes, tools_from_openai
+from harness.adapters._record_match import (
+    TAIL,
+    Match,
+    SessionRecord,
+    content_digests,
+    diverged_transform,
+    legacy_view,
+    match,
+    rebuilt_working,
+    view_after,
+    with_reply,
+)
 from harness.adapters.prefix_cache import (
     DEFAULT_PREFIX_CACHE,
     PrefixCache,
@@ -99,15 +116,6 @@ __all__ = [
 
 MANIFEST_KEY: Final = "harness_manifest"
 """The key of the manifest in the answer's ``_hidden_params``."""
-
-
-class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """How much of a stateful caller's conversation the session's record holds."""
-
-    count: int = 0
-    """How many caller-visible messages the record has."""
-    hash: str = ""
-    """The chain hash of the last of them (`chain_hashes`)."""
 
 
 RECORD_KEY: Final = StateKey("adapters/record", SessionRecord, former=("adapters.record",))
@@ -253,7 +261,7 @@ async def _through_stack(
     prefix_cache: PrefixCache | None = None,
 ) -> None:
     """Build the request, run the stack (stateless or in a session), fill in ``call``."""
-    system, converted, hashes = _split(messages, scope=f"{user_id}\0{agent_id}")
+    system, converted, hashes, digests = await asplit(messages, scope=f"{user_id}\0{agent_id}")
     resolved = (policy or ContextPolicy()).resolve(model)
     limit, guessed = await discovered_input_limit(
         resolved, call.client, model, max_output=requested_output(settings)
@@ -277,7 +285,7 @@ async def _through_stack(
                     if store is not None
                     else DEFAULT_PREFIX_CACHE
                 )
-            scope = cache_scope(template, composed.fingerprint)
+            scope = cache_scope(template, composed.fingerprint, _api_base_of(call.client))
             await _stateless(
                 composed.handler, template, call, converted, hashes, user_id, agent_id,
                 prefix_cache, scope,
@@ -285,8 +293,9 @@ async def _through_stack(
         else:
             key = SessionKey(user_id, agent_id, session_id)
             await _stateful(
-                composed.handler, template, call, converted, hashes, key, _open_store(store)
-            )
+                composed.handler, template, call, converted, (hashes, digests), key,
+                _open_store(store),
+            )  # fmt: skip
     finally:
         _CURRENT_CALL.reset(token)
 
@@ -463,25 +472,32 @@ async def _stateful(
     template: ModelRequest,
     call: _Call,
     converted: list[Message],
-    hashes: list[str],
+    keys: tuple[list[str], list[str]],
     key: SessionKey,
     store: SessionStore,
 ) -> None:
+    hashes, digests = keys
     recorder, state = await SessionRecorder.load(store, key)
-    record = state.get(RECORD_KEY) or SessionRecord()
-    count, last = record.count, record.hash
-    if count and len(converted) >= count and hashes[count - 1] == last:
-        new = converted[count:]  # the whole conversation, extending the record
-        new_hashes = hashes[count:]
-    else:
-        new_hashes = chain_hashes(converted, start=last) if last else hashes
-        new = [m.replace(id=h[:16]) for m, h in zip(converted, new_hashes, strict=True)]
+    view = _view(state, hashes, digests)
+    found = match(digests, view)
+    new, last = _named(converted, hashes, found.new, view.hash)
+    record_ids = dict(found.matched)
+    record_ids.update(zip(found.new, (m.id for m in new), strict=True))
+    transforms = template.transforms
     if new:
         state.append(*new)
         for message in new:
             if message.role in ("user", "tool"):
                 recorder.mark_turn(message)
-        count, last = count + len(new), new_hashes[-1]
+    if found.diverged:
+        working, compacted = rebuilt_working(
+            state.working_history[: len(state.working_history) - len(new)],
+            _placed(found, new),
+            found.dropped,
+        )
+        state.commit_working(working)
+        transforms = (*transforms, diverged_transform(found, len(new), compacted))
+    seen = view_after(digests, record_ids, record_hash=last)
     run = RunScope(
         emit=recorder.note, client=call.client, store=store, key=key, session=_SCRATCHES.get(key)
     )
@@ -494,6 +510,7 @@ async def _stateful(
         state=state,
         state_version=state.version,
         run=run,
+        transforms=transforms,
     )
     try:
         prepared = await _run(handler, request)
@@ -501,7 +518,7 @@ async def _stateful(
         with anyio.CancelScope(shield=True):
             if call.sent:  # the stack accepted the request: its turns are the session's
                 recorder.note_error(exc)
-                state.set(RECORD_KEY, SessionRecord(count=count, hash=last))
+                state.set(RECORD_KEY, seen)
                 await recorder.commit(state)
             else:  # refused: logged, and the stored history stays as it was
                 try:
@@ -513,10 +530,51 @@ async def _stateful(
         state.commit_working(prepared)
     if not call.stream and call.reply is not None:
         last = chain_hashes([call.reply], start=last)[0]
-        state.append(call.reply.replace(id=last[:16]))
-        count += 1
-    state.set(RECORD_KEY, SessionRecord(count=count, hash=last))
+        reply = call.reply.replace(id=last[:16])
+        state.append(reply)
+        seen = with_reply(seen, content_digests([reply])[0], reply.id, last)
+    state.set(RECORD_KEY, seen)
     await recorder.commit(state)
+
+
+def _view(state: AgentState, hashes: list[str], digests: list[str]) -> SessionRecord:
+    """Return the session's view of its caller (`SessionRecord`), also from older records."""
+    record = state.get(RECORD_KEY) or SessionRecord()
+    if not record.count or record.digests:
+        return record
+    count = record.count  # stored before views had digests: count and chain hash only
+    if len(hashes) >= count and hashes[count - 1] == record.hash:
+        ids = {i: hashes[i][:16] for i in range(max(0, count - TAIL), count)}
+        return view_after(digests[:count], ids, record_hash=record.hash)
+    return legacy_view(record, state.working_history)
+
+
+def _named(
+    converted: list[Message], hashes: list[str], new: tuple[int, ...], last: str
+) -> tuple[list[Message], str]:
+    """Return the new messages with record ids (continuing the record's chain) and its new end."""
+    if not new:
+        return [], last
+    first = new[0]
+    if new == tuple(range(first, len(converted))) and (
+        (first == 0 and not last) or (first > 0 and hashes[first - 1] == last)
+    ):  # the caller's chain is the record's: its ids are already the record's
+        return converted[first:], hashes[-1]
+    messages = [converted[i] for i in new]
+    chained = chain_hashes(messages, start=last)
+    return [m.replace(id=h[:16]) for m, h in zip(messages, chained, strict=True)], chained[-1]
+
+
+def _placed(found: Match, new: list[Message]) -> list[tuple[Message, str | None, str | None]]:
+    """Return each new message with the record ids of the matched messages around it."""
+    order = sorted(found.matched)
+    out: list[tuple[Message, str | None, str | None]] = []
+    for index, message in zip(found.new, new, strict=True):
+        at = bisect.bisect_left(order, index)
+        before = found.matched[order[at - 1]] if at > 0 else None
+        after = found.matched[order[at]] if at < len(order) else None
+        out.append((message, before, after))
+    return out
 
 
 class _Scratches:
@@ -557,6 +615,15 @@ _SCRATCHES: Final = _Scratches()
 
 
 # ------------------------------------------------------------------------- helpers
+def _api_base_of(client: ModelClient) -> str | None:
+    """Return the base URL ``client`` sends to (a proxy's deployment's, behind a summary model)."""
+    for candidate in (client, getattr(client, "deployment", None)):
+        base = getattr(candidate, "api_base", None)
+        if isinstance(base, str) and base:
+            return base
+    return None
+
+
 def _attach(raw: Any, manifest: ContextManifest | None) -> None:
     hidden = getattr(raw, "_hidden_params", None)
     if hidden is None:

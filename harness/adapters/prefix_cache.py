@@ -2,8 +2,8 @@
 
 A stateless `acompletion` caches the working history the stack made (the summary that
 replaced early turns, trimmed results) under the chain hash of the caller's messages it
-stands for, scoped by the model, input limit, tools, stack configuration and user
-(`cache_scope`): in process (`PrefixCache`, an LRU) or in the session store
+stands for, scoped by the model and its server (``api_base``), input limit, tools, stack
+configuration and user (`cache_scope`): in process (`PrefixCache`, an LRU) or in the session store
 (`StorePrefixCache`). `_open_store` resolves a store argument (an instance or a URL, one
 store per URL per process) for both the cache and the stateful mode.
 """
@@ -44,15 +44,17 @@ def _changed(prepared: Sequence[Message], original: Sequence[Message]) -> bool:
     )
 
 
-def cache_scope(request: ModelRequest, stack_fingerprint: str) -> str:
+def cache_scope(request: ModelRequest, stack_fingerprint: str, api_base: str | None = None) -> str:
     """Return what a cached preparation depends on besides the messages, as a hash.
 
-    The model, the input limit, the tools and the stack's configuration (each layer's
+    The model and the server it is served by (``api_base``: one model name on two servers
+    is two models), the input limit, the tools and the stack's configuration (each layer's
     class and settings, hashed once per composed stack): a summary made under one of them
-    is not reused under another.
+    is not reused under another. Entries are also kept per user (`PrefixCache`).
     """
     facts = [
         request.model,
+        (api_base or "").rstrip("/"),
         request.input_limit,
         [t.to_openai() for t in request.tools],
         stack_fingerprint,

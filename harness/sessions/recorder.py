@@ -12,7 +12,9 @@ appended costs its new messages, not the working history's length, in the store 
 
 Secrets never reach the store in clear: every message, summary, rewritten copy, warning and
 error text is redacted with the fragments' patterns (`harness.fragments.redact_message`,
-configurable with ``secrets``) on its way to the store. The RAM state keeps the clear text,
+configurable with ``secrets``) on its way to the store — in a worker thread when the
+round's new messages hold `OFF_LOOP_CHARS` of text or more (a session's first round through
+the proxy records the whole conversation), so the event loop serves other sessions meanwhile. The RAM state keeps the clear text,
 so the model still reads a tool's real output in the rounds that follow it in this
 process; a session resumed from the store reads the redacted text.
 
@@ -31,6 +33,8 @@ as they were, so the next valid request works — in this process and in any oth
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import anyio.to_thread
 
 from harness.accounting.prefix import shared_prefix
 from harness.events import AgentEvent
@@ -243,7 +247,10 @@ class SessionRecorder:
         """
         working = tuple(state.working_history)  # pointers: a C-speed copy
         kept = shared_prefix(self._working, working)
-        events = self._message_events(state, working, kept)
+        if _text_size(state.full_history[self._full :], working[kept:]) < OFF_LOOP_CHARS:
+            events = self._message_events(state, working, kept)
+        else:  # redacting much new text takes milliseconds: not on the event loop
+            events = await anyio.to_thread.run_sync(self._message_events, state, working, kept)
         if state.extensions != self._extensions:
             changed = sorted(
                 k
@@ -325,6 +332,20 @@ class SessionRecorder:
 
     def _clean(self, message: Message) -> Message:
         return redact_message(message, self.secrets)
+
+
+OFF_LOOP_CHARS = 32_768
+"""A commit whose new messages hold this much text or more redacts them in a worker thread."""
+
+
+def _text_size(*groups: Sequence[Message]) -> int:
+    """Return about how much text ``groups`` hold (string contents; parts count their text)."""
+    size = 0
+    for group in groups:
+        for message in group:
+            content = message.content
+            size += len(content) if isinstance(content, str) else len(message.text)
+    return size
 
 
 def _how(message: Message) -> str:

@@ -205,6 +205,21 @@ def _summaries_say(text: str) -> Any:
     return lambda body: reply(text if _is_summary_request(body) else "ok")
 
 
+async def test_one_model_name_on_two_servers_never_shares_a_cached_summary(
+    openai_server: OpenAIServer,
+) -> None:
+    # The same model name at another api_base is another model: its summary is its own.
+    openai_server.default = _summaries_say("FIRST-SERVER-SUMMARY")
+    messages = _long_history(user="[two servers] ")
+    await acompletion(MODEL, messages, [WEATHER], **_kw(openai_server))
+    assert sum(map(_is_summary_request, openai_server.requests)) >= 1
+    with OpenAIServer(default=_summaries_say("SECOND-SERVER-SUMMARY")) as second:
+        await acompletion(MODEL, messages, [WEATHER], **_kw(second))
+        assert sum(map(_is_summary_request, second.requests)) >= 1  # summarised there
+        sent = json.dumps(_agent_requests(second)[-1])
+        assert "SECOND-SERVER-SUMMARY" in sent and "FIRST-SERVER-SUMMARY" not in sent
+
+
 async def test_two_users_never_share_a_cached_summary(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:

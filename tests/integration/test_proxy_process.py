@@ -304,3 +304,40 @@ def test_a_message_the_stack_refuses_is_a_400_that_says_what_to_fix(proxies: Pro
     message = str(refused.value)
     assert "context-harness: messages[0]" in message and "tool_call_id" in message
     assert len(proxies.server.requests) == before  # nothing reached the model
+
+
+def test_a_client_that_reencodes_trims_and_retries_is_recorded_once(proxies: Proxies) -> None:
+    # Issue 23: a client whose resends differ from the record at one point (replies sent back
+    # as content parts, its own history trimmed, a turn sent twice) made the record append
+    # the whole conversation on every resend. Each message must be stored once, and
+    # upstream see one request per client request plus the few summaries.
+    session = f"messy-{next(_sessions)}"
+    system = {"role": "system", "content": "You are a careful coding assistant."}
+    history: list[dict[str, Any]] = []
+    sent: list[str] = []
+    rounds, requests = 40, 0
+    before = len(proxies.server.requests)
+    for i in range(rounds):
+        question = f"round {i}: here is the log of shard {i}. " + f"trace line {i} " * 25
+        history.append({"role": "user", "content": question})
+        sent.append(question)
+        for _ in range(2 if i % 7 == 3 else 1):  # now and then the same turn twice
+            raw = _ask(proxies.urls[i % 2], "alice", [system, *history], session)
+            requests += 1
+            assert raw.headers["x-harness-validation"] == "passed"
+            assert "client_history_diverged" not in raw.headers["x-harness-transforms"]
+        text = raw.parse().choices[0].message.content
+        history.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+        sent.append(text)
+        if len(history) > 30:  # the client keeps its newest 20 messages only
+            history = history[-20:]
+        for body in _received(proxies.server, question):
+            assert count_prompt_tokens(body) <= LIMIT
+    upstream = len(proxies.server.requests) - before
+    log = anyio.run(_log, proxies.store_url, SessionKey("alice", AGENT, session))
+    recorded = [e.message for e in log if isinstance(e, MessageEvent)]
+    numbers = {"upstream": upstream, "requests": requests, "recorded": len(recorded)}
+    # Every message the client sent, once and in order (the last reply is never sent back).
+    assert [m.text for m in recorded] == sent[:-1], numbers
+    assert len({m.id for m in recorded}) == len(recorded)
+    assert requests < upstream <= 1.1 * requests, numbers

@@ -187,3 +187,21 @@ async def test_an_unexplained_400_near_the_budget_is_an_overflow_far_from_it_not
         with pytest.raises(ProviderBadRequest):  # the request used a third of its budget
             await client.complete(request.replace(input_limit=3 * estimated))
     assert len(server.over_window) == 2
+
+
+async def test_a_discovered_window_is_asked_again_once_it_expires_or_overflows() -> None:
+    # A server behind one URL can be restarted with another model length: what it said is
+    # trusted for WINDOW_TTL_S, and an overflow that states no window drops it at once.
+    from providers.windows import discover_window, forget_window, known_window
+
+    with OpenAIServer(model="mystery-coder-8k", window=WINDOW, metadata="vllm") as server:
+        found = await discover_window(MODEL, server.base_url)
+        assert found is not None and found.tokens == WINDOW
+        assert await discover_window(MODEL, server.base_url) == found  # cached
+        assert len(server.metadata_requests) == 1
+        assert known_window(MODEL, server.base_url, ttl_s=0) is None  # expired: dropped
+        assert (await discover_window(MODEL, server.base_url)).tokens == WINDOW  # type: ignore[union-attr]
+        assert len(server.metadata_requests) == 2  # asked again
+        forget_window(MODEL, server.base_url)  # what the client does on such an overflow
+        await discover_window(MODEL, server.base_url)
+        assert len(server.metadata_requests) == 3
