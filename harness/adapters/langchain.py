@@ -29,6 +29,11 @@ LangChain's contracts hold through it:
   keeping ``id``, ``artifact``, ``status`` and metadata; summaries carry
   ``additional_kwargs["lc_source"] == "summarization"``; a System message whose text the
   stack keeps is passed as is (content blocks with ``cache_control`` included).
+- A large tool result is offloaded to a workspace (``workspace=``, default: a private
+  in-memory one) under its user's and conversation's key, and the agent gets the tool its
+  preview names: ``read_file`` (in ``HarnessMiddleware.tools``, which ``create_agent``
+  adds), which reads only the calling conversation's files. A trimmed result names the file
+  holding its original the same way (`harness.adapters._langchain_reading`).
 
 Install with ``pip install '.[langchain]'`` from a checkout; this module is imported only
 when used.
@@ -63,6 +68,13 @@ from harness.adapters._langchain_messages import (
     to_openai,
     with_interrupted_results,
 )
+from harness.adapters._langchain_reading import (
+    CONVERSATION,
+    ConversationScope,
+    conversation_of,
+    langchain_read_tool,
+    readable_trims,
+)
 from harness.adapters.completion import _Call, _through_stack
 from harness.errors import ContextOverflowError
 from harness.messages import Message, ToolCall
@@ -70,6 +82,9 @@ from harness.policy import ContextPolicy
 from harness.request import ModelRequest, ModelResponse
 from harness.sessions.store import SessionStore
 from harness.types import Middleware
+from harness.workspace import Workspace
+from middleware import ToolResultOffload, default_stack
+from middleware.tool_result_offload import DEFAULT_FOLDER
 
 try:
     import sniffio
@@ -146,12 +161,24 @@ class HarnessMiddleware(AgentMiddleware):
         stack: the middleware list (default: `middleware.default_stack()`).
         policy: budget, estimator and observer (default: `ContextPolicy()`).
         store: where cached summaries live (default: an in-process LRU).
-        user_of: returns whose request it is (from ``request.runtime`` or state); cached
-            summaries are scoped by it. Default: everyone is ``""``.
+        user_of: returns whose request it is; cached summaries and offloaded results are
+            scoped by it. It is called with LangChain's ``ModelRequest`` for a model call
+            and with its ``ToolCallRequest`` for the ``read_file`` tool — both carry
+            ``.runtime`` (``.runtime.context``) and ``.state``. Default: everyone is ``""``.
         agent_id: the agent id for manifests and the cache.
         interrupted_text: the content of the result a call left without one gets (an
             interrupted run continued with a new turn), with ``{name}`` and ``{id}`` filled
             in; ``None`` leaves such calls to `PairValidation` (refused in its default mode).
+        workspace: where large tool results are offloaded and trimmed ones kept whole, for
+            ``read_file`` (a `Workspace` or its location; default: a private in-memory one
+            of this middleware, which lives as long as it in this process).
+        read_tool: give the agent ``read_file``; ``False`` for a model without tool calling:
+            then nothing is offloaded to a file (a large result is cut to an inline head and
+            tail that says the middle is not available) and a trimmed result's note says its
+            rest is not available to the agent.
+
+    Attributes:
+        tools: the tools this middleware gives the agent (``read_file``).
     """
 
     transformers = _TRANSFORMERS
@@ -162,9 +189,11 @@ class HarnessMiddleware(AgentMiddleware):
         stack: Sequence[Middleware] | None = None,
         policy: ContextPolicy | None = None,
         store: SessionStore | str | None = None,
-        user_of: Callable[[LCModelRequest], str] | None = None,
+        user_of: Callable[[Any], str] | None = None,
         agent_id: str = "langchain",
         interrupted_text: str | None = INTERRUPTED_CALL_TEXT,
+        workspace: Workspace | str | None = None,
+        read_tool: bool = True,
     ) -> None:
         super().__init__()
         self.stack = list(stack) if stack is not None else None
@@ -173,6 +202,33 @@ class HarnessMiddleware(AgentMiddleware):
         self.user_of = user_of
         self.agent_id = agent_id
         self.interrupted_text = interrupted_text
+        self.workspace = (
+            workspace
+            if isinstance(workspace, Workspace)
+            else Workspace(workspace)
+            if workspace is not None
+            else Workspace.private()
+        )
+        layers = self.stack if self.stack is not None else default_stack()
+        offload = next((m for m in layers if isinstance(m, ToolResultOffload)), None)
+        self._folder = offload.folder if offload is not None else DEFAULT_FOLDER
+        self._reading = (
+            ((offload.workspace if offload is not None else None) or self.workspace)
+            if read_tool
+            else None
+        )
+        """The workspace ``read_file`` reads (the offload layer's own, else ours), if any."""
+        scope = ConversationScope(self.workspace if read_tool else None)
+        self._layers: list[Middleware] = [scope, *layers]
+        self.tools = (
+            [
+                langchain_read_tool(
+                    self._reading, folder=self._folder, agent_id=agent_id, user_of=user_of
+                )
+            ]
+            if self._reading is not None
+            else []
+        )
 
     async def awrap_model_call(
         self,
@@ -208,9 +264,11 @@ class HarnessMiddleware(AgentMiddleware):
             dicts.append({"role": "system", "content": request.system_message.text})
         dicts.extend(to_openai(originals))
         user_id = self.user_of(request) if self.user_of is not None else ""
+        conversation = conversation_of(request.runtime, request.messages)
         scope = f"{user_id}\0{self.agent_id}"  # as the stateless call scopes its conversions
         _, history = split_messages(dicts, scope=scope)
         by_id = {m.id: o for m, o in zip(history, originals, strict=True)}
+        converted = {m.id: m for m in history}
         client = LangChainModelClient(request.model)
 
         async def langchain_model(
@@ -218,6 +276,11 @@ class HarnessMiddleware(AgentMiddleware):
         ) -> tuple[Any, ModelResponse]:
             rendered = prepared.render()
             system = rendered.pop(0).text if rendered and rendered[0].role == "system" else ""
+            rendered = await readable_trims(
+                rendered, converted, workspace=self._reading, folder=self._folder,
+                user_id=user_id, agent_id=self.agent_id, session_id=conversation,
+                estimator=prepared.estimator,
+            )  # fmt: skip
             sent = request.override(
                 messages=back_to_langchain(rendered, by_id),
                 system_message=system_back(system, request.system_message),
@@ -232,10 +295,11 @@ class HarnessMiddleware(AgentMiddleware):
         schemas, _ = tools_from_openai(
             t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools
         )
+        token = CONVERSATION.set(conversation)
         try:
             await _through_stack(
                 call, client.model, dicts, schemas, dict(request.model_settings) or None,
-                stack=self.stack, policy=self.policy, session_id=None, user_id=user_id,
+                stack=self._layers, policy=self.policy, session_id=None, user_id=user_id,
                 store=self.store, agent_id=self.agent_id,
             )  # fmt: skip
         except ContextOverflowError as exc:
@@ -244,6 +308,8 @@ class HarnessMiddleware(AgentMiddleware):
                 raise
             native.add_note(f"context-harness: {exc}")
             raise native from native.__cause__  # LangChain's error, as without the harness
+        finally:
+            CONVERSATION.reset(token)
         return call.raw
 
 
