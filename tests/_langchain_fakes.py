@@ -38,6 +38,8 @@ class FunctionChat(GenericFakeChatModel):
     script: Any = None
     received: list[list[BaseMessage]] = Field(default_factory=list)
     """Every request, summary requests included."""
+    summary_error: bool = False
+    """Fail every summary request (``ValueError``), as a broken summary model would."""
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FunctionChat:
         return self
@@ -51,6 +53,8 @@ class FunctionChat(GenericFakeChatModel):
     ) -> ChatResult:
         self.received.append(list(messages))
         if is_summary_request(messages):
+            if self.summary_error:
+                raise ValueError("the summary model is down")
             answer = AIMessage("SUMMARY-TEXT")
         else:
             answer = self.script(messages)

@@ -76,7 +76,7 @@ from harness.adapters._langchain_reading import (
     readable_trims,
 )
 from harness.adapters.completion import _Call, _through_stack
-from harness.errors import ContextOverflowError
+from harness.errors import ContextOverflowError, ProviderError
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, ModelResponse
@@ -117,7 +117,10 @@ class LangChainModelClient:
 
     Its calls run with `summary_config`: LangGraph does not stream them, and they carry
     ``lc_source="summarization"`` as LangChain's own summary calls do. A LangChain
-    ``ContextOverflowError`` becomes ours (`harness.errors.ContextOverflowError`).
+    ``ContextOverflowError`` becomes ours (`harness.errors.ContextOverflowError`), any other
+    failure a `harness.errors.ProviderError`: compaction then leaves the early turns out of
+    that one request and goes on, as LangChain's ``SummarizationMiddleware`` goes on with an
+    error text for a summary.
 
     Args:
         chat: the LangChain chat model.
@@ -135,6 +138,12 @@ class LangChainModelClient:
             answer = await self.chat.ainvoke(convert_to_messages(rendered), config=summary_config())
         except LCContextOverflowError as exc:
             raise _overflow(exc, self.model) from exc
+        except Exception as exc:  # the provider boundary: any failure of the model's package
+            raise ProviderError(
+                f"the LangChain model {self.model!r} failed: {type(exc).__name__}: {exc}",
+                provider="langchain",
+                model=self.model,
+            ) from exc
         calls = getattr(answer, "tool_calls", None) or ()
         return ModelResponse(
             message=Message.assistant(
@@ -262,12 +271,19 @@ class HarnessMiddleware(AgentMiddleware):
         dicts: list[dict[str, Any]] = []
         if request.system_message is not None:
             dicts.append({"role": "system", "content": request.system_message.text})
-        dicts.extend(to_openai(originals))
+        converted_dicts = to_openai(originals)
+        dicts.extend(converted_dicts)
+        # A SystemMessage in the graph's messages joins System, as a system dict does.
+        in_history = [
+            o
+            for o, d in zip(originals, converted_dicts, strict=True)
+            if d.get("role") not in ("system", "developer")
+        ]
         user_id = self.user_of(request) if self.user_of is not None else ""
         conversation = conversation_of(request.runtime, request.messages)
         scope = f"{user_id}\0{self.agent_id}"  # as the stateless call scopes its conversions
         _, history = split_messages(dicts, scope=scope)
-        by_id = {m.id: o for m, o in zip(history, originals, strict=True)}
+        by_id = {m.id: o for m, o in zip(history, in_history, strict=True)}
         converted = {m.id: m for m in history}
         client = LangChainModelClient(request.model)
 
