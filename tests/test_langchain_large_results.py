@@ -237,3 +237,31 @@ async def test_read_tool_false_gives_no_tool_and_no_dangling_pointer() -> None:
     await agent.ainvoke({"messages": [HumanMessage("Why?")]})
     preview = next(m for m in model.agent_requests()[1] if isinstance(m, ToolMessage))
     assert "read_file" not in preview.text and "is not available" in preview.text
+
+
+@tool("read_file")
+def own_read_file(path: str) -> str:
+    """Read one of the app's own files.
+
+    Args:
+        path: the file's path.
+    """
+    return f"the app's own {path}"
+
+
+async def test_an_agents_own_read_file_keeps_large_results_inline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # LangChain keeps one tool per name (the agent's): ours is not offered, so no preview may
+    # point to it.
+    model = with_script(
+        lambda ms: (
+            _call("fetch_log", job="b") if isinstance(ms[-1], HumanMessage) else AIMessage("ok")
+        )
+    )
+    layers: list[Any] = [HarnessMiddleware()]
+    agent = create_agent(model, tools=[fetch_log, own_read_file], middleware=layers)
+    await agent.ainvoke({"messages": [HumanMessage("Why?")]})
+    preview = next(m for m in model.agent_requests()[1] if isinstance(m, ToolMessage))
+    assert "read_file" not in preview.text and "is not available" in preview.text
+    assert "do not offer HarnessMiddleware's read_file" in caplog.text

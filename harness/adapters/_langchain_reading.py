@@ -56,8 +56,11 @@ __all__ = [
 TRIM_NOTE: Final = "\n[… older tool output trimmed:"
 """How compaction's trim note starts (`middleware.compaction`): what `readable_trims` rewrites."""
 
-CONVERSATION: ContextVar[str] = ContextVar("harness.adapters.langchain.conversation", default="")
-"""The conversation the stack is preparing a request for (set around each run)."""
+CONVERSATION: ContextVar[tuple[str, Workspace | None]] = ContextVar(
+    "harness.adapters.langchain.conversation", default=("", None)
+)
+"""The conversation a request is prepared for, and the workspace its offloads go to (``None``:
+the request has no ``read_file`` to read them, so they stay inline). Set around each run."""
 
 
 def conversation_of(runtime: Any, messages: Sequence[AnyMessage]) -> str:
@@ -83,24 +86,17 @@ class ConversationScope:
 
     Stateless calls carry no session id; this one names the LangGraph conversation
     (`CONVERSATION`), so offloads are filed per conversation, and gives the call the
-    workspace the read tool reads.
-
-    Args:
-        workspace: where offloaded results are written (``None``: nowhere, the agent has
-            no ``read_file``).
+    workspace ``read_file`` reads — only when the request offers that tool: without it the
+    offload layer finds no workspace and keeps an inline head and tail, never a pointer.
     """
-
-    def __init__(self, workspace: Workspace | None) -> None:
-        self._workspace = workspace
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Name the conversation and the workspace on ``request``, then pass it on."""
-        ids = msgspec.structs.replace(request.ids, session_id=CONVERSATION.get())
+        conversation, workspace = CONVERSATION.get()
+        ids = msgspec.structs.replace(request.ids, session_id=conversation)
         run = request.run
-        if (
-            run is not None and run.workspace is None and self._workspace is not None
-        ):  # a copy: its slots stay the call's
-            run = msgspec.structs.replace(run, workspace=self._workspace)
+        if run is not None and run.workspace is None and workspace is not None:  # a copy
+            run = msgspec.structs.replace(run, workspace=workspace)
         return await call_next(request.replace(ids=ids, run=run))
 
 

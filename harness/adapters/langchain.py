@@ -33,7 +33,8 @@ LangChain's contracts hold through it:
   in-memory one) under its user's and conversation's key, and the agent gets the tool its
   preview names: ``read_file`` (in ``HarnessMiddleware.tools``, which ``create_agent``
   adds), which reads only the calling conversation's files. A trimmed result names the file
-  holding its original the same way (`harness.adapters._langchain_reading`).
+  holding its original the same way (`harness.adapters._langchain_reading`). A request that
+  does not offer that tool (the agent has its own ``read_file``) keeps results inline.
 
 Install with ``pip install '.[langchain]'`` from a checkout; this module is imported only
 when used.
@@ -44,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -105,6 +107,7 @@ except ImportError:  # pragma: no cover - older langchain
 __all__ = ["HarnessMiddleware", "LangChainModelClient", "model_name"]
 
 T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
 
 
 def summary_config() -> RunnableConfig:
@@ -227,8 +230,8 @@ class HarnessMiddleware(AgentMiddleware):
             else None
         )
         """The workspace ``read_file`` reads (the offload layer's own, else ours), if any."""
-        scope = ConversationScope(self.workspace if read_tool else None)
-        self._layers: list[Middleware] = [scope, *layers]
+        self._layers: list[Middleware] = [ConversationScope(), *layers]
+        self._warned = False
         self.tools = (
             [
                 langchain_read_tool(
@@ -259,6 +262,27 @@ class HarnessMiddleware(AgentMiddleware):
 
         return run_sync(lambda: self._prepare_and_send(request, send))
 
+    def _reader_in(self, request: LCModelRequest) -> Workspace | None:
+        """Return the workspace ``read_file`` reads, if this request offers that tool.
+
+        Not when the agent has a ``read_file`` of its own (LangChain keeps one tool per name,
+        the agent's), nor when a middleware took ours out of this request: then large
+        results stay inline, and this is logged once.
+        """
+        if self._reading is None:
+            return None
+        if any(t is self.tools[0] for t in request.tools):
+            return self._reading
+        if not self._warned:
+            self._warned = True
+            _LOG.warning(
+                "this agent's requests do not offer HarnessMiddleware's read_file (the agent "
+                "has a tool of that name, or a middleware removed it), so large tool results "
+                "are cut to an inline head and tail instead of offloaded; rename your "
+                "read_file tool, or pass HarnessMiddleware(read_tool=False) to say so"
+            )
+        return None
+
     async def _prepare_and_send(
         self,
         request: LCModelRequest,
@@ -286,6 +310,7 @@ class HarnessMiddleware(AgentMiddleware):
         by_id = {m.id: o for m, o in zip(history, in_history, strict=True)}
         converted = {m.id: m for m in history}
         client = LangChainModelClient(request.model)
+        reading = self._reader_in(request)
 
         async def langchain_model(
             prepared: ModelRequest, stream: bool
@@ -293,7 +318,7 @@ class HarnessMiddleware(AgentMiddleware):
             rendered = prepared.render()
             system = rendered.pop(0).text if rendered and rendered[0].role == "system" else ""
             rendered = await readable_trims(
-                rendered, converted, workspace=self._reading, folder=self._folder,
+                rendered, converted, workspace=reading, folder=self._folder,
                 user_id=user_id, agent_id=self.agent_id, session_id=conversation,
                 estimator=prepared.estimator,
             )  # fmt: skip
@@ -311,7 +336,7 @@ class HarnessMiddleware(AgentMiddleware):
         schemas, _ = tools_from_openai(
             t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools
         )
-        token = CONVERSATION.set(conversation)
+        token = CONVERSATION.set((conversation, self.workspace if reading is not None else None))
         try:
             await _through_stack(
                 call, client.model, dicts, schemas, dict(request.model_settings) or None,
