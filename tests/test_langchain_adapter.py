@@ -89,6 +89,6 @@ async def test_a_create_agent_agent_runs_with_the_middleware() -> None:
     from langchain.agents import create_agent
 
     model = GenericFakeChatModel(messages=cycle([AIMessage("hello")]))
-    agent = create_agent(model, tools=[], middleware=[HarnessMiddleware()])
+    agent = create_agent(model, tools=[], middleware=[HarnessMiddleware(read_tool=False)])
     out = await agent.ainvoke({"messages": [HumanMessage("hi")]})
     assert out["messages"][-1].content == "hello"

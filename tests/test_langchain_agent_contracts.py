@@ -34,7 +34,7 @@ from pydantic import Field
 
 from harness import ContextManifest, ContextPolicy
 from harness.adapters.langchain import HarnessMiddleware, LangChainModelClient
-from middleware import Compaction, PairValidation, default_stack
+from middleware import Compaction, PairValidation, ToolResultOffload, default_stack
 
 LIMIT = 2_000
 SUMMARY_MARKS = (
@@ -365,9 +365,12 @@ async def _sent_after_compaction(
     history: list[Any], system: SystemMessage | None = None
 ) -> list[BaseMessage]:
     model = ScriptedChat(messages=iter([AIMessage("Done.")]))
-    trimming = Compaction(trim_protect_tokens=50, trim_min_tokens=50, trigger_messages=14)
-    harness = HarnessMiddleware(
-        stack=default_stack(compaction=trimming),
+    trimming = Compaction(
+        trim_protect_tokens=50, trim_min_tokens=50, trigger_messages=14, keep_tokens=0,
+        keep_messages=9,
+    )  # fmt: skip
+    harness = HarnessMiddleware(  # results of ~1,500 characters: trimmed, not offloaded
+        stack=default_stack(compaction=trimming, offload=ToolResultOffload(max_result_share=None)),
         policy=ContextPolicy(max_input_tokens=LIMIT),
         agent_id=_fresh_id(),
     )

@@ -29,6 +29,12 @@ LangChain's contracts hold through it:
   keeping ``id``, ``artifact``, ``status`` and metadata; summaries carry
   ``additional_kwargs["lc_source"] == "summarization"``; a System message whose text the
   stack keeps is passed as is (content blocks with ``cache_control`` included).
+- A large tool result is offloaded to a workspace (``workspace=``, default: a private
+  in-memory one) under its user's and conversation's key, and the agent gets the tool its
+  preview names: ``read_file`` (in ``HarnessMiddleware.tools``, which ``create_agent``
+  adds), which reads only the calling conversation's files. A trimmed result names the file
+  holding its original the same way (`harness.adapters._langchain_reading`). A request that
+  does not offer that tool (the agent has its own ``read_file``) keeps results inline.
 
 Install with ``pip install '.[langchain]'`` from a checkout; this module is imported only
 when used.
@@ -39,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -63,13 +70,23 @@ from harness.adapters._langchain_messages import (
     to_openai,
     with_interrupted_results,
 )
+from harness.adapters._langchain_reading import (
+    CONVERSATION,
+    ConversationScope,
+    conversation_of,
+    langchain_read_tool,
+    readable_trims,
+)
 from harness.adapters.completion import _Call, _through_stack
-from harness.errors import ContextOverflowError
+from harness.errors import ContextOverflowError, ProviderError
 from harness.messages import Message, ToolCall
 from harness.policy import ContextPolicy
 from harness.request import ModelRequest, ModelResponse
 from harness.sessions.store import SessionStore
 from harness.types import Middleware
+from harness.workspace import Workspace
+from middleware import ToolResultOffload, default_stack
+from middleware.tool_result_offload import DEFAULT_FOLDER
 
 try:
     import sniffio
@@ -90,6 +107,7 @@ except ImportError:  # pragma: no cover - older langchain
 __all__ = ["HarnessMiddleware", "LangChainModelClient", "model_name"]
 
 T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
 
 
 def summary_config() -> RunnableConfig:
@@ -102,7 +120,10 @@ class LangChainModelClient:
 
     Its calls run with `summary_config`: LangGraph does not stream them, and they carry
     ``lc_source="summarization"`` as LangChain's own summary calls do. A LangChain
-    ``ContextOverflowError`` becomes ours (`harness.errors.ContextOverflowError`).
+    ``ContextOverflowError`` becomes ours (`harness.errors.ContextOverflowError`), any other
+    failure a `harness.errors.ProviderError`: compaction then leaves the early turns out of
+    that one request and goes on, as LangChain's ``SummarizationMiddleware`` goes on with an
+    error text for a summary.
 
     Args:
         chat: the LangChain chat model.
@@ -120,6 +141,12 @@ class LangChainModelClient:
             answer = await self.chat.ainvoke(convert_to_messages(rendered), config=summary_config())
         except LCContextOverflowError as exc:
             raise _overflow(exc, self.model) from exc
+        except Exception as exc:  # the provider boundary: any failure of the model's package
+            raise ProviderError(
+                f"the LangChain model {self.model!r} failed: {type(exc).__name__}: {exc}",
+                provider="langchain",
+                model=self.model,
+            ) from exc
         calls = getattr(answer, "tool_calls", None) or ()
         return ModelResponse(
             message=Message.assistant(
@@ -146,12 +173,24 @@ class HarnessMiddleware(AgentMiddleware):
         stack: the middleware list (default: `middleware.default_stack()`).
         policy: budget, estimator and observer (default: `ContextPolicy()`).
         store: where cached summaries live (default: an in-process LRU).
-        user_of: returns whose request it is (from ``request.runtime`` or state); cached
-            summaries are scoped by it. Default: everyone is ``""``.
+        user_of: returns whose request it is; cached summaries and offloaded results are
+            scoped by it. It is called with LangChain's ``ModelRequest`` for a model call
+            and with its ``ToolCallRequest`` for the ``read_file`` tool — both carry
+            ``.runtime`` (``.runtime.context``) and ``.state``. Default: everyone is ``""``.
         agent_id: the agent id for manifests and the cache.
         interrupted_text: the content of the result a call left without one gets (an
             interrupted run continued with a new turn), with ``{name}`` and ``{id}`` filled
             in; ``None`` leaves such calls to `PairValidation` (refused in its default mode).
+        workspace: where large tool results are offloaded and trimmed ones kept whole, for
+            ``read_file`` (a `Workspace` or its location; default: a private in-memory one
+            of this middleware, which lives as long as it in this process).
+        read_tool: give the agent ``read_file``; ``False`` for a model without tool calling:
+            then nothing is offloaded to a file (a large result is cut to an inline head and
+            tail that says the middle is not available) and a trimmed result's note says its
+            rest is not available to the agent.
+
+    Attributes:
+        tools: the tools this middleware gives the agent (``read_file``).
     """
 
     transformers = _TRANSFORMERS
@@ -162,9 +201,11 @@ class HarnessMiddleware(AgentMiddleware):
         stack: Sequence[Middleware] | None = None,
         policy: ContextPolicy | None = None,
         store: SessionStore | str | None = None,
-        user_of: Callable[[LCModelRequest], str] | None = None,
+        user_of: Callable[[Any], str] | None = None,
         agent_id: str = "langchain",
         interrupted_text: str | None = INTERRUPTED_CALL_TEXT,
+        workspace: Workspace | str | None = None,
+        read_tool: bool = True,
     ) -> None:
         super().__init__()
         self.stack = list(stack) if stack is not None else None
@@ -173,6 +214,33 @@ class HarnessMiddleware(AgentMiddleware):
         self.user_of = user_of
         self.agent_id = agent_id
         self.interrupted_text = interrupted_text
+        self.workspace = (
+            workspace
+            if isinstance(workspace, Workspace)
+            else Workspace(workspace)
+            if workspace is not None
+            else Workspace.private()
+        )
+        layers = self.stack if self.stack is not None else default_stack()
+        offload = next((m for m in layers if isinstance(m, ToolResultOffload)), None)
+        self._folder = offload.folder if offload is not None else DEFAULT_FOLDER
+        self._reading = (
+            ((offload.workspace if offload is not None else None) or self.workspace)
+            if read_tool
+            else None
+        )
+        """The workspace ``read_file`` reads (the offload layer's own, else ours), if any."""
+        self._layers: list[Middleware] = [ConversationScope(), *layers]
+        self._warned = False
+        self.tools = (
+            [
+                langchain_read_tool(
+                    self._reading, folder=self._folder, agent_id=agent_id, user_of=user_of
+                )
+            ]
+            if self._reading is not None
+            else []
+        )
 
     async def awrap_model_call(
         self,
@@ -194,6 +262,27 @@ class HarnessMiddleware(AgentMiddleware):
 
         return run_sync(lambda: self._prepare_and_send(request, send))
 
+    def _reader_in(self, request: LCModelRequest) -> Workspace | None:
+        """Return the workspace ``read_file`` reads, if this request offers that tool.
+
+        Not when the agent has a ``read_file`` of its own (LangChain keeps one tool per name,
+        the agent's), nor when a middleware took ours out of this request: then large
+        results stay inline, and this is logged once.
+        """
+        if self._reading is None:
+            return None
+        if any(t is self.tools[0] for t in request.tools):
+            return self._reading
+        if not self._warned:
+            self._warned = True
+            _LOG.warning(
+                "this agent's requests do not offer HarnessMiddleware's read_file (the agent "
+                "has a tool of that name, or a middleware removed it), so large tool results "
+                "are cut to an inline head and tail instead of offloaded; rename your "
+                "read_file tool, or pass HarnessMiddleware(read_tool=False) to say so"
+            )
+        return None
+
     async def _prepare_and_send(
         self,
         request: LCModelRequest,
@@ -206,18 +295,33 @@ class HarnessMiddleware(AgentMiddleware):
         dicts: list[dict[str, Any]] = []
         if request.system_message is not None:
             dicts.append({"role": "system", "content": request.system_message.text})
-        dicts.extend(to_openai(originals))
+        converted_dicts = to_openai(originals)
+        dicts.extend(converted_dicts)
+        # A SystemMessage in the graph's messages joins System, as a system dict does.
+        in_history = [
+            o
+            for o, d in zip(originals, converted_dicts, strict=True)
+            if d.get("role") not in ("system", "developer")
+        ]
         user_id = self.user_of(request) if self.user_of is not None else ""
+        conversation = conversation_of(request.runtime, request.messages)
         scope = f"{user_id}\0{self.agent_id}"  # as the stateless call scopes its conversions
         _, history = split_messages(dicts, scope=scope)
-        by_id = {m.id: o for m, o in zip(history, originals, strict=True)}
+        by_id = {m.id: o for m, o in zip(history, in_history, strict=True)}
+        converted = {m.id: m for m in history}
         client = LangChainModelClient(request.model)
+        reading = self._reader_in(request)
 
         async def langchain_model(
             prepared: ModelRequest, stream: bool
         ) -> tuple[Any, ModelResponse]:
             rendered = prepared.render()
             system = rendered.pop(0).text if rendered and rendered[0].role == "system" else ""
+            rendered = await readable_trims(
+                rendered, converted, workspace=reading, folder=self._folder,
+                user_id=user_id, agent_id=self.agent_id, session_id=conversation,
+                estimator=prepared.estimator,
+            )  # fmt: skip
             sent = request.override(
                 messages=back_to_langchain(rendered, by_id),
                 system_message=system_back(system, request.system_message),
@@ -232,10 +336,11 @@ class HarnessMiddleware(AgentMiddleware):
         schemas, _ = tools_from_openai(
             t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools
         )
+        token = CONVERSATION.set((conversation, self.workspace if reading is not None else None))
         try:
             await _through_stack(
                 call, client.model, dicts, schemas, dict(request.model_settings) or None,
-                stack=self.stack, policy=self.policy, session_id=None, user_id=user_id,
+                stack=self._layers, policy=self.policy, session_id=None, user_id=user_id,
                 store=self.store, agent_id=self.agent_id,
             )  # fmt: skip
         except ContextOverflowError as exc:
@@ -244,6 +349,8 @@ class HarnessMiddleware(AgentMiddleware):
                 raise
             native.add_note(f"context-harness: {exc}")
             raise native from native.__cause__  # LangChain's error, as without the harness
+        finally:
+            CONVERSATION.reset(token)
         return call.raw
 
 

@@ -36,7 +36,7 @@ from harness.errors import (
     ContextOverflowError,
     ProviderError,
 )
-from harness.messages import Message, new_id
+from harness.messages import ContentPart, Message, new_id
 from harness.policy import ContextPolicy
 from harness.presend import checked, output_limit
 from harness.request import ModelRequest
@@ -261,8 +261,19 @@ def render_message(message: Message) -> str:
         label = message.role
     text = message.text
     lines = [f"[{label}] {text}" if text else f"[{label}]"]
+    if not isinstance(message.content, str) and message.content is not None:
+        lines.extend(_media(part) for part in message.content if part.text is None)
     lines.extend(f"[tool call {c.name}] {c.arguments}" for c in message.tool_calls)
     return "\n".join(lines)
+
+
+def _media(part: ContentPart) -> str:
+    """Name a non-text part in a transcript: its URL, so the summary can keep it (never inline data)."""
+    found = (part.data or {}).get(part.type)
+    url = found.get("url") if isinstance(found, dict) else found
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return f"[{part.type}] {url}"
+    return f"[{part.type}: inline data, not shown]"
 
 
 def fit_text(text: str, est: TokenEstimator, tokens: int) -> str:
