@@ -394,6 +394,48 @@ async def count_off_loop(request: ModelRequest) -> None:
     more than counting them. The loop is never held for more than a few milliseconds: a 16
     MB message takes seconds to count, in the thread, while other sessions go on.
     """
+    run = request.run
+    if run is not None:
+        done: _OffLoop | None = run.slots.get(_OFF_LOOP_KEY)
+        if done is not None and done.covers(request):
+            return  # an outer layer of this round counted these very parts
+    await _count_off_loop(request)
+    if run is not None:
+        run.slots[_OFF_LOOP_KEY] = _OffLoop(request)
+
+
+class _OffLoop:
+    """The parts and estimator of the last request `count_off_loop` counted in a run.
+
+    BudgetFit, Compaction and PairValidation each call it on the round's request, mostly
+    with the very same parts: the later calls cost five identity checks.
+    """
+
+    __slots__ = ("blocks", "estimator", "history", "limit", "system")
+
+    def __init__(self, request: ModelRequest) -> None:
+        self.history = request.history
+        self.system = request.system
+        self.blocks = request.blocks
+        self.estimator = request.policy.estimator
+        self.limit = request.input_limit
+
+    def covers(self, request: ModelRequest) -> bool:
+        """Return whether ``request`` carries these very parts."""
+        return (
+            self.history is request.history
+            and self.estimator is request.policy.estimator
+            and self.system is request.system
+            and self.blocks is request.blocks
+            and self.limit == request.input_limit
+        )
+
+
+_OFF_LOOP_KEY = id(_OffLoop)
+"""Where a run keeps its `_OffLoop` (the class is the owner, alive with the module)."""
+
+
+async def _count_off_loop(request: ModelRequest) -> None:
     est = request.estimator
     if est.exact and _marked_over(request):
         return  # over by far: what is kept is counted where it is looked at, not all of it
