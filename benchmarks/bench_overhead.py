@@ -54,7 +54,11 @@ the measured call (`CALL_INPUT`), as an agent invoked with it holds it — so ou
 prepare the same requests, message for message, and 'sent' compares like with like.
 
 *Cold* is the first round of a fresh agent on the history (empty caches); *warm* is each
-next round, after one tool call and its result were appended. Every speed figure is a ratio
+next round, after one tool call and its result were appended — a new output every round
+(`fresh_outputs`: the recorded outputs with a line naming the round and the repeat; the
+recorded texts themselves are in the history, so their counts would be cached). In its agent,
+the *whole round* is timed too (model, commit, tool and the next preparation, from one
+preparation's end to the next) and set against the stack's share. Every speed figure is a ratio
 measured in the same run: peer time / our time per repeat (paired), median and p10–p90.
 """
 
