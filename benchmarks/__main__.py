@@ -45,6 +45,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench_overhead",
         "per-round preparation time vs LangChain and litellm, cold and warm",
     ),
+    "cold": (
+        "bench_cold",
+        "first and second call over 2,000 and 10,000 messages, fresh and warm process",
+    ),
     "tokens_sent": ("bench_tokens_sent", "input tokens sent and overflows over a replayed session"),
     "selection": ("bench_selection", "BudgetFit selection hot path, 10 to 10,000 candidates"),
     "compaction_cut": ("bench_compaction_cut", "the compaction cut, 10 to 10,000 messages"),
@@ -80,6 +84,7 @@ DURATIONS: dict[str, dict[str, float]] = {
     "full": {
         "estimation": 260,
         "overhead": 600,
+        "cold": 400,
         "tokens_sent": 930,
         "selection": 30,
         "compaction_cut": 20,
@@ -92,6 +97,7 @@ DURATIONS: dict[str, dict[str, float]] = {
     "quick": {
         "estimation": 200,
         "overhead": 120,
+        "cold": 150,
         "tokens_sent": 120,
         "selection": 5,
         "compaction_cut": 5,

@@ -54,7 +54,11 @@ the measured call (`CALL_INPUT`), as an agent invoked with it holds it — so ou
 prepare the same requests, message for message, and 'sent' compares like with like.
 
 *Cold* is the first round of a fresh agent on the history (empty caches); *warm* is each
-next round, after one tool call and its result were appended. Every speed figure is a ratio
+next round, after one tool call and its result were appended — a new output every round
+(`fresh_outputs`: the recorded outputs with a line naming the round and the repeat; the
+recorded texts themselves are in the history, so their counts would be cached). In its agent,
+the *whole round* is timed too (model, commit, tool and the next preparation, from one
+preparation's end to the next) and set against the stack's share. Every speed figure is a ratio
 measured in the same run: peer time / our time per repeat (paired), median and p10–p90.
 """
 
@@ -67,6 +71,7 @@ import tempfile
 import time
 import tracemalloc
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -238,9 +243,13 @@ async def measure_ours(
         gc.collect()  # the last run's garbage is not collected inside this one's rounds
     await agent.call(CALL_INPUT, ctx)
     sent = [len(r.history) for r in model.agent_requests]
+    ends = clock.ends
     return {
         "cold": clock.samples[0],
         "warm": clock.samples[1:],
+        # A whole warm round: the model's answer, the commit, the tool, the next preparation
+        # (from one preparation's end to the next; the first gap holds the cold commit).
+        "round": [b - a for a, b in pairwise(ends[1:])],
         "sent_cold": sent[0] if sent else 0,
         "sent_warm": sent[-1] if len(sent) > 1 else 0,
     }
@@ -317,6 +326,20 @@ async def measure_ours_as_hooks(
         "sent_cold": sent[0],
         "sent_warm": sent[-1] if len(sent) > 1 else 0,
     }
+
+
+def fresh_outputs(outputs: list[Message], rounds: int, label: str) -> list[Message]:
+    """Return one tool output per warm round, each a text no history or repeat held before.
+
+    The recorded outputs in turn, each with a line naming its round and ``label`` (the
+    history holds the recorded outputs themselves: their counts would be cached).
+    """
+    return [
+        outputs[i % len(outputs)].replace(
+            content=f"{outputs[i % len(outputs)].text}\n[output of warm round {i + 1}, {label}]"
+        )
+        for i in range(max(1, rounds))
+    ]
 
 
 def _our_appended(step: int, outputs: list[Message]) -> tuple[Message, Message]:
@@ -456,6 +479,9 @@ async def _measure_all(mode: Mode, progress: Progress, configs: list[Config]) ->
             outputs = tool_results(session)
             progress(f"history of {len(session.messages):,} messages ({session.chars:,} chars)")
             for rep in range(repeats):
+                # A new tool output every round, new in every repeat: a text the history
+                # already holds would be a count-cache hit and flatter the warm round.
+                fresh = fresh_outputs(outputs, warm, f"size {n:,}, repeat {rep + 1}")
                 for config in configs:
                     runs = raw[config.name]
                     setup = {
@@ -464,18 +490,18 @@ async def _measure_all(mode: Mode, progress: Progress, configs: list[Config]) ->
                         "collect": collect,
                     }
                     clear_count_caches()  # every run counts its content anew, as a new one would
-                    result = await measure_ours_as_hooks(session, outputs, warm, workdir, **setup)
+                    result = await measure_ours_as_hooks(session, fresh, warm, workdir, **setup)
                     runs[OURS].setdefault(n, []).append(result)
                     clear_count_caches()
-                    in_agent = await measure_ours(session, outputs, warm, workdir, **setup)
+                    in_agent = await measure_ours(session, fresh, warm, workdir, **setup)
                     runs[IN_AGENT].setdefault(n, []).append(in_agent)
                     runs["LangChain"].setdefault(n, []).append(
                         measure_langchain(
-                            session, outputs, warm, compacting=config.compacting, collect=collect
+                            session, fresh, warm, compacting=config.compacting, collect=collect
                         )
                     )
                     if not config.compacting and "litellm" not in skipped:
-                        peer = measure_litellm(session, outputs, warm, collect=collect)
+                        peer = measure_litellm(session, fresh, warm, collect=collect)
                         runs["litellm"].setdefault(n, []).append(peer)
                         if peer["cold"] + sum(peer["warm"]) > cap:
                             skipped["litellm"] = n
@@ -727,6 +753,8 @@ def _result(
                 },
             }
         )
+    round_rows, round_goal = _whole_rounds(raw, configs, sizes)
+    goals.append(round_goal)
     readme = readme_figures(data, sizes, configs)
     notes = [
         f"{p} was not run again at or beyond {n:,} messages: a repeat took over {cap:.0f} s"
@@ -752,7 +780,7 @@ def _result(
         "clears old tool results (ClearToolUsesEdit) over 100,000 tokens, which this history "
         "never reaches after compaction."
     )
-    return {
+    result: dict[str, Any] = {
         "title": "Per-round preparation overhead, like for like",
         "mode": mode,
         "workload": workload
@@ -797,4 +825,53 @@ def _result(
         "charts": charts,
         "notes": notes,
         "data": data,
+    }
+    result["tables"].append(_round_table(round_rows))
+    return result
+
+
+ROUND_GOAL = 2.0
+"""Goal: a whole agent round costs at most this many times its stack's preparation."""
+
+
+def _whole_rounds(
+    raw: Raw, configs: list[Config], sizes: tuple[int, ...]
+) -> tuple[list[list[Any]], dict[str, Any]]:
+    """Return the whole-round rows (agent round vs its stack, paired) and the goal."""
+    rows: list[list[Any]] = []
+    worst: list[float] = []
+    for config in configs:
+        for n in sizes:
+            runs = [r for r in raw[config.name][IN_AGENT].get(n, []) if r.get("round")]
+            if not runs:
+                continue
+            whole = [_median(r["round"]) for r in runs]
+            stack = [_median(r["warm"]) for r in runs]
+            ratio = _report.ratio_stats(whole, stack)
+            worst.append(ratio["median"])
+            rows.append(
+                [
+                    config.name,
+                    n,
+                    _report.fmt_time(statistics.median(whole)),
+                    _report.fmt_time(statistics.median(stack)),
+                    _report.fmt_ratio(ratio),
+                ]
+            )
+    goal = {
+        "goal": f"a whole agent round ≤ {ROUND_GOAL:.0f}× its stack's preparation",
+        "met": bool(worst) and max(worst) <= ROUND_GOAL,
+        "detail": f"worst median ratio {max(worst):.2f}x" if worst else "not measured",
+    }
+    return rows, goal
+
+
+def _round_table(rows: list[list[Any]]) -> dict[str, Any]:
+    return {
+        "title": "ours in its agent: a whole warm round vs its stack (medians, paired ratio)",
+        "columns": ["config", "messages", "whole round", "stack", "round ÷ stack"],
+        "rows": rows,
+        "note": "whole round: from one round's preparation end to the next's — the model's "
+        "answer (scripted, at once), the round's commit to the SQLite session store "
+        "(redaction included), the tool (a replayed output) and the next preparation.",
     }

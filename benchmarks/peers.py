@@ -61,6 +61,8 @@ class PrepClock:
         """Preparation seconds of every agent round, in order of completion."""
         self.by_session: dict[str, list[float]] = {}
         """The same samples grouped by session id."""
+        self.ends: list[float] = []
+        """When each agent round's preparation ended: the gaps are whole rounds."""
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Stamp the start of preparation and pass the request on."""
@@ -75,6 +77,7 @@ class PrepClock:
         start = self._started.pop(manifest.run_id, None)
         if start is None:
             return
+        self.ends.append(end)
         self.samples.append(end - start)
         self.by_session.setdefault(manifest.session_id, []).append(end - start)
 

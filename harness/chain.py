@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from types import FunctionType, MethodType
+from weakref import WeakSet
 
 from harness.errors import ConfigurationError
 from harness.presend import checked
@@ -65,10 +66,26 @@ def compose(stack: Sequence[Middleware], handler: Handler) -> Handler:
         # What the round keeps: the history as sent, unless a layer mends it on the way out.
         return response if response.kept is sent.history else response.replace(kept=sent.history)
 
+    _CHECKED.add(innermost)
     composed: Handler = innermost
     for middleware in reversed(stack):
         composed = _bind(middleware, composed)
+        _CHECKED.add(composed)
     return composed
+
+
+_CHECKED: WeakSet[Handler] = WeakSet()
+"""Every handler `compose` made: what each passes on meets the pre-send check inside."""
+
+
+def checks_before_sending(handler: Handler) -> bool:
+    """Return whether ``handler`` is part of a composed chain, so the pre-send check runs inside.
+
+    A middleware that states how the check treats a request (PairValidation's pair mode,
+    `ModelRequest.pairs`) leaves the check to the chain's innermost handler when this is
+    true, and runs it itself when it is called with a bare handler.
+    """
+    return handler in _CHECKED
 
 
 def check_order(stack: Sequence[Middleware]) -> None:

@@ -9,13 +9,14 @@ history except what the agent commits after a request passed validation (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
 from harness.manifest import ContextManifest, Transform
+from harness.markers import INTERRUPTED_TEXT
 from harness.messages import ContentPart, Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
 
@@ -129,6 +130,27 @@ class RunScope(msgspec.Struct, kw_only=True):
         return value
 
 
+PairMode = Literal["fail", "repair"]
+"""What the pre-send check does with broken tool pairs: refuse the request, or repair it."""
+
+
+class PairHandling(msgspec.Struct, frozen=True, kw_only=True):
+    """How the pre-send check treats the request's tool pairs (set by PairValidation).
+
+    The check runs once, where the request leaves the stack (`harness.chain.compose`);
+    PairValidation states its mode here instead of running the check a second time.
+    """
+
+    mode: PairMode = "fail"
+    """``"fail"`` refuses broken pairs (`InvalidToolPairs`); ``"repair"`` repairs them."""
+    interrupted_text: str = INTERRUPTED_TEXT
+    """The content of a dangling call's synthetic result (repair)."""
+
+
+DEFAULT_PAIRS = PairHandling()
+"""Refuse broken pairs: what a request gets when no layer asked for anything else."""
+
+
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
     """Token usage as the provider reported it."""
 
@@ -169,6 +191,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Compact even below the thresholds (set by OverflowRetry after an overflow)."""
     transforms: tuple[Transform, ...] = ()
     """What middleware changed, in order; copied into the manifest."""
+    pairs: PairHandling = DEFAULT_PAIRS
+    """How the pre-send check treats broken tool pairs (PairValidation's mode)."""
     state: AgentState | None = None
     """The live agent state (todos, plan, working history); read it, do not mutate it."""
     state_version: int = 0

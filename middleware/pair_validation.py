@@ -4,16 +4,19 @@ Where it sits: innermost, directly before the model client, so it sees the reque
 as it will be sent, after every other middleware rewrote it. Nothing is sent unless:
 
 1. the agent state did not change while the request was prepared (else `StateConflict`);
-2. it passes the kernel's pre-send check (`harness.presend.checked`) with this layer's
-   pair mode: every assistant tool call has exactly one result and every result its call,
+2. it passes the kernel's pre-send check (`harness.presend.checked`) in this layer's pair
+   mode, which it states on the request (`ModelRequest.pairs`) for the one check that runs
+   where the request leaves the stack (`harness.chain.compose`), with the client's window
+   and output limit — so its refusals are raised from ``call_next``, and the check runs
+   once per request, not twice (called with a bare handler, outside a chain, it runs the
+   check itself): every assistant tool call has exactly one result and every result its call,
    directly after the assistant message (`harness.presend.pairs`) — in ``"fail"`` mode a violation
    raises `InvalidToolPairs`, in ``"repair"`` mode dangling calls get a synthetic ``no
    result: interrupted`` result, misplaced results are moved next to their call and orphan
    results are dropped, each recorded as a ``pair_repair:…`` transform — and the request
    fits ``request.input_limit``, estimated far from it, counted with the family's exact
-   tokenizer near it (else `ContextBudgetExceeded`). The same check runs again where the
-   request leaves the stack, with the client's window and output limit, and on every
-   summary request.
+   tokenizer near it (else `ContextBudgetExceeded`). The same check runs on every summary
+   request.
 
 Conflict rule (cheap, O(1)): when ``state.version`` differs from the version the request
 started from, the kind is ``history_conflict`` if the working history no longer ends with
@@ -21,8 +24,8 @@ the message the request's history ends with (compared by origin id, so an offloa
 trimmed copy still matches its original), and ``state_conflict`` otherwise (e.g. todos or
 other structured state changed). The agent does not commit a request that failed here.
 
-Incremental: the pre-send check reads only the units this layer's previous valid history
-did not share, and the session's running totals for the budget (see `harness.presend`), so
+Incremental: the pre-send check reads only the units the previous valid history did not
+share, and the session's running totals for the budget (see `harness.presend`), so
 a warm round costs O(new messages) here.
 """
 
@@ -30,12 +33,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from msgspec.structs import replace
+
 from harness.accounting import count_off_loop
+from harness.chain import checks_before_sending
 from harness.errors import ConfigurationError, StateConflict
 from harness.markers import INTERRUPTED_TEXT, ORIGIN_ID
 from harness.messages import Message
-from harness.presend import PairMode, checked
-from harness.request import ModelRequest, ModelResponse
+from harness.presend import checked
+from harness.request import ModelRequest, ModelResponse, PairHandling, PairMode
 from harness.types import Concern, Handler
 
 Mode = PairMode
@@ -64,6 +70,7 @@ class PairValidation:
             raise ConfigurationError("interrupted_text must be a non-empty string")
         self.mode: Mode = mode
         self.interrupted_text = interrupted_text
+        self._pairs = PairHandling(mode=mode, interrupted_text=interrupted_text)
 
     def __repr__(self) -> str:
         return f"PairValidation(mode={self.mode!r})"
@@ -79,11 +86,14 @@ class PairValidation:
         if request.state is not None:  # no state, no conflict: no call
             _check_state(request)
         await count_off_loop(request)  # big new texts counted in a thread, not on the loop
-        # The kernel's pre-send check, with this layer's pair mode; the client's window and
-        # output limit are checked where the request leaves the stack (harness.chain).
-        return await call_next(
-            checked(request, pairs=self.mode, interrupted_text=self.interrupted_text, owner=self)
-        )
+        # The kernel's pre-send check runs once, where the request leaves the stack
+        # (harness.chain), in the pair mode this layer states on the request: its refusals
+        # (InvalidToolPairs, ContextBudgetExceeded) are raised from call_next.
+        if request.pairs != self._pairs:
+            request = replace(request, pairs=self._pairs)
+        if not checks_before_sending(call_next):  # called outside a composed chain
+            request = checked(request, owner=self)
+        return await call_next(request)
 
 
 def _check_state(request: ModelRequest) -> None:

@@ -66,3 +66,32 @@ def test_a_request_over_its_limit_for_sure_is_not_counted_exactly() -> None:
     assert counted.estimator.exact
     assert not any(message_key(m) in exact.cache.messages for m in request.history)
     assert request.input_limit < tokens <= estimate_request(request, exact)
+
+
+def test_a_request_over_twice_its_limit_by_estimate_is_not_counted_exactly() -> None:
+    """Issue 26: over `FAR_OVER` times its limit by the fast estimate, it is over it.
+
+    Its floor (bytes over the longest token) is within the limit, so the floor cannot say so;
+    the estimate can: no message reaches the exact tokenizer's cache, in `count_off_loop`,
+    `counted_near_limit` or `history_over`, and the total it reports is over the limit and
+    not above the exact count. The request is switched to exact counting for what is kept.
+    """
+    import anyio
+
+    from harness.accounting import FAR_OVER, count_off_loop, history_over, lower_bound_of
+    from harness.request import RunScope
+    from harness.tokens import exact_for_family, message_key
+
+    base = _far_over(20, "issue-26-b")
+    request = base.replace(input_limit=2_000, run=RunScope())
+    est = request.estimator
+    floor = lower_bound_of(est)
+    assert floor is not None and floor.count_messages(request.history) < request.input_limit
+    assert estimate_request(request) > FAR_OVER * request.input_limit
+    anyio.run(count_off_loop, request)
+    counted, tokens = counted_near_limit(request)
+    assert history_over(counted, request.input_limit)
+    exact = exact_for_family("o200k")
+    assert counted.estimator.exact
+    assert not any(message_key(m) in exact.cache.messages for m in request.history)
+    assert request.input_limit < tokens <= estimate_request(base, exact)

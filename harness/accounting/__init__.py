@@ -41,8 +41,6 @@ at 10,000 messages and made that round 2.3–3.9× a 100-message one; shared, 1.
 
 from __future__ import annotations
 
-from weakref import WeakSet
-
 import anyio
 
 from harness.accounting._tally import (
@@ -66,7 +64,7 @@ from harness.events import AgentEvent
 from harness.manifest import ContextManifest, ManifestItems
 from harness.messages import Message
 from harness.request import ModelRequest
-from harness.tokens import CountCache, TokenEstimator, message_key
+from harness.tokens import EXACT_METHODS, CountCache, TokenEstimator, approximate, message_key
 from harness.tokens.calibration import LEARNED, CalibratedEstimator
 
 
@@ -130,6 +128,35 @@ def lower_bound_of(estimator: TokenEstimator) -> TokenEstimator | None:
     """
     lower: TokenEstimator | None = getattr(estimator, "lower_bound", None)
     return lower
+
+
+FAR_OVER = 2.0
+"""A request whose fast estimate is over this many times its input limit is over it.
+
+Decided without an exact count (`far_over`): the estimate ÷ exact of every text class we
+measured stays far below 2 (the floor side is 0.6), so such a request is over its limit by
+a wide margin. A statistic, not a proof — but it only ever decides "over", and an over
+request is compacted, cut or refused, never sent: the budget promise does not rest on it.
+Whatever is then kept is counted exactly where it is near its limit."""
+
+
+def fast_estimator_of(estimator: TokenEstimator) -> TokenEstimator:
+    """Return the fast estimate's estimator: ``estimator`` itself, or its family's approximate one.
+
+    A request switched to exact counting (`counted_near_limit`) still has a fast estimate,
+    for the decisions an estimate settles (`far_over`).
+    """
+    if not estimator.exact:
+        return estimator
+    for family, (method, _) in EXACT_METHODS.items():
+        if method == estimator.method:
+            return approximate(family)
+    return estimator
+
+
+def far_over(tokens: int, limit: int) -> bool:
+    """Return whether a fast estimate of ``tokens`` shows a request over ``limit`` (`FAR_OVER`)."""
+    return limit > 0 and tokens > FAR_OVER * limit
 
 
 def near_limit(
@@ -208,6 +235,9 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
     limit = request.input_limit
     run = request.run
     if est.exact and _marked_over(request):  # switched by an earlier layer, over for sure
+        marked: _OverForSure = request.run.slots[_OVER_KEY]  # type: ignore[union-attr]
+        if far_over(marked.history_estimate, limit):
+            return request, int(marked.history_estimate / FAR_OVER)
         low = over_for_sure(request, est)
         if low is not None:
             return request, low
@@ -218,6 +248,16 @@ def counted_near_limit(request: ModelRequest) -> tuple[ModelRequest, int]:
         if measured.far_from == limit:
             return request, measured.total  # decided for these very parts this round
     tokens = measured.total if measured is not None else estimate_request(request, est)
+    if far_over(tokens, limit) and not est.exact:
+        # Over by far (`FAR_OVER`): exact from here on for what is kept, nothing counted now.
+        exact = exact_counter_of(est)  # its tokenizer is loaded on its first count
+        if exact is None:
+            return request, tokens
+        history = measured.history_tokens if measured is not None else history_tokens(request, est)
+        if run is not None:
+            run.slots[_OVER_KEY] = _OverForSure(request.history, history)
+        switched = request.replace(policy=request.policy.replace(estimator=exact))
+        return switched, int(tokens / FAR_OVER)
     ceiling = ceiling_of(est) if limit > 0 else None
     bound = ceiling_tokens(request, ceiling) if ceiling is not None else None
     # near_limit first: where the request fits for sure the exact tokenizer is not even
@@ -261,12 +301,16 @@ def over_for_sure(request: ModelRequest, estimator: TokenEstimator | None = None
 
 
 class _OverForSure:
-    """The history of the run's last request found over its limit by its floor."""
+    """The history of the run's last request found over its limit, and its fast estimate.
 
-    __slots__ = ("history",)
+    ``history_estimate`` is 0 where the floor decided (`over_for_sure`).
+    """
 
-    def __init__(self, history: tuple[Message, ...]) -> None:
+    __slots__ = ("history", "history_estimate")
+
+    def __init__(self, history: tuple[Message, ...], history_estimate: int = 0) -> None:
         self.history = history
+        self.history_estimate = history_estimate
 
 
 _OVER_KEY = id(_OverForSure)
@@ -287,12 +331,15 @@ def history_over(
 ) -> bool:
     """Return whether ``request.history`` holds more than ``budget`` tokens.
 
-    Where the run found this very history over its limit by its floor, the history's floor
-    (`lower_bound_of`) decides first: over the budget for sure, the history is not counted
+    Where the run found this very history over its limit, its fast estimate (over
+    `FAR_OVER` times the budget) or its floor (`lower_bound_of`) decides first: over the budget for sure, the history is not counted
     exactly. Otherwise, or in doubt, the history's tokens (`history_tokens`) decide.
     """
     est = estimator or request.estimator
     if _marked_over(request):
+        marked: _OverForSure = request.run.slots[_OVER_KEY]  # type: ignore[union-attr]
+        if far_over(marked.history_estimate, budget):
+            return True
         lower = lower_bound_of(est)
         if lower is not None and history_tokens(request, lower) > budget:
             return True
@@ -340,28 +387,77 @@ async def count_off_loop(request: ModelRequest) -> None:
     """Count ``request``'s big new texts in a worker thread, for `counted_near_limit` to find.
 
     Every text of `OFF_LOOP_CHARS` or more that the request's estimator, its ceiling and —
-    where the ceiling is over the limit — its exact counter have not counted yet is counted
-    off the event loop (the exact tokenizer is loaded there too), into their content-keyed
-    caches; `counted_near_limit` on the same request then only looks them up, and so does
+    where the ceiling is over the limit and the estimate is not over it by far (`far_over`)
+    — its exact counter have not counted yet is counted off the event loop, into their
+    content-keyed caches (where the ceiling is over the limit, the exact tokenizer is loaded
+    in a worker thread too, while the estimate counts); `counted_near_limit` on the same request then only looks them up, and so does
     every later layer on the same messages. Smaller texts stay on the loop: a thread costs
     more than counting them. The loop is never held for more than a few milliseconds: a 16
     MB message takes seconds to count, in the thread, while other sessions go on.
     """
+    run = request.run
+    if run is not None:
+        done: _OffLoop | None = run.slots.get(_OFF_LOOP_KEY)
+        if done is not None and done.covers(request):
+            return  # an outer layer of this round counted these very parts
+    await _count_off_loop(request)
+    if run is not None:
+        run.slots[_OFF_LOOP_KEY] = _OffLoop(request)
+
+
+class _OffLoop:
+    """The parts and estimator of the last request `count_off_loop` counted in a run.
+
+    BudgetFit, Compaction and PairValidation each call it on the round's request, mostly
+    with the very same parts: the later calls cost five identity checks.
+    """
+
+    __slots__ = ("blocks", "estimator", "history", "limit", "system")
+
+    def __init__(self, request: ModelRequest) -> None:
+        self.history = request.history
+        self.system = request.system
+        self.blocks = request.blocks
+        self.estimator = request.policy.estimator
+        self.limit = request.input_limit
+
+    def covers(self, request: ModelRequest) -> bool:
+        """Return whether ``request`` carries these very parts."""
+        return (
+            self.history is request.history
+            and self.estimator is request.policy.estimator
+            and self.system is request.system
+            and self.blocks is request.blocks
+            and self.limit == request.input_limit
+        )
+
+
+_OFF_LOOP_KEY = id(_OffLoop)
+"""Where a run keeps its `_OffLoop` (the class is the owner, alive with the module)."""
+
+
+async def _count_off_loop(request: ModelRequest) -> None:
     est = request.estimator
-    await _count_big(request, est)
+    if est.exact and _marked_over(request):
+        return  # over by far: what is kept is counted where it is looked at, not all of it
     limit = request.input_limit
     ceiling = ceiling_of(est) if limit > 0 else None
     if ceiling is None:
+        await _count_big(request, est)
         return
-    await _count_big(request, ceiling)
+    await _count_big(request, ceiling)  # the UTF-8 bytes: ASCII costs nothing
     if ceiling_tokens(request, ceiling) <= limit:
+        await _count_big(request, est)
         return
-    if est not in _EXACT_READY:
-        exact = await anyio.to_thread.run_sync(exact_counter_of, est)  # may load a tokenizer
-        _EXACT_READY.add(est)
-    else:
-        exact = exact_counter_of(est)
-    if exact is not None:
+    # In doubt or over: the exact counter will be needed, for all or for what is kept. Its
+    # tokenizer loads in a worker thread while the estimate counts in another.
+    exact = exact_counter_of(est)
+    load = getattr(exact, "load", None) if not getattr(exact, "loaded", True) else None
+    async with anyio.create_task_group() as tg:
+        if load is not None:
+            tg.start_soon(anyio.to_thread.run_sync, load)
+        await _count_big(request, est)
+    if exact is not None and not far_over(estimate_request(request, est), limit):
         await _count_big(request, exact)
 
 
@@ -376,10 +472,6 @@ async def asure_count(text: str, estimator: TokenEstimator, limit: int) -> int:
     if len(text) < OFF_LOOP_CHARS:
         return sure_count(text, estimator, limit)
     return await anyio.to_thread.run_sync(sure_count, text, estimator, limit)
-
-
-_EXACT_READY: WeakSet[TokenEstimator] = WeakSet()
-"""Estimators whose exact counter was fetched (its tokenizer loaded) off the loop."""
 
 
 def _size(message: Message) -> int:
@@ -541,6 +633,7 @@ def report_manifest(manifest: ContextManifest, request: ModelRequest) -> None:
 
 __all__ = [
     "BLOCKS_FRAMING",
+    "FAR_OVER",
     "LEARNED_METHOD",
     "OFF_LOOP_CHARS",
     "REPLY_PRIMING",
@@ -557,6 +650,8 @@ __all__ = [
     "estimate_request",
     "exact_counter_of",
     "failed_manifest",
+    "far_over",
+    "fast_estimator_of",
     "fixed_tokens",
     "floor_of",
     "history_over",

@@ -1,9 +1,9 @@
 """The pre-send check: what every request passes before a model client receives it.
 
 One function, `checked`, for every request any part of the library sends: the agent's
-requests (the innermost handler of `harness.chain.compose` runs it on what leaves the stack;
-PairValidation runs it with its own pair mode) and the summary requests Compaction sends
-straight to its summariser. Nothing is sent unless:
+requests (the innermost handler of `harness.chain.compose` runs it, once, on what leaves the
+stack, in the pair mode the request carries: `ModelRequest.pairs`, which PairValidation
+sets) and the summary requests Compaction sends straight to its summariser. Nothing is sent unless:
 
 1. **pairs** — every assistant tool call has exactly one result and every result its call,
    directly after the assistant message (`harness.presend.pairs`). ``"fail"`` raises
@@ -29,7 +29,7 @@ check reuses the run's measurement, so a warm round costs O(new messages) here a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
@@ -37,18 +37,14 @@ from harness.accounting import counted_near_limit
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ContextBudgetExceeded, InvalidToolPairs
 from harness.manifest import Transform, TransformKind
-from harness.markers import INTERRUPTED_TEXT
 from harness.messages import Message
 from harness.policy import OUTPUT_SETTINGS, requested_output
 from harness.presend.pairs import check_pairs, label, pairs_valid, repair_pairs
-from harness.request import ModelRequest
+from harness.request import ModelRequest, PairMode
 from harness.types import ModelClient
 
 MAX_TOKENS_CLAMPED: Final = TransformKind("max_tokens_clamped")
 """The output setting lowered to the model's output limit: ``max_tokens_clamped:<limit>``."""
-
-PairMode = Literal["fail", "repair"]
-"""What `checked` does with broken tool pairs: refuse the request, or repair its history."""
 
 _SHOWN = 5
 
@@ -70,8 +66,8 @@ def checked(
     request: ModelRequest,
     client: ModelClient | None = None,
     *,
-    pairs: PairMode = "fail",
-    interrupted_text: str = INTERRUPTED_TEXT,
+    pairs: PairMode | None = None,
+    interrupted_text: str | None = None,
     owner: object | None = None,
 ) -> ModelRequest:
     """Return ``request`` as it may be sent to ``client``: paired, output bounded, in budget.
@@ -79,8 +75,10 @@ def checked(
     Args:
         request: the request about to be sent.
         client: the client it goes to (its window and output limit count), or ``None``.
-        pairs: ``"fail"`` refuses broken tool pairs, ``"repair"`` repairs them.
-        interrupted_text: the content of a dangling call's synthetic result (repair).
+        pairs: ``"fail"`` refuses broken tool pairs, ``"repair"`` repairs them (default:
+            the request's own `ModelRequest.pairs`).
+        interrupted_text: the content of a dangling call's synthetic result (repair;
+            default: the request's own).
         owner: whose running record of valid histories the pair check keeps within the
             session (any object; ``None``: the whole history is checked).
 
@@ -89,7 +87,10 @@ def checked(
         ContextBudgetExceeded: the request does not fit its input limit, or prompt plus
             ``max_tokens`` does not fit the window.
     """
-    request = _paired(request, pairs, interrupted_text, owner)
+    handling = request.pairs
+    mode = pairs if pairs is not None else handling.mode
+    text = interrupted_text if interrupted_text is not None else handling.interrupted_text
+    request = _paired(request, mode, text, owner)
     if client is not None:
         request = _output_bounded(request, client)
     return _within_budget(request, client)

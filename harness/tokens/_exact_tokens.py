@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -27,6 +28,39 @@ FAMILIES = ("o200k", "cl100k", "deepseek", "anthropic")
 """The tokenizer families with an exact tokenizer shipped offline."""
 RELEASE_GIL_CHARS = 4096
 """From this many characters a ``tokenizers`` count releases the GIL (tiktoken always does)."""
+
+
+class LazyLength:
+    """A tokenizer's length function, loaded on its first use (or by `load`, off the loop).
+
+    Loading a tokenizer takes 0.3–1.4 s: an estimator that may count exactly is handed out
+    at once, and the file is read only when an exact count decides something.
+    """
+
+    def __init__(self, load: Callable[[], Callable[[str], int]]) -> None:
+        self._load = load
+        self._fn: Callable[[str], int] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the tokenizer is loaded."""
+        return self._fn is not None
+
+    def load(self) -> Callable[[str], int]:
+        """Load the tokenizer (once; other threads wait for it) and return its function."""
+        fn = self._fn
+        if fn is None:
+            with self._lock:
+                fn = self._fn
+                if fn is None:
+                    fn = self._fn = self._load()
+        return fn
+
+    def __call__(self, text: str) -> int:
+        """Return the tokens of ``text``."""
+        fn = self._fn
+        return fn(text) if fn is not None else self.load()(text)
 
 
 class ExactEstimator(CachedEstimator):
@@ -51,6 +85,17 @@ class ExactEstimator(CachedEstimator):
     def count(self, text: str) -> int:
         """Return the exact token count of ``text``."""
         return self._encode_len(text) if text else 0
+
+    @property
+    def loaded(self) -> bool:
+        """Whether counting needs no tokenizer to be loaded first."""
+        encode_len = self._encode_len
+        return not isinstance(encode_len, LazyLength) or encode_len.loaded
+
+    def load(self) -> None:
+        """Load the tokenizer now (blocking: async callers run this in a worker thread)."""
+        if isinstance(self._encode_len, LazyLength):
+            self._encode_len.load()
 
     @property
     def ceiling(self) -> TokenEstimator:
@@ -153,15 +198,22 @@ def exact_for_family(family: str) -> ExactEstimator:
     """
     if family in ("o200k", "cl100k"):
         name = f"{family}_base"
-        return ExactEstimator(f"tiktoken:{name}", _tiktoken_len(name), images="openai", shared=True)
+        return ExactEstimator(
+            f"tiktoken:{name}",
+            LazyLength(lambda: _tiktoken_len(name)),
+            images="openai",
+            shared=True,
+        )
     if family == "deepseek":
         return ExactEstimator(
-            "tokenizers:deepseek", _hf_len("deepseek_tokenizer.json"), shared=True
+            "tokenizers:deepseek",
+            LazyLength(lambda: _hf_len("deepseek_tokenizer.json")),
+            shared=True,
         )
     if family == "anthropic":
         return ExactEstimator(
             "tokenizers:anthropic",
-            _hf_len("anthropic_tokenizer.json"),
+            LazyLength(lambda: _hf_len("anthropic_tokenizer.json")),
             images="anthropic",
             shared=True,
         )
@@ -172,7 +224,9 @@ def exact_for_family(family: str) -> ExactEstimator:
 
 @cache
 def shared_exact(family: str) -> ExactEstimator:
-    """Return the process-wide exact estimator of ``family`` (loaded once, caches shared).
+    """Return the process-wide exact estimator of ``family`` (caches shared).
+
+    Its tokenizer is loaded on the first exact count (`ExactEstimator.load` loads it ahead).
 
     Sharing is safe across sessions and users: its caches are keyed by content.
     """

@@ -22,7 +22,13 @@ from typing import Final
 
 import msgspec
 
-from harness.accounting import acounted_near_limit, counted_near_limit, estimate_request
+from harness.accounting import (
+    acounted_near_limit,
+    counted_near_limit,
+    estimate_request,
+    far_over,
+    fast_estimator_of,
+)
 from harness.messages import Message, new_id
 from harness.policy import OUTPUT_SETTINGS
 from harness.presend.pairs import repair_pairs, safe_cut
@@ -117,11 +123,19 @@ async def summarise_in_place(
     """
     summary = in_place_request(request, upto, client, cap)
     est = summary.estimator
-    tokens = estimate_request(summary, est)
-    if tokens <= summary.input_limit:  # a prefix over it by estimate is never counted exactly
-        summary, tokens = await acounted_near_limit(summary)
+    # A prefix over its limit by far on the fast estimate (`far_over`) is not counted exactly:
+    # it is shortened on the estimate, and what is sent is counted exactly near its limit.
+    fast = fast_estimator_of(est)
+    tokens = estimate_request(summary, fast)
+    if far_over(tokens, summary.input_limit):
+        est = fast
+    else:
+        tokens = estimate_request(summary, est) if fast is not est else tokens
+        if tokens <= summary.input_limit:  # over it by estimate: never counted exactly
+            summary, tokens = await acounted_near_limit(summary)
     if tokens > summary.input_limit:
-        fitted = _fitted(request, upto, client, cap, tokens - summary.input_limit, start)
+        over = tokens - summary.input_limit
+        fitted = _fitted(request, upto, client, cap, over, start, est)
         if fitted is None:
             return None
         summary, upto = fitted
@@ -130,16 +144,22 @@ async def summarise_in_place(
 
 
 def _fitted(
-    request: ModelRequest, upto: int, client: ModelClient, cap: int, over: int, start: int
+    request: ModelRequest,
+    upto: int,
+    client: ModelClient,
+    cap: int,
+    over: int,
+    start: int,
+    est: TokenEstimator,
 ) -> tuple[ModelRequest, int] | None:
     """Return an in-place request that fits, ``over`` tokens shorter at least, and its end.
 
     First the prefix up to ``upto`` with the texts after the cut that frees ``over`` cut in
     the middle (one request still reads the whole early part); else shorter prefixes,
-    at most twice (by estimate, then by the exact count near the limit).
+    at most twice (by estimate, then by the exact count near the limit). ``est`` counts
+    what is cut (the fast one where the prefix was over by far).
     """
     history = request.history
-    est = request.estimator
     cut = _shorter(history, upto, over, est)
     after = _texts_cut(history[cut:upto], over + CUT_SLACK, est)
     if cut > start and after is not None:
