@@ -46,6 +46,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "per-round preparation time vs LangChain and litellm, cold and warm",
     ),
     "tokens_sent": ("bench_tokens_sent", "input tokens sent and overflows over a replayed session"),
+    "fidelity": (
+        "bench_fidelity",
+        "bill against availability of what the next action needs, per strategy and window",
+    ),
     "selection": ("bench_selection", "BudgetFit selection hot path, 10 to 10,000 candidates"),
     "compaction_cut": ("bench_compaction_cut", "the compaction cut, 10 to 10,000 messages"),
     "incremental": (
@@ -81,6 +85,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "estimation": 260,
         "overhead": 600,
         "tokens_sent": 930,
+        "fidelity": 240,
         "selection": 30,
         "compaction_cut": 20,
         "load": 60,
@@ -93,6 +98,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "estimation": 200,
         "overhead": 120,
         "tokens_sent": 120,
+        "fidelity": 60,
         "selection": 5,
         "compaction_cut": 5,
         "load": 5,

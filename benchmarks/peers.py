@@ -231,3 +231,24 @@ def _lc_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content)
+
+
+# ------------------------------------------------------------------ observation masking
+MASK_TEXT = "Old environment output: ({lines} lines omitted)"
+"""SWE-agent's placeholder for an observation older than the last M (``LastNObservations``)."""
+
+
+def mask_observations(messages: Sequence[Message], keep: int) -> list[Message]:
+    """Return ``messages`` with all but the last ``keep`` tool outputs replaced by one line.
+
+    SWE-agent's observation masking ("The Complexity Trap", 2025): the newest ``keep``
+    observations verbatim, each older one a one-line placeholder (the call stays paired).
+    """
+    tools = [i for i, m in enumerate(messages) if m.role == "tool"]
+    old = set(tools[: max(0, len(tools) - keep)])
+    return [
+        m.replace(content=MASK_TEXT.format(lines=m.text.count("\n") + 1), id=f"{m.id}-masked")
+        if i in old
+        else m
+        for i, m in enumerate(messages)
+    ]
