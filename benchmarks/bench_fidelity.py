@@ -77,8 +77,15 @@ WINDOWS: dict[str, tuple[int, ...]] = {
     "quick": (8_192, 16_384, 32_768),
     "smoke": (8_192,),
 }
-COPIES = {"full": 2, "quick": 1, "smoke": 1}
+COPIES = {"full": 1, "quick": 1, "smoke": 1}
 """How many times the runs are replayed back to back."""
+LITELLM_WINDOWS: dict[str, tuple[int, ...]] = {
+    "full": (8_192, 16_384, 32_768),
+    "quick": (8_192,),
+    "smoke": (8_192,),
+}
+"""The windows litellm's ``trim_messages`` runs at (its cost grows with the square of the kept
+messages: 2 min at 16k, 5 min at 32k over the session)."""
 SMOKE_MESSAGES = 70
 KEEP_FRACTION = 0.35
 PRICE_KEYS = {
@@ -98,8 +105,13 @@ def variants() -> dict[str, Callable[[], Any]]:
     } | {name: (lambda kw=kw: Compaction(**kw)) for name, kw in ALTERNATIVES.items()}
 
 
-ALTERNATIVES: dict[str, dict[str, Any]] = {}
-"""Compaction settings of each alternative we measure (filled as the options exist)."""
+ALTERNATIVES: dict[str, dict[str, Any]] = {
+    "ours + masking M=10": {"mask_observations": 10},
+    "ours + masking M=5": {"mask_observations": 5},
+    "ours + superseded reads": {"supersede_reads": True},
+    "ours + masking M=10 + superseded": {"mask_observations": 10, "supersede_reads": True},
+}
+"""Compaction settings of each alternative we measure (the rest at their defaults)."""
 
 
 # ------------------------------------------------------------------------------ session
@@ -285,14 +297,23 @@ def _key(data: dict[str, Any]) -> tuple[Any, ...]:
     return (data.get("role"), str(data.get("content")), data.get("tool_call_id"), calls)
 
 
-def run_masking(session: Session, keep: int) -> Trace:
-    """SWE-agent's observation masking: the last ``keep`` tool outputs verbatim, older ones a line."""
+def run_masking(load: Workload, keep: int) -> Trace:
+    """SWE-agent's observation masking: the last ``keep`` observations verbatim, older ones a line.
+
+    Observations are tool results and, in the runs without function calling, every user
+    message of a run but its first (the task).
+    """
+    session = load.session
+    observations = frozenset(
+        m.id
+        for i, m in enumerate(session.messages)
+        if m.role == "user" and i > 0 and load.runs[i - 1] == load.runs[i]
+    )
     system = Message.system(session.system_prompt)
     trace = Trace(f"masking M={keep}")
     for point in request_points(session.messages):
-        trace.sent.append(
-            Sent("agent", point, [system, *mask_observations(session.messages[:point], keep)])
-        )
+        masked = mask_observations(session.messages[:point], keep, observations)
+        trace.sent.append(Sent("agent", point, [system, *masked]))
     return trace
 
 
@@ -319,7 +340,9 @@ def score(trace: Trace, window: int, counter: Counter, wanted: dict[int, Need]) 
         over += tokens > window
         broken += pair_problems([m for m in sent.messages if m.role != "system"]) > 0
         if sent.point is not None:
-            last[sent.point] = sent.messages  # a retried round: the try that went through
+            # A retried round: the try that went through. A request over the window is
+            # rejected by the provider: nothing of it reaches the model.
+            last[sent.point] = sent.messages if tokens <= window else []
     found = total = far_found = far_total = 0
     per_point: list[list[int]] = []
     for point, need in sorted(wanted.items()):
@@ -388,9 +411,17 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
             traces.append(run_langchain(session, window, counter, summarise=False))
         except ImportError as exc:
             notes.append(f"LangChain was not run: {exc} (install the bench extra)")
-        traces.append(run_masking(session, 5))
-        traces.append(run_masking(session, 10))
-        traces.append(run_litellm(session, window, counter))
+        traces.append(run_masking(load, 5))
+        traces.append(run_masking(load, 10))
+        if window in LITELLM_WINDOWS[mode]:
+            traces.append(run_litellm(session, window, counter))
+        elif window == WINDOWS[mode][1]:
+            notes.append(
+                "litellm trim_messages ran at "
+                + ", ".join(f"{w:,}" for w in LITELLM_WINDOWS[mode])
+                + f" only in {mode} mode: its trimming counts the kept messages again for every "
+                "message it adds (about 1 s a request at 16k, 2 s at 32k); the full run has all"
+            )
         traces.append(run_none(session))
         for trace in traces:
             tallies.append(score(trace, window, counter, wanted))
