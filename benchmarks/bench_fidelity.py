@@ -32,6 +32,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchmarks._report import Mode, Progress
@@ -52,6 +53,7 @@ from benchmarks.peers import (
     trim_messages,
 )
 from benchmarks.referents import FAR_TOKENS, Need, availability, needs, plant_facts, request_text
+from benchmarks.trajectories import SHARED
 from benchmarks.workloads import (
     BRIDGE,
     FIXED_SUMMARY,
@@ -82,7 +84,7 @@ COPIES = {"full": 1, "quick": 1, "smoke": 1}
 LITELLM_WINDOWS: dict[str, tuple[int, ...]] = {
     "full": (8_192, 16_384, 32_768),
     "quick": (8_192,),
-    "smoke": (8_192,),
+    "smoke": (),
 }
 """The windows litellm's ``trim_messages`` runs at (its cost grows with the square of the kept
 messages: 2 min at 16k, 5 min at 32k over the session)."""
@@ -124,9 +126,13 @@ class Workload:
     planted: bool
 
 
-def workload(mode: Mode) -> Workload:
+SHARED_DIR: Path = SHARED
+"""Where the shared data is looked for (the folder next to the project root)."""
+
+
+def workload(mode: Mode, *, shared: Path | None = None) -> Workload:
     """Return the session of this mode: real runs when present, else planted generated ones."""
-    kind, base = base_trajectories()
+    kind, base = base_trajectories(shared=shared or SHARED_DIR)
     messages: list[Message] = []
     runs: list[int] = []
     copies = COPIES[mode]
@@ -415,10 +421,10 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
         traces.append(run_masking(load, 10))
         if window in LITELLM_WINDOWS[mode]:
             traces.append(run_litellm(session, window, counter))
-        elif window == WINDOWS[mode][1]:
+        elif window == WINDOWS[mode][-1]:
             notes.append(
                 "litellm trim_messages ran at "
-                + ", ".join(f"{w:,}" for w in LITELLM_WINDOWS[mode])
+                + (", ".join(f"{w:,}" for w in LITELLM_WINDOWS[mode]) or "no window")
                 + f" only in {mode} mode: its trimming counts the kept messages again for every "
                 "message it adds (about 1 s a request at 16k, 2 s at 32k); the full run has all"
             )
