@@ -59,6 +59,7 @@ from benchmarks.workloads import (
     FIXED_SUMMARY,
     ReplayClient,
     Session,
+    Source,
     base_trajectories,
     fresh_copy,
     loop_ready,
@@ -130,9 +131,9 @@ SHARED_DIR: Path = SHARED
 """Where the shared data is looked for (the folder next to the project root)."""
 
 
-def workload(mode: Mode, *, shared: Path | None = None) -> Workload:
+def workload(mode: Mode, *, source: Source = "auto", shared: Path | None = None) -> Workload:
     """Return the session of this mode: real runs when present, else planted generated ones."""
-    kind, base = base_trajectories(shared=shared or SHARED_DIR)
+    kind, base = base_trajectories(source, shared=shared or SHARED_DIR)
     messages: list[Message] = []
     runs: list[int] = []
     copies = COPIES[mode]
@@ -393,8 +394,26 @@ def dominated(s: dict[str, Any], others: Sequence[dict[str, Any]], key: str) -> 
 
 # ------------------------------------------------------------------------------- driver
 async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
-    """Replay the session through every strategy at every window and score each."""
-    load = workload(mode)
+    """Replay each session through every strategy at every window and score each.
+
+    With the real runs present, the generated runs with planted facts are replayed too
+    (not in smoke mode): most real runs send observations as user messages, the generated
+    ones as tool results, which is where masking and superseded reads act.
+    """
+    loads = [workload(mode)]
+    if loads[0].session.source == "real" and mode != "smoke":
+        loads.append(workload(mode, source="synthetic"))
+    notes: list[str] = []
+    parts = []
+    for load in loads:
+        tallies, wanted = await _measure_one(load, mode, progress, notes)
+        parts.append((load, wanted, tallies))
+    return _result(mode, parts, notes)
+
+
+async def _measure_one(
+    load: Workload, mode: Mode, progress: Progress, notes: list[str]
+) -> tuple[list[dict[str, Any]], dict[int, Need]]:
     session = load.session
     progress(f"session: {session.label}")
     exact = estimator_for("gpt-4o", exact=True)
@@ -402,8 +421,8 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     wanted = needs(
         session.messages, points, load.runs, exact.count_message, system=session.system_prompt
     )
+    litellm_windows = LITELLM_WINDOWS[mode] if session.source == "real" else ()
     tallies: list[dict[str, Any]] = []
-    notes: list[str] = []
     for window in WINDOWS[mode]:
         traces: list[Trace] = []
         tool_tokens = 0
@@ -419,40 +438,32 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
             notes.append(f"LangChain was not run: {exc} (install the bench extra)")
         traces.append(run_masking(load, 5))
         traces.append(run_masking(load, 10))
-        if window in LITELLM_WINDOWS[mode]:
+        if window in litellm_windows:
             traces.append(run_litellm(session, window, counter))
         elif window == WINDOWS[mode][-1]:
             notes.append(
-                "litellm trim_messages ran at "
-                + (", ".join(f"{w:,}" for w in LITELLM_WINDOWS[mode]) or "no window")
-                + f" only in {mode} mode: its trimming counts the kept messages again for every "
-                "message it adds (about 1 s a request at 16k, 2 s at 32k); the full run has all"
+                f"{session.name}: litellm trim_messages ran at "
+                + (", ".join(f"{w:,}" for w in litellm_windows) or "no window")
+                + f" in {mode} mode: its trimming counts the kept messages again for every "
+                "message it adds (about 1 s a request at 16k, 2 s at 32k)"
+                + ("; the full run has every window of the real session" if mode != "full" else "")
             )
         traces.append(run_none(session))
         for trace in traces:
             tallies.append(score(trace, window, counter, wanted))
         progress(f"{window:,}: scored {len(traces)} strategies")
-    return _result(mode, load, wanted, tallies, notes)
+    return tallies, wanted
 
 
 def _fmt(x: float) -> str:
     return "–" if x != x else f"{x:.0%}"
 
 
-def _result(
-    mode: Mode,
-    load: Workload,
-    wanted: dict[int, Need],
-    tallies: list[dict[str, Any]],
-    notes: list[str],
-) -> dict[str, Any]:
-    session = load.session
-    windows = sorted({t["window"] for t in tallies})
-    main_key = next(iter(PRICE_KEYS.values()))
+def frontier_rows(tallies: Sequence[dict[str, Any]], key: str = "usd_openai") -> list[list[Any]]:
+    """Return the frontier table's rows: one per strategy and window."""
     rows = []
     for t in tallies:
-        same = [o for o in tallies if o["window"] == t["window"]]
-        beaten = dominated(t, same, main_key)
+        beaten = dominated(t, [o for o in tallies if o["window"] == t["window"]], key)
         rows.append(
             [
                 f"{t['window']:,}",
@@ -471,8 +482,30 @@ def _result(
                 "yes" if not beaten else "no (" + ", ".join(beaten) + ")",
             ]
         )
+    return rows
+
+
+COLUMNS = [
+    "window",
+    "strategy",
+    "requests",
+    "input tokens",
+    "max/request",
+    "over window",
+    "broken pairs",
+    "cached prefix",
+    "OpenAI gpt-4o",
+    "Anthropic",
+    "OpenAI gpt-5",
+    "available",
+    f"far back (> {FAR_TOKENS:,} tokens)",
+    "on the frontier (gpt-4o)",
+]
+
+
+def _goals(name: str, tallies: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     ours = [t for t in tallies if t["system"] == "ours"]
-    peers = [t for t in tallies if t["system"] != "ours" and not t["system"].startswith("ours")]
+    peers = [t for t in tallies if not t["system"].startswith("ours")]
     goals = []
     for provider, key in PRICE_KEYS.items():
         losses = {
@@ -481,8 +514,8 @@ def _result(
         }
         goals.append(
             {
-                "goal": f"the default stack is on the frontier ({provider} bill vs availability): "
-                "no peer both cheaper and with more available",
+                "goal": f"{name}: the default stack is on the frontier ({provider} bill vs "
+                "availability): no peer both cheaper and with more available",
                 "met": all(not b for b in losses.values()),
                 "detail": "; ".join(
                     f"{w:,}: " + (", ".join(b) if b else "none") for w, b in losses.items()
@@ -491,49 +524,120 @@ def _result(
         )
     goals.append(
         {
-            "goal": "the default stack: 0 requests over the window, 0 with broken pairs",
+            "goal": f"{name}: the default stack sends 0 requests over the window, 0 with broken "
+            "pairs",
             "met": all(o["overflows"] == 0 and o["invalid_pairs"] == 0 for o in ours),
             "detail": "; ".join(
                 f"{o['window']:,}: {o['overflows']} over, {o['invalid_pairs']} broken" for o in ours
             ),
         }
     )
-    total_refs = sum(len(n.referents) for n in wanted.values())
-    far_refs = sum(len(n.far) for n in wanted.values())
-    headline = [
-        f"{len(request_points(session.messages))} requests per strategy and window; "
-        f"{len(wanted)} of them have referents seen earlier in their run ({total_refs} in all, "
-        f"{far_refs} last seen more than {FAR_TOKENS:,} tokens back)",
-        *(
-            f"{w:,}: "
+    return goals
+
+
+README_SYSTEMS = ("ours", "LangChain", "litellm trim_messages", "masking M=10")
+"""The strategies the README's row shows (the report has them all)."""
+
+
+def readme_figures(tallies: Sequence[dict[str, Any]]) -> list[str]:
+    """Return the README's figures: per window, bill / availability / far back of a few."""
+    windows = sorted({t["window"] for t in tallies})
+    return [
+        f"window {w:,}, gpt-4o bill / available / far back: "
+        + "; ".join(
+            f"{t['system']} ${t['usd_openai']:.2f} / {_fmt(t['availability'])} / "
+            f"{_fmt(t['far_availability'])}"
+            + (f" ({t['overflows']} over)" if t["overflows"] else "")
+            for name in README_SYSTEMS
+            for t in tallies
+            if t["window"] == w and t["system"] == name
+        )
+        for w in windows
+    ]
+
+
+def _result(
+    mode: Mode,
+    parts: Sequence[tuple[Workload, dict[int, Need], list[dict[str, Any]]]],
+    notes: list[str],
+) -> dict[str, Any]:
+    price = prices()
+    headline: list[str] = []
+    goals: list[dict[str, Any]] = []
+    tables: list[dict[str, Any]] = []
+    charts: list[dict[str, Any]] = []
+    data: dict[str, Any] = {}
+    for load, wanted, tallies in parts:
+        session = load.session
+        name = session.name
+        windows = sorted({t["window"] for t in tallies})
+        total_refs = sum(len(n.referents) for n in wanted.values())
+        far_refs = sum(len(n.far) for n in wanted.values())
+        headline.append(
+            f"{name}: {len(request_points(session.messages))} requests per strategy and window; "
+            f"{len(wanted)} of them have referents seen earlier in their run ({total_refs} in "
+            f"all, {far_refs} last seen more than {FAR_TOKENS:,} tokens back)"
+        )
+        headline.extend(
+            f"{name} {w:,}: "
             + "; ".join(
-                f"{t['system']} ${t['usd_openai']:.3f} / {_fmt(t['availability'])}"
+                f"{t['system']} ${t['usd_openai']:.3f} / {_fmt(t['availability'])} "
+                f"(far {_fmt(t['far_availability'])})"
                 + (f" ({t['overflows']} over)" if t["overflows"] else "")
                 for t in tallies
                 if t["window"] == w
             )
             for w in windows
-        ),
-    ]
-    charts = [
-        {
-            "file": f"fidelity_{w // 1024}k.png",
-            "title": f"Bill against availability, window {w:,} (up and left is better)",
-            "x_label": "billed input, USD (OpenAI gpt-4o, cached input 0.5×)",
-            "y_label": "availability (share of referents present)",
-            "series": {
-                t["system"]: [[t["usd_openai"], t["availability"]]]
+        )
+        goals.extend(_goals(name, tallies))
+        tables.append(
+            {
+                "title": f"The frontier on {session.label}",
+                "columns": COLUMNS,
+                "rows": frontier_rows(tallies),
+                "note": "input tokens include summary requests; a strategy is off the frontier "
+                "when another at the same window has both a lower gpt-4o bill and a higher "
+                "availability (the strategies that beat it are named). A request over the "
+                "window counts as rejected: none of its referents is available.",
+            }
+        )
+        charts.extend(
+            {
+                "file": f"fidelity_{'real' if session.source == 'real' else 'planted'}_"
+                f"{w // 1024}k.png",
+                "title": f"{name}, window {w:,}: bill against availability (up-left is better)",
+                "x_label": "billed input, USD (OpenAI gpt-4o, cached input 0.5×)",
+                "y_label": "availability (share of referents present)",
+                "series": {
+                    t["system"]: [[t["usd_openai"], t["availability"]]]
+                    for t in tallies
+                    if t["window"] == w and t["availability"] == t["availability"]
+                },
+            }
+            for w in windows
+        )
+        data.update(
+            {
+                f"{name}/{t['window']}/{t['system']}": {k: v for k, v in t.items() if k != "system"}
                 for t in tallies
-                if t["window"] == w and t["availability"] == t["availability"]
-            },
-        }
-        for w in windows
-    ]
-    price = prices()
+            }
+        )
+    notes.append(
+        "Prices (litellm's bundled table, after the providers' pricing pages): "
+        + "; ".join(
+            f"{v.model}: ${v.input * 1e6:.2f}/M input, ${v.cached * 1e6:.3f}/M cached"
+            for v in price.values()
+        )
+        + ". OpenAI bills the common prefix from 1,024 tokens in 128-token steps at the cached "
+        "price; Anthropic the common whole-message prefix from 1,024 tokens at the cache-read "
+        "price. Every summariser returns the same fixed text, which holds none of the referents: "
+        "a summarising strategy's availability is what it keeps verbatim (a real model's summary "
+        "would carry some; --model is not built yet)."
+    )
     return {
         "title": "Fidelity: bill against availability per context strategy",
         "mode": mode,
-        "workload": session.label,
+        "workload": " + ".join(load.session.label for load, _, _ in parts),
         "measured": (
             "per strategy and window, every request of the replayed session: exact o200k input "
             "tokens (messages as sent + the same tool schemas for all), over the window, tool "
@@ -543,47 +647,10 @@ def _result(
             "present in the request."
         ),
         "headline": headline,
-        "readme": headline[1:],
+        "readme": readme_figures(parts[0][2]),
         "goals": goals,
-        "tables": [
-            {
-                "title": "The frontier: bill and availability per strategy and window",
-                "columns": [
-                    "window",
-                    "strategy",
-                    "requests",
-                    "input tokens",
-                    "max/request",
-                    "over window",
-                    "broken pairs",
-                    "cached prefix",
-                    "OpenAI gpt-4o",
-                    "Anthropic",
-                    "OpenAI gpt-5",
-                    "available",
-                    f"far back (> {FAR_TOKENS:,} tokens)",
-                    "on the frontier (gpt-4o)",
-                ],
-                "rows": rows,
-                "note": "input tokens include summary requests; a strategy is off the frontier "
-                "when another at the same window has both a lower gpt-4o bill and a higher "
-                "availability (the strategies that beat it are named). Prices (litellm's bundled "
-                "table): "
-                + "; ".join(
-                    f"{v.model}: ${v.input * 1e6:.2f}/M input, ${v.cached * 1e6:.3f}/M cached"
-                    for v in price.values()
-                )
-                + ". OpenAI bills the common prefix from 1,024 tokens in 128-token steps at the "
-                "cached price; Anthropic the common whole-message prefix from 1,024 tokens "
-                "at the cache-read price. Every summariser returns the same fixed text, which "
-                "holds none of the referents: a summarising strategy's availability is what it "
-                "keeps verbatim.",
-            },
-        ],
+        "tables": tables,
         "charts": charts,
         "notes": notes,
-        "data": {
-            f"{t['window']}/{t['system']}": {k: v for k, v in t.items() if k != "system"}
-            for t in tallies
-        },
+        "data": data,
     }

@@ -104,7 +104,7 @@ def test_the_benchmark_runs_without_the_shared_data(
         "masking M=5",
         "none (full history)",
     } <= names
-    ours = result.data["8192/ours"]
+    ours = result.data["synthetic/8192/ours"]
     assert ours["overflows"] == 0 and ours["invalid_pairs"] == 0
     assert ours["referents"] > 0 and 0.0 <= ours["availability"] <= 1.0
     assert [g.met for g in result.goals][-1] is True
