@@ -113,6 +113,8 @@ ALTERNATIVES: dict[str, dict[str, Any]] = {
     "ours + masking M=5": {"mask_observations": 5},
     "ours + superseded reads": {"supersede_reads": True},
     "ours + masking M=10 + superseded": {"mask_observations": 10, "supersede_reads": True},
+    "ours + files kept in summary": {"summary_keeps_files": True},
+    "ours + masking M=10 + files": {"mask_observations": 10, "summary_keeps_files": True},
 }
 """Compaction settings of each alternative we measure (the rest at their defaults)."""
 

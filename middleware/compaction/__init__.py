@@ -18,6 +18,8 @@ redone next round), never the agent's ``full_history``:
    placeholder naming how to read it back; with ``supersede_reads`` a file read or listing
    that a later call repeats or a later write made stale becomes a one-line pointer.
    Transforms ``observation_mask:<id>`` and ``superseded_read:<id>``, one per message.
+   (With ``summary_keeps_files``, stage 3's summary gets the files the summarised actions
+   touched that it does not name, verbatim: ``summary_files_attached:<how many>``.)
 1. **Trim old tool outputs** (no model). The newest ``trim_protect_tokens`` of tool output
    are protected; once the older, untrimmed tool outputs add up to ``trim_min_tokens``,
    each becomes a ``trim_preview_chars`` preview (new id, metadata ``trimmed``). In small
@@ -117,6 +119,7 @@ from middleware.compaction._summariser import (
     SummaryWriter,
     summary_text,
 )
+from middleware.compaction._summary_check import keep_files
 from middleware.compaction._trim import trim_tool_outputs, truncate_arguments
 from middleware.memory import DEFAULT_MEMORY, MemoryStore
 
@@ -126,6 +129,8 @@ OBSERVATION_MASK: Final = TransformKind("observation_mask")
 """An old tool output replaced by a placeholder: ``observation_mask:<original's id>``."""
 SUPERSEDED_READ: Final = TransformKind("superseded_read")
 """A read made stale by a later read or write: ``superseded_read:<original's id>``."""
+SUMMARY_FILES: Final = TransformKind("summary_files_attached")
+"""Files the summary did not name, attached to it verbatim: ``summary_files_attached:<how many>``."""
 TOOL_ARGS_TRUNCATE: Final = TransformKind("tool_args_truncate")
 """Long tool-call arguments shortened: ``tool_args_truncate:<how many>``."""
 MEMORY_FAILED: Final = TransformKind("memory_failed")
@@ -265,6 +270,8 @@ class Compaction:
             did not free enough. ``None`` (the default) masks nothing.
         supersede_reads: in a round that compacts, replace a file read or listing that a
             later call repeats or a later write made stale by a one-line pointer.
+        summary_keeps_files: attach to a summary, verbatim, the files the summarised actions
+            touched that its text does not name (`middleware.compaction._summary_check`).
 
     Raises:
         ConfigurationError: when an argument is out of range, ``model`` is not a model
@@ -298,6 +305,7 @@ class Compaction:
         pin_first_task: bool = False,
         mask_observations: int | None = None,
         supersede_reads: bool = False,
+        summary_keeps_files: bool = False,
     ) -> None:
         self.settings = CompactionSettings(
             trigger_messages=trigger_messages,
@@ -319,6 +327,7 @@ class Compaction:
             pin_first_task=pin_first_task,
             mask_observations=mask_observations,
             supersede_reads=supersede_reads,
+            summary_keeps_files=summary_keeps_files,
         )
         """The configuration, checked (a frozen `CompactionSettings`)."""
         self._refused: set[str] = set()
@@ -596,6 +605,12 @@ class Compaction:
             failure = "" if text else "empty_summary"
         if failure:
             return self._without_summary(request, history, layout, early, kept, failure, done)
+        if self.settings.summary_keeps_files and text:
+            # What the summary's cap leaves (about 3 characters a token for path names).
+            room = 3 * (cap - est.count(text))
+            text, files = keep_files(text, early, previous, max_chars=room)
+            if files:
+                done.append(Transform(SUMMARY_FILES, len(files)))
         total = len(early) + (int(layout.previous.meta(SUMMARISED, 0)) if layout.previous else 0)
         metadata: dict[str, Any] = {SUMMARY: True, SUMMARISED: total}
         token = self._pending_request(request, layout)

@@ -39,6 +39,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     pin_first_task: bool = False
     mask_observations: int | None = None
     supersede_reads: bool = False
+    summary_keeps_files: bool = False
 
     def __post_init__(self) -> None:
         _check_int("trigger_messages", self.trigger_messages, minimum=4)
@@ -95,6 +96,10 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
         if not isinstance(self.supersede_reads, bool):
             raise ConfigurationError(
                 f"supersede_reads must be True or False, got {self.supersede_reads!r}"
+            )
+        if not isinstance(self.summary_keeps_files, bool):
+            raise ConfigurationError(
+                f"summary_keeps_files must be True or False, got {self.summary_keeps_files!r}"
             )
         if self.memory is not None and not isinstance(self.memory, MemoryStore):
             raise ConfigurationError(

@@ -186,3 +186,51 @@ def test_superseded_reads_leave_other_calls_alone() -> None:
 def test_mask_observations_must_be_a_positive_int(value: object) -> None:
     with pytest.raises(ConfigurationError, match="mask_observations"):
         Compaction(mask_observations=value)  # type: ignore[arg-type]
+
+
+async def test_a_summary_that_does_not_name_the_files_gets_them_attached() -> None:
+    script: list[Message | str] = [
+        call("open_file", path="src/app/models.py"),
+        ScriptedModel.tool_call("write_file", {"path": "src/app/views.py", "content": "x = 1"}),
+        *(call("shell", command=f"cmd{i}") for i in range(8)),
+        "done",
+    ]
+    model = ScriptedModel(script, summary="The agent ran some commands.")
+    compaction = Compaction(
+        trigger_messages=8,
+        keep_tokens=0,
+        keep_messages=4,
+        trim_min_tokens=None,
+        memory=None,
+        summary_keeps_files=True,
+    )
+    a = agent(model, compaction, 20_000)
+    await a.call("fix the views", CTX)
+
+    done = next(
+        r for r in model.agent_requests if any("summary_files_attached:" in t for t in r.transforms)
+    )
+    summary = next(m for m in done.history if m.meta("summary"))
+    assert "## Files touched" in summary.text
+    listed = summary.text.split("## Files touched", 1)[1]
+    assert "src/app/views.py" in listed and "src/app/models.py" in listed
+    assert listed.index("src/app/views.py") < listed.index("src/app/models.py")  # newest first
+    # The next summary carries the list on, though its text names none of them again.
+    later = [m for r in model.agent_requests for m in r.history if m.meta("summary")]
+    assert all("src/app/views.py" in m.text for m in later)
+
+
+async def test_files_are_not_attached_by_default() -> None:
+    model = ScriptedModel(
+        [
+            call("open_file", path="src/a.py"),
+            *(call("shell", command=f"c{i}") for i in range(8)),
+            "done",
+        ],
+        summary="The agent ran some commands.",
+    )
+    compaction = Compaction(
+        trigger_messages=8, keep_tokens=0, keep_messages=4, trim_min_tokens=None, memory=None
+    )
+    await agent(model, compaction, 20_000).call("go", CTX)
+    assert not any("## Files touched" in m.text for r in model.agent_requests for m in r.history)
