@@ -44,6 +44,7 @@ from benchmarks.bench_tokens_sent import (
     pair_problems,
     prices,
 )
+from benchmarks.fidelity_model import ModelSummaries, SummaryCache, langchain_summarizer
 from benchmarks.peers import (
     LangChainPeer,
     from_langchain,
@@ -73,6 +74,7 @@ from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import estimator_for
+from harness.types import ModelClient
 from providers.scripted import ScriptedModel
 
 WINDOWS: dict[str, tuple[int, ...]] = {
@@ -200,7 +202,20 @@ class PointClient(ReplayClient):
         return await super().complete(request)
 
 
-async def run_ours(name: str, compaction: Any, session: Session, window: int) -> tuple[Trace, int]:
+@dataclass
+class RealModel:
+    """The model that writes every summary when ``--model`` is given, and its answer cache."""
+
+    model: str
+    api_base: str | None
+    client: ModelClient
+    cache: SummaryCache
+    progress: Progress
+
+
+async def run_ours(
+    name: str, compaction: Any, session: Session, window: int, real: RealModel | None = None
+) -> tuple[Trace, int]:
     """Replay ``session`` through our stack; return its trace and the tool-schema tokens."""
     exact = estimator_for("gpt-4o", exact=True)
     inner = ScriptedModel(
@@ -211,7 +226,10 @@ async def run_ours(name: str, compaction: Any, session: Session, window: int) ->
         estimator=exact,
         default="(unused)",
     )
-    client = PointClient(inner, session.messages)
+    target: ModelClient = (
+        inner if real is None else ModelSummaries(inner, real.client, real.cache, real.progress)
+    )
+    client = PointClient(target, session.messages)
     stack = our_stack(compaction=compaction)
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as folder:
         agent = HarnessAgent(
@@ -245,17 +263,28 @@ async def run_ours(name: str, compaction: Any, session: Session, window: int) ->
     return trace, tool_tokens
 
 
-def run_langchain(session: Session, window: int, counter: Counter, *, summarise: bool) -> Trace:
+def run_langchain(
+    session: Session,
+    window: int,
+    counter: Counter,
+    *,
+    summarise: bool,
+    real: RealModel | None = None,
+) -> Trace:
     """LangChain's summarisation + context editing (``summarise``) or context editing alone."""
     limit = window - RESERVE
     name = "LangChain" if summarise else "ContextEditing alone"
     trace = Trace(name)
+    ask = (
+        langchain_summarizer(real.model, real.api_base, real.cache, real.progress)
+        if real is not None
+        else None
+    )
 
     def summarize(messages: list[Any]) -> str:
-        trace.sent.append(
-            Sent("summary", None, [Message.user(peer.summary_prompt(messages))], False)
-        )
-        return FIXED_SUMMARY
+        prompt = peer.summary_prompt(messages)
+        trace.sent.append(Sent("summary", None, [Message.user(prompt)], False))
+        return ask(prompt) if ask is not None else FIXED_SUMMARY
 
     peer = LangChainPeer(
         session.system_prompt,
@@ -395,26 +424,49 @@ def dominated(s: dict[str, Any], others: Sequence[dict[str, Any]], key: str) -> 
 
 
 # ------------------------------------------------------------------------------- driver
-async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
+async def measure(
+    mode: Mode, progress: Progress, *, model: str | None = None, api_base: str | None = None
+) -> dict[str, Any]:
     """Replay each session through every strategy at every window and score each.
 
     With the real runs present, the generated runs with planted facts are replayed too
     (not in smoke mode): most real runs send observations as user messages, the generated
-    ones as tool results, which is where masking and superseded reads act.
+    ones as tool results, which is where masking and superseded reads act. With ``model``,
+    every summary is written by that model (`benchmarks.fidelity_model`; kept on disk, so
+    a run that stopped resumes).
     """
+    real = None
+    if model:
+        from providers.litellm_client import LiteLLMClient
+
+        real = RealModel(
+            model, api_base, LiteLLMClient(model, api_base=api_base), SummaryCache(model), progress
+        )
     loads = [workload(mode)]
     if loads[0].session.source == "real" and mode != "smoke":
         loads.append(workload(mode, source="synthetic"))
     notes: list[str] = []
     parts = []
     for load in loads:
-        tallies, wanted = await _measure_one(load, mode, progress, notes)
+        tallies, wanted = await _measure_one(load, mode, progress, notes, real)
         parts.append((load, wanted, tallies))
-    return _result(mode, parts, notes)
+    if real is not None:
+        notes.append(
+            f"summaries written by {model}"
+            + (f" at {api_base}" if api_base else "")
+            + f": {real.cache.asked} asked in this run, {len(real.cache.answers)} kept in "
+            f"{real.cache.path} (a rerun reuses them); fact questions and recall are not "
+            "built yet"
+        )
+    return _result(mode, parts, notes, summaries=model)
 
 
 async def _measure_one(
-    load: Workload, mode: Mode, progress: Progress, notes: list[str]
+    load: Workload,
+    mode: Mode,
+    progress: Progress,
+    notes: list[str],
+    real: RealModel | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, Need]]:
     session = load.session
     progress(f"session: {session.label}")
@@ -429,12 +481,12 @@ async def _measure_one(
         traces: list[Trace] = []
         tool_tokens = 0
         for name, make in variants().items():
-            trace, tool_tokens = await run_ours(name, make(), session, window)
+            trace, tool_tokens = await run_ours(name, make(), session, window, real)
             traces.append(trace)
             progress(f"{window:,}: {name} replayed ({len(trace.sent)} requests)")
         counter = Counter(tool_tokens)
         try:
-            traces.append(run_langchain(session, window, counter, summarise=True))
+            traces.append(run_langchain(session, window, counter, summarise=True, real=real))
             traces.append(run_langchain(session, window, counter, summarise=False))
         except ImportError as exc:
             notes.append(f"LangChain was not run: {exc} (install the bench extra)")
@@ -562,6 +614,8 @@ def _result(
     mode: Mode,
     parts: Sequence[tuple[Workload, dict[int, Need], list[dict[str, Any]]]],
     notes: list[str],
+    *,
+    summaries: str | None = None,
 ) -> dict[str, Any]:
     price = prices()
     headline: list[str] = []
@@ -632,9 +686,14 @@ def _result(
         )
         + ". OpenAI bills the common prefix from 1,024 tokens in 128-token steps at the cached "
         "price; Anthropic the common whole-message prefix from 1,024 tokens at the cache-read "
-        "price. Every summariser returns the same fixed text, which holds none of the referents: "
-        "a summarising strategy's availability is what it keeps verbatim (a real model's summary "
-        "would carry some; --model is not built yet)."
+        "price. "
+        + (
+            f"Every summary was written by {summaries}."
+            if summaries
+            else "Every summariser returns the same fixed text, which holds none of the "
+            "referents: a summarising strategy's availability is what it keeps verbatim (a real "
+            "model's summary would carry some: --model MODEL)."
+        )
     )
     return {
         "title": "Fidelity: bill against availability per context strategy",
