@@ -44,7 +44,15 @@ from benchmarks.bench_tokens_sent import (
     pair_problems,
     prices,
 )
-from benchmarks.fidelity_model import ModelSummaries, SummaryCache, langchain_summarizer
+from benchmarks.fidelity_model import (
+    POINTS,
+    ModelSummaries,
+    SummaryCache,
+    asked_at,
+    langchain_summarizer,
+    questions,
+    recall_asker,
+)
 from benchmarks.peers import (
     LangChainPeer,
     from_langchain,
@@ -503,10 +511,79 @@ async def _measure_one(
                 + ("; the full run has every window of the real session" if mode != "full" else "")
             )
         traces.append(run_none(session))
-        for trace in traces:
-            tallies.append(score(trace, window, counter, wanted))
+        scored = [score(trace, window, counter, wanted) for trace in traces]
+        if real is not None:
+            recall(load, window, traces, scored, counter, real, notes)
+        tallies.extend(scored)
         progress(f"{window:,}: scored {len(traces)} strategies")
     return tallies, wanted
+
+
+def compaction_points(trace: Trace, limit: int = POINTS) -> list[int]:
+    """Return the request points right after ``trace``'s summaries (at most ``limit``, spread)."""
+    found: list[int] = []
+    after_summary = False
+    for sent in trace.sent:
+        if sent.kind == "summary":
+            after_summary = True
+        elif after_summary and sent.point is not None:
+            if sent.point not in found:
+                found.append(sent.point)
+            after_summary = False
+    if len(found) <= limit:
+        return found
+    step = len(found) / limit
+    return [found[int(i * step)] for i in range(limit)]
+
+
+def recall(
+    load: Workload,
+    window: int,
+    traces: Sequence[Trace],
+    scored: list[dict[str, Any]],
+    counter: Counter,
+    real: RealModel,
+    notes: list[str],
+) -> None:
+    """Ask the fact questions after the default stack's compactions; add ``recall`` to each tally.
+
+    The same (point, question) pairs for every strategy, and for the full history and no
+    history at all (kept under the keys ``full context`` and ``no context``); a request over
+    the window answers nothing.
+    """
+    session = load.session
+    pool = questions(session.messages, load.runs)
+    ask = recall_asker(real.model, real.api_base, real.cache, real.progress)
+    points = compaction_points(traces[0], 2 if len(session.messages) <= SMOKE_MESSAGES else POINTS)
+    pairs = [(p, q) for p in points for q in asked_at(p, load.runs, pool)]
+    system = Message.system(session.system_prompt)
+    for trace, tally in zip(traces, scored, strict=True):
+        last: dict[int, list[Message]] = {}
+        for sent in trace.sent:
+            if sent.kind == "agent" and sent.point is not None:
+                fits = counter.request(sent.messages, tools=sent.tools) <= window
+                last[sent.point] = sent.messages if fits else []
+        right = sum(1 for p, q in pairs if last.get(p) and ask(last[p], q))
+        tally["recall"] = right / len(pairs) if pairs else float("nan")
+        tally["questions"] = len(pairs)
+
+    def full(point: int) -> list[Message]:
+        return [system, *session.messages[:point]]
+
+    def empty(point: int) -> list[Message]:
+        return [system]
+
+    baselines: list[tuple[str, Callable[[int], list[Message]]]] = [
+        ("full context", full),
+        ("no context", empty),
+    ]
+    for name, context in baselines:
+        right = sum(1 for p, q in pairs if ask(context(p), q))
+        scored[0].setdefault("recall_baselines", {})[name] = (
+            right / len(pairs) if pairs else float("nan")
+        )
+    if not pairs:
+        notes.append(f"{session.name} {window:,}: no fact question was due after a compaction")
 
 
 def _fmt(x: float) -> str:
@@ -534,6 +611,7 @@ def frontier_rows(tallies: Sequence[dict[str, Any]], key: str = "usd_openai") ->
                 _fmt(t["availability"]),
                 _fmt(t["far_availability"]),
                 "yes" if not beaten else "no (" + ", ".join(beaten) + ")",
+                *([_fmt(t["recall"])] if "recall" in t else []),
             ]
         )
     return rows
@@ -646,10 +724,25 @@ def _result(
             for w in windows
         )
         goals.extend(_goals(name, tallies))
+        with_recall = any("recall" in t for t in tallies)
+        if with_recall:
+            for t in tallies:
+                if "recall_baselines" in t:
+                    headline.append(
+                        f"{name} {t['window']:,}: recall of {t['questions']} fact questions "
+                        "after the default stack's compactions — "
+                        + "; ".join(
+                            f"{o['system']} {_fmt(o['recall'])}"
+                            for o in tallies
+                            if o["window"] == t["window"]
+                        )
+                        + "; "
+                        + "; ".join(f"{k} {_fmt(v)}" for k, v in t["recall_baselines"].items())
+                    )
         tables.append(
             {
                 "title": f"The frontier on {session.label}",
-                "columns": COLUMNS,
+                "columns": COLUMNS + (["recall"] if with_recall else []),
                 "rows": frontier_rows(tallies),
                 "note": "input tokens include summary requests; a strategy is off the frontier "
                 "when another at the same window has both a lower gpt-4o bill and a higher "

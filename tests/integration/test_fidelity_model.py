@@ -18,7 +18,8 @@ def test_summaries_come_from_the_model_and_a_rerun_asks_nothing_again(
     monkeypatch.setattr(bench_fidelity, "SHARED_DIR", tmp_path / "no-shared")
     monkeypatch.setattr(fidelity_model, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
-    openai_server.default = reply("MODEL SUMMARY: src/planted/run0_fact0.py was read.")
+    # One answer to everything: right for the questions about these two facts only.
+    openai_server.default = reply("MODEL SUMMARY: build 48000, then 48017.")
 
     def run() -> Result:
         return _report.run_measure(
@@ -39,6 +40,18 @@ def test_summaries_come_from_the_model_and_a_rerun_asks_nothing_again(
     # LangChain's summariser asked the model its own prompt.
     bodies = [str(r["messages"]) for r in openai_server.requests]
     assert any("<messages>" in b or "Messages to summarize" in b for b in bodies)
+
+    # Recall: the same answer everywhere, so every strategy whose request reached the model
+    # scores what the full history and no history score; a request over the window, nothing.
+    ours = first.data["synthetic/8192/ours"]
+    assert ours["questions"] > 0 and 0.0 < ours["recall"] < 1.0
+    assert ours["recall_baselines"] == {
+        "full context": ours["recall"],
+        "no context": ours["recall"],
+    }
+    unmanaged = first.data["synthetic/8192/none (full history)"]
+    assert unmanaged["overflows"] > 0 and unmanaged["recall"] <= ours["recall"]
+    assert any("recall of" in line for line in first.headline)
 
     second = run()
     assert len(openai_server.requests) == asked, "a rerun reuses every kept answer"
