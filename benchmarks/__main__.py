@@ -50,6 +50,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "first and second call over 2,000 and 10,000 messages, fresh and warm process",
     ),
     "tokens_sent": ("bench_tokens_sent", "input tokens sent and overflows over a replayed session"),
+    "fidelity": (
+        "bench_fidelity",
+        "bill against availability of what the next action needs, per strategy and window",
+    ),
     "selection": ("bench_selection", "BudgetFit selection hot path, 10 to 10,000 candidates"),
     "compaction_cut": ("bench_compaction_cut", "the compaction cut, 10 to 10,000 messages"),
     "incremental": (
@@ -86,6 +90,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "overhead": 600,
         "cold": 400,
         "tokens_sent": 930,
+        "fidelity": 240,
         "selection": 30,
         "compaction_cut": 20,
         "load": 60,
@@ -99,6 +104,7 @@ DURATIONS: dict[str, dict[str, float]] = {
         "overhead": 120,
         "cold": 150,
         "tokens_sent": 120,
+        "fidelity": 60,
         "selection": 5,
         "compaction_cut": 5,
         "load": 5,

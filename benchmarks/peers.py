@@ -234,3 +234,30 @@ def _lc_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return str(content)
+
+
+# ------------------------------------------------------------------ observation masking
+MASK_TEXT = "Old environment output: ({lines} lines omitted)"
+"""SWE-agent's placeholder for an observation older than the last M (``LastNObservations``)."""
+
+
+def mask_observations(
+    messages: Sequence[Message], keep: int, observations: frozenset[str] | None = None
+) -> list[Message]:
+    """Return ``messages`` with all but the last ``keep`` observations replaced by one line.
+
+    SWE-agent's observation masking ("The Complexity Trap", 2025): the newest ``keep``
+    observations verbatim, each older one a one-line placeholder (a tool result stays
+    paired with its call). Observations are the tool results, and the messages whose ids
+    are in ``observations`` (SWE-agent's runs without function calling send the
+    environment's output as a user message).
+    """
+    chosen = observations or frozenset()
+    tools = [i for i, m in enumerate(messages) if m.role == "tool" or m.id in chosen]
+    old = set(tools[: max(0, len(tools) - keep)])
+    return [
+        m.replace(content=MASK_TEXT.format(lines=m.text.count("\n") + 1), id=f"{m.id}-masked")
+        if i in old
+        else m
+        for i, m in enumerate(messages)
+    ]

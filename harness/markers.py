@@ -22,6 +22,11 @@ SUMMARY_FAILED: Final = "summary_failed"
 """On the notice that stands, for one round, for early turns the summariser could not take."""
 TRIMMED: Final = "trimmed"
 """On an old tool result cut to a preview (``True``)."""
+MASKED: Final = "masked"
+"""On an old tool result replaced by a one-line placeholder (observation masking, ``True``)."""
+SUPERSEDED: Final = "superseded"
+"""On a file read or listing replaced by a pointer: the id of the later call that read the
+same target again or wrote to it."""
 ARGS_TRUNCATED: Final = "args_truncated"
 """On an assistant message whose long tool-call arguments were shortened (``True``)."""
 OFFLOADED: Final = "offloaded"
@@ -38,7 +43,7 @@ FRAGMENT: Final = "fragment"
 """On a history message sent with a developer's edit (`harness.fragments.editing`): the fragment's
 ``fragment:<id>@<version>`` label; ``origin_id`` names the message it overlays."""
 
-REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED)
+REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED, MASKED, SUPERSEDED)
 """Markers of a message whose content the model no longer sees in full."""
 
 INTERRUPTED_TEXT: Final = "no result: interrupted"

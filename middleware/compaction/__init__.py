@@ -13,6 +13,13 @@ asked for it with the ``compact_conversation`` tool. Then three stages run in or
 changes only the *working* history the model sees next (the agent commits it, so nothing is
 redone next round), never the agent's ``full_history``:
 
+0. **Mask and supersede** (no model, off by default; `middleware.compaction._masking`):
+   with ``mask_observations=M`` every tool output but the newest M becomes a one-line
+   placeholder naming how to read it back; with ``supersede_reads`` a file read or listing
+   that a later call repeats or a later write made stale becomes a one-line pointer.
+   Transforms ``observation_mask:<id>`` and ``superseded_read:<id>``, one per message.
+   (With ``summary_keeps_files``, stage 3's summary gets the files the summarised actions
+   touched that it does not name, verbatim: ``summary_files_attached:<how many>``.)
 1. **Trim old tool outputs** (no model). The newest ``trim_protect_tokens`` of tool output
    are protected; once the older, untrimmed tool outputs add up to ``trim_min_tokens``,
    each becomes a ``trim_preview_chars`` preview (new id, metadata ``trimmed``). In small
@@ -100,6 +107,7 @@ from middleware._history import safe_cut
 from middleware._layout import Layout, current_user, last_unit_start
 from middleware._layout import layout as layout_of
 from middleware.compaction._in_place import summarise_in_place
+from middleware.compaction._masking import mask_observations, supersede_reads
 from middleware.compaction._settings import CompactionSettings
 from middleware.compaction._summariser import (
     DEFAULT_SUMMARY_PROMPT,
@@ -111,11 +119,18 @@ from middleware.compaction._summariser import (
     SummaryWriter,
     summary_text,
 )
+from middleware.compaction._summary_check import keep_files
 from middleware.compaction._trim import trim_tool_outputs, truncate_arguments
 from middleware.memory import DEFAULT_MEMORY, MemoryStore
 
 TOOL_OUTPUT_TRIM: Final = TransformKind("tool_output_trim")
 """Old tool results cut to a preview: ``tool_output_trim:<how many>``."""
+OBSERVATION_MASK: Final = TransformKind("observation_mask")
+"""An old tool output replaced by a placeholder: ``observation_mask:<original's id>``."""
+SUPERSEDED_READ: Final = TransformKind("superseded_read")
+"""A read made stale by a later read or write: ``superseded_read:<original's id>``."""
+SUMMARY_FILES: Final = TransformKind("summary_files_attached")
+"""Files the summary did not name, attached to it verbatim: ``summary_files_attached:<how many>``."""
 TOOL_ARGS_TRUNCATE: Final = TransformKind("tool_args_truncate")
 """Long tool-call arguments shortened: ``tool_args_truncate:<how many>``."""
 MEMORY_FAILED: Final = TransformKind("memory_failed")
@@ -249,6 +264,14 @@ class Compaction:
             one summarises it with the early part (its goal and constraints go into the
             summary's "Session goal"), so a session that moved on to other tasks does not
             carry a finished one at the top of every request.
+        mask_observations: in a round that compacts, replace every tool output but the newest
+            this many by a one-line placeholder naming how to read it back (stage 0,
+            `middleware.compaction._masking`); the summary then comes only when masking
+            did not free enough. ``None`` (the default) masks nothing.
+        supersede_reads: in a round that compacts, replace a file read or listing that a
+            later call repeats or a later write made stale by a one-line pointer.
+        summary_keeps_files: attach to a summary, verbatim, the files the summarised actions
+            touched that its text does not name (`middleware.compaction._summary_check`).
 
     Raises:
         ConfigurationError: when an argument is out of range, ``model`` is not a model
@@ -280,6 +303,9 @@ class Compaction:
         compact_tool: bool = False,
         in_place_summary: bool = True,
         pin_first_task: bool = False,
+        mask_observations: int | None = None,
+        supersede_reads: bool = False,
+        summary_keeps_files: bool = False,
     ) -> None:
         self.settings = CompactionSettings(
             trigger_messages=trigger_messages,
@@ -299,6 +325,9 @@ class Compaction:
             compact_tool=compact_tool,
             in_place_summary=in_place_summary,
             pin_first_task=pin_first_task,
+            mask_observations=mask_observations,
+            supersede_reads=supersede_reads,
+            summary_keeps_files=summary_keeps_files,
         )
         """The configuration, checked (a frozen `CompactionSettings`)."""
         self._refused: set[str] = set()
@@ -371,6 +400,13 @@ class Compaction:
         est = request.estimator
         layout = layout_of(history)
         transforms: list[Transform] = []
+        if self.settings.supersede_reads:
+            history, superseded = supersede_reads(history)
+            transforms.extend(Transform(SUPERSEDED_READ, origin) for origin in superseded)
+        history, masked = mask_observations(self.settings, history)
+        transforms.extend(Transform(OBSERVATION_MASK, origin) for origin in masked)
+        if transforms:
+            layout = layout_of(history)
         history, trimmed = trim_tool_outputs(self.settings, history, est, budget)
         if trimmed:
             transforms.append(Transform(TOOL_OUTPUT_TRIM, trimmed))
@@ -569,6 +605,12 @@ class Compaction:
             failure = "" if text else "empty_summary"
         if failure:
             return self._without_summary(request, history, layout, early, kept, failure, done)
+        if self.settings.summary_keeps_files and text:
+            # What the summary's cap leaves (about 3 characters a token for path names).
+            room = 3 * (cap - est.count(text))
+            text, files = keep_files(text, early, previous, max_chars=room)
+            if files:
+                done.append(Transform(SUMMARY_FILES, len(files)))
         total = len(early) + (int(layout.previous.meta(SUMMARISED, 0)) if layout.previous else 0)
         metadata: dict[str, Any] = {SUMMARY: True, SUMMARISED: total}
         token = self._pending_request(request, layout)

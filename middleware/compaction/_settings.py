@@ -37,6 +37,9 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     compact_tool: bool = False
     in_place_summary: bool = True
     pin_first_task: bool = False
+    mask_observations: int | None = None
+    supersede_reads: bool = False
+    summary_keeps_files: bool = False
 
     def __post_init__(self) -> None:
         _check_int("trigger_messages", self.trigger_messages, minimum=4)
@@ -88,6 +91,16 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
             )
         if self.summary_chunk_tokens is not None:
             _check_int("summary_chunk_tokens", self.summary_chunk_tokens, minimum=256)
+        if self.mask_observations is not None:
+            _check_int("mask_observations", self.mask_observations, minimum=1)
+        if not isinstance(self.supersede_reads, bool):
+            raise ConfigurationError(
+                f"supersede_reads must be True or False, got {self.supersede_reads!r}"
+            )
+        if not isinstance(self.summary_keeps_files, bool):
+            raise ConfigurationError(
+                f"summary_keeps_files must be True or False, got {self.summary_keeps_files!r}"
+            )
         if self.memory is not None and not isinstance(self.memory, MemoryStore):
             raise ConfigurationError(
                 f"memory must implement harness.memory.MemoryStore (async record(messages, "
