@@ -15,7 +15,9 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
+from harness.events import CompactionReport
 from harness.manifest import ContextManifest, Transform
+from harness.manifest import Usage as Usage
 from harness.messages import ContentPart, Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
 
@@ -127,19 +129,6 @@ class RunScope(msgspec.Struct, kw_only=True):
             found = make() if self.session is None else self.session.slot(owner, make)
             value = self.slots[key] = found
         return value
-
-
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Token usage as the provider reported it."""
-
-    prompt_tokens: int = 0
-    """Input tokens the provider counted."""
-    completion_tokens: int = 0
-    """Output tokens."""
-    total_tokens: int = 0
-    """Their sum as reported."""
-    cached_tokens: int = 0
-    """Input tokens served from the provider's prompt cache, when reported."""
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -319,6 +308,9 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     (Compaction when the summariser failed, FragmentEditor putting left-out messages back).
     The agent and the adapters commit it once the chain returned.
     """
+    compactions: tuple[CompactionReport, ...] = ()
+    """What compaction did for this round (`CompactionReport`, as in the ``compaction_finished``
+    event): how an outer middleware (Tracing) learns of it without knowing Compaction."""
 
     def replace(self, **changes: Any) -> ModelResponse:
         """Return a copy with ``changes`` applied."""

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from harness.accounting.prefix import shared_prefix
 from harness.events import AgentEvent
 from harness.markers import (
@@ -50,6 +52,7 @@ from harness.sessions.manifest_log import ManifestDeltas
 from harness.sessions.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.store import (
     CompactionEvent,
+    CompactionRunEvent,
     ErrorEvent,
     Event,
     ManifestEvent,
@@ -61,6 +64,7 @@ from harness.sessions.store import (
     StateEvent,
     StoredState,
     ToolRunEvent,
+    UsageEvent,
     WarningEvent,
 )
 from harness.state import AgentState
@@ -159,12 +163,54 @@ class SessionRecorder:
         """Remember an event of the round (manifests, warnings, errors) for the next commit."""
         if event.kind == "context_build" and event.manifest is not None:
             self._pending.append(ManifestEvent(manifest=event.manifest))
+        elif event.kind == "usage" and event.usage is not None:
+            call_id = event.call_id or ""
+            self._pending.append(
+                UsageEvent(
+                    call_id=call_id,
+                    purpose=event.purpose or "agent",
+                    model=event.model or "",
+                    usage=event.usage,
+                )
+            )
+            self._with_usage(call_id, event)
+        elif event.compaction is not None and event.kind in (
+            "compaction_started",
+            "compaction_finished",
+        ):
+            c = event.compaction
+            self._pending.append(
+                CompactionRunEvent(
+                    phase=event.kind.removeprefix("compaction_"),
+                    call_id=c.call_id,
+                    reason=c.reason,
+                    messages_before=c.messages_before,
+                    tokens_before=c.tokens_before,
+                    messages_after=c.messages_after,
+                    tokens_after=c.tokens_after,
+                    summarised=c.summarised,
+                    trimmed=c.trimmed,
+                    truncated=c.truncated,
+                    summary_id=c.summary_id,
+                    failure=c.failure,
+                    focus=None if c.focus is None else redact(c.focus, self.secrets),
+                )
+            )
         elif event.kind == "warning":
             text = redact(event.text or "", self.secrets)
             self._pending.append(WarningEvent(code=event.code or "", text=text))
         elif event.kind == "error":
             text = redact(event.text or "", self.secrets)
             self._pending.append(ErrorEvent(error=event.code or "", text=text))
+
+    def _with_usage(self, call_id: str, event: AgentEvent) -> None:
+        """Put the reported usage on the pending manifest of request ``call_id``."""
+        for i in range(len(self._pending) - 1, -1, -1):
+            pending = self._pending[i]
+            if isinstance(pending, ManifestEvent) and pending.manifest.call_id == call_id:
+                manifest = msgspec.structs.replace(pending.manifest, usage=event.usage)
+                self._pending[i] = msgspec.structs.replace(pending, manifest=manifest)
+                return
 
     def note_tool_run(
         self, name: str, call_id: str, duration_s: float, *, error: bool, denied: bool = False

@@ -61,6 +61,7 @@ from harness.sessions.store import (
     SearchHit,
     SessionInfo,
     SessionKey,
+    SessionUsage,
     StoredState,
 )
 
@@ -318,6 +319,18 @@ class PostgresStore:
             row = await fragment_set(conn, scope)
             return [] if row is None else await find_fragments(conn, row[0], terms, limit)
 
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Return the session's usage per answered request and in total (empty when unknown)."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT u.seq, u.at, {_prefixed(_rows.USAGE_COLUMNS)} FROM harness_usage u "
+                "JOIN harness_sessions s ON s.id = u.session "
+                "WHERE s.user_id = %s AND s.agent_id = %s AND s.session_id = %s ORDER BY u.seq",
+                (key.user_id, key.agent_id, key.session_id),
+            )
+            rows = await cursor.fetchall()
+        return _rows.session_usage(rows)
+
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""
         async with self._connection() as conn:
@@ -375,3 +388,8 @@ def _masked(url: str) -> str:
         return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
     except ValueError:
         return "postgresql://…"
+
+
+def _prefixed(columns: str) -> str:
+    """Return a column list with each name qualified by the ``u`` alias."""
+    return ", ".join(f"u.{c.strip()}" for c in columns.split(","))

@@ -60,6 +60,13 @@ def insert_events(conn: sqlite3.Connection, session: int, rows: list[_rows.Event
             for r in rows
         ],
     )
+    usage = [(session, r.seq, r.at, *r.usage) for r in rows if r.usage is not None]
+    if usage:
+        conn.executemany(
+            f"INSERT INTO usage (session, seq, at, {_rows.USAGE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            usage,
+        )
 
 
 def stored_turns(conn: sqlite3.Connection, session: int, turns: Sequence[str]) -> list[str]:

@@ -81,6 +81,7 @@ from harness.sessions.store import (
     SearchHit,
     SessionInfo,
     SessionKey,
+    SessionUsage,
     StoredState,
 )
 
@@ -347,6 +348,21 @@ class SqliteStore:
         if not terms or limit <= 0:
             return []
         return await self._run(lambda conn: find_messages(conn, user_id, terms, limit, within))
+
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Return the session's usage per answered request and in total (empty when unknown)."""
+
+        def work(conn: sqlite3.Connection) -> SessionUsage:
+            session = session_row(conn, key)
+            if session is None:
+                return SessionUsage()
+            rows = conn.execute(
+                f"SELECT seq, at, {_rows.USAGE_COLUMNS} FROM usage WHERE session = ? ORDER BY seq",
+                (session,),
+            ).fetchall()
+            return _rows.session_usage(rows)
+
+        return await self._run(work)
 
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""
