@@ -30,11 +30,15 @@ as they were, so the next valid request works — in this process and in any oth
 
 from __future__ import annotations
 
+import contextlib
+import time
+import weakref
 from collections.abc import Sequence
 
 import msgspec
 
 from harness.accounting.prefix import shared_prefix
+from harness.errors import HarnessError
 from harness.events import AgentEvent
 from harness.markers import (
     ARGS_TRUNCATED,
@@ -68,6 +72,7 @@ from harness.sessions.store import (
     WarningEvent,
 )
 from harness.state import AgentState
+from harness.tokens.calibration import LEARNED
 
 TITLE_CHARS = 80
 """A session's title is its first user message, cut to this many characters."""
@@ -123,7 +128,13 @@ class SessionRecorder:
         keep_full_history: bool = False,
         secrets: Sequence[SecretPattern] = DEFAULT_SECRETS,
     ) -> tuple[SessionRecorder, AgentState]:
-        """Return the recorder and the RAM state of ``key``: resumed, or new."""
+        """Return the recorder and the RAM state of ``key``: resumed, or new.
+
+        What other processes learned of the providers' token counts (`SessionStore.learned`)
+        joins this process's calibration first, so a new process or replica counts as
+        cautiously as the most cautious one before it.
+        """
+        await merge_learned(store, every_s=0.0)
         found = await store.load(key)
         if found is None:
             recorder = cls(store, key, keep_full_history=keep_full_history, secrets=secrets)
@@ -319,6 +330,7 @@ class SessionRecorder:
         self.version = await self.store.commit(
             self.key, expected_version=self.version, events=events, state=stored
         )
+        await save_learned(self.store)
         self._pending.clear()
         self._turns.clear()
         self._manifests.committed()
@@ -371,6 +383,45 @@ class SessionRecorder:
 
     def _clean(self, message: Message) -> Message:
         return redact_message(message, self.secrets)
+
+
+LEARNED_REFRESH_S = 30.0
+"""A store's learned calibration is read at most this often by one process (`merge_learned`)."""
+_READ_AT: weakref.WeakKeyDictionary[SessionStore, float] = weakref.WeakKeyDictionary()
+
+
+async def merge_learned(store: SessionStore, *, every_s: float = LEARNED_REFRESH_S) -> None:
+    """Join the store's learned calibration into this process's (`LEARNED.merge`).
+
+    Read at most once per ``every_s`` per store (a stateless caller reads it at its first
+    call, not at each); a store that cannot be read now is read at the next chance — the
+    process's own bound holds meanwhile.
+    """
+    now = time.monotonic()
+    try:
+        last = _READ_AT.get(store)
+    except TypeError:  # a store that cannot be weakly referenced: read every time
+        last = None
+    if last is not None and now - last < every_s:
+        return
+    try:
+        rows = await store.learned()
+    except HarnessError:
+        return
+    with contextlib.suppress(TypeError):
+        _READ_AT[store] = now
+    LEARNED.merge(rows)
+
+
+async def save_learned(store: SessionStore) -> None:
+    """Hand what this process learned since its last save to ``store``."""
+    rows = LEARNED.unsaved()
+    if not rows:
+        return
+    try:
+        await store.learn(rows)
+    except HarnessError:
+        return  # kept in this process (its bound holds); saved with a later observation
 
 
 def _how(message: Message) -> str:

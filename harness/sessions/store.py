@@ -31,6 +31,7 @@ import msgspec
 from harness.manifest import ContextManifest, Usage
 from harness.messages import Message
 from harness.state import SessionKey as SessionKey
+from harness.tokens.calibration import LearnedRow
 
 if TYPE_CHECKING:
     from harness.fragments.model import Fragment, FragmentChange, FragmentScope
@@ -376,6 +377,22 @@ class SessionStore(Protocol):
 
     async def usage(self, key: SessionKey) -> SessionUsage:
         """Return the session's usage per answered request and in total (empty when unknown)."""
+        ...
+
+    async def learned(self) -> list[LearnedRow]:
+        """Return the calibration learned from usage, per (model, api_base), by every process.
+
+        Not scoped to a user: a ratio of token counts per model and server, no content.
+        """
+        ...
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Fold in what this process learned (`harness.tokens.calibration.UsageLearner.unsaved`).
+
+        Per (model, api_base) the stored worst ratio becomes the higher of the two, the factor
+        `harness.tokens.calibration.merged_factor` (never below the worst × margin), and the
+        observations add up — so no process's bound falls below another's observation.
+        """
         ...
 
     async def purge(self, key: SessionKey) -> bool:

@@ -166,3 +166,31 @@ async def test_cache_writes_and_an_unpriced_model(tmp_path: Path) -> None:
     (row,) = found.requests
     assert row.usage.cache_write_tokens == 40 and row.usage.cost_usd is None  # not in the table
     assert found.total.cost_usd is None and found.total.prompt_tokens == row.usage.prompt_tokens
+
+
+async def test_the_drop_in_call_records_usage_in_its_session(tmp_path: Path) -> None:
+    from harness.adapters import acompletion, manifest_of
+
+    url = f"sqlite://{tmp_path / 'd.db'}"
+    with OpenAIServer() as server:
+        server.push(reply("ok", cached_tokens=0))
+        response = await acompletion(
+            model="openai/gpt-4o-mini",
+            messages=[{"role": "user", "content": "hello"}],
+            api_base=server.base_url,
+            api_key="test",
+            session_id="d1",
+            user_id="alice",
+            store=url,
+        )
+    manifest = manifest_of(response)
+    assert manifest is not None and manifest.usage is not None
+    assert manifest.usage.prompt_tokens == server.prompt_tokens[0]
+    store = open_store(url)
+    try:
+        found = await store.usage(SessionKey("alice", "acompletion", "d1"))
+        listed = await store.sessions("alice")
+    finally:
+        await store.aclose()
+    assert [i.agent_id for i in listed] and found.requests  # the round's bill, stored
+    assert found.total.prompt_tokens == server.prompt_tokens[0]

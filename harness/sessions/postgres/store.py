@@ -64,6 +64,7 @@ from harness.sessions.store import (
     SessionUsage,
     StoredState,
 )
+from harness.tokens.calibration import LEARN_MARGIN, LEARN_MAX, LearnedRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -330,6 +331,49 @@ class PostgresStore:
             )
             rows = await cursor.fetchall()
         return _rows.session_usage(rows)
+
+    async def learned(self) -> list[LearnedRow]:
+        """Return the calibration learned from usage, per (model, api_base)."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT model, api_base, worst, factor, observations FROM harness_learned"
+            )
+            rows = await cursor.fetchall()
+        return [
+            LearnedRow(m, b, worst=float(w), factor=float(f), observations=int(n))
+            for m, b, w, f, n in rows
+        ]
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Fold in what this process learned (the worst ratio kept, the factor never below it)."""
+        if not rows:
+            return
+        now = time.time()
+        async with self._connection() as conn, conn.cursor() as cursor:
+            await cursor.executemany(
+                "INSERT INTO harness_learned "
+                "(model, api_base, worst, factor, observations, updated_at) "
+                "VALUES (%(model)s, %(base)s, %(worst)s, %(factor)s, %(n)s, %(now)s) "
+                "ON CONFLICT (model, api_base) DO UPDATE SET "
+                "worst = GREATEST(harness_learned.worst, excluded.worst), "
+                "factor = LEAST(%(cap)s, GREATEST(LEAST(harness_learned.factor, excluded.factor), "
+                "GREATEST(harness_learned.worst, excluded.worst) * %(margin)s)), "
+                "observations = harness_learned.observations + excluded.observations, "
+                "updated_at = excluded.updated_at",
+                [
+                    {
+                        "model": text(r.model),
+                        "base": text(r.api_base),
+                        "worst": r.worst,
+                        "factor": r.factor,
+                        "n": r.observations,
+                        "now": now,
+                        "cap": LEARN_MAX,
+                        "margin": LEARN_MARGIN,
+                    }
+                    for r in rows
+                ],
+            )
 
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""

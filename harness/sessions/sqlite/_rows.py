@@ -117,6 +117,7 @@ def delete_session(conn: sqlite3.Connection, session: int) -> None:
     )
     conn.execute("DELETE FROM events WHERE session = ?", (session,))
     conn.execute("DELETE FROM working WHERE session = ?", (session,))
+    conn.execute("DELETE FROM usage WHERE session = ?", (session,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (session,))
     # A rowid above every remaining row may be handed out again: keep the marks at or below
     # the highest remaining rowid so that a reused rowid is indexed (the texts_delete trigger
