@@ -207,3 +207,27 @@ async def test_the_cli_asks_and_another_process_compacts(tmp_path: Path) -> None
         await store.aclose()
     assert logged  # the request is in the session's log
     await fresh.store.aclose()
+
+
+async def test_context_pressure_tells_the_model_how_full_its_window_is() -> None:
+    from middleware import ContextPressure
+
+    model = ScriptedModel(default="ok", model="gpt-4o")
+    agent = HarnessAgent(
+        model=model,
+        stack=[ContextPressure(), Compaction(memory=None)],
+        policy=ContextPolicy(max_input_tokens=4_000),
+    )
+    await talk(agent, 30, words=20)
+    texts = [
+        next(b.text for b in r.blocks if b.id == "context_pressure")
+        for r in model.requests
+        if r.ids.purpose == "agent"
+    ]
+    shares = [int(t.split("(")[1].split("%")[0]) for t in texts]
+    assert shares[0] < shares[5] and "summarised at about 75%" in texts[0]
+    assert any("being summarised now" in t for t in texts)  # the round that compacted
+    assert summaries(model) and all(
+        b.id != "context_pressure" for r in summaries(model) for b in r.blocks
+    )
+    assert any("Context window:" in m.text for m in model.requests[-1].render())  # sent
