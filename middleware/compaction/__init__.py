@@ -7,9 +7,15 @@ budget is the input limit minus the fixed cost and the blocks.
 
 Nothing changes in a round where nothing is due: the history then stays byte for byte the
 previous request's, so a provider's prompt cache keeps matching it. A round is due when the
-history has ``trigger_messages`` messages, exceeds its budget or the optional ``trigger``
-threshold, when ``request.force_compaction`` is set (by OverflowRetry), or when the agent
-asked for it with the ``compact_conversation`` tool. Then three stages run in order; each
+request reaches the token trigger (by default 75 % of the input limit: window-aware) or the
+history the message trigger (by default 200 messages; ``trigger_messages`` given alone
+replaces the token default), when the history exceeds its budget, when
+``request.force_compaction`` is set (by OverflowRetry), or when a compaction was asked for
+(`harness.compaction_request`: the ``compact_conversation`` tool, `HarnessAgent.compact`,
+``harness sessions compact``). ``auto=False`` keeps only the last three. Each compaction is
+announced by ``compaction_started`` and ``compaction_finished`` events (a
+`harness.events.CompactionReport`, also on `ModelResponse.compactions` and to ``observer``).
+Then three stages run in order; each
 changes only the *working* history the model sees next (the agent commits it, so nothing is
 redone next round), never the agent's ``full_history``:
 
@@ -213,11 +219,14 @@ class Compaction:
     """Keep the working history within its budget: trim, truncate, then summarise.
 
     Args:
-        trigger_messages: summarise when the history holds this many messages.
-        trigger: an extra token threshold for the whole request — a fraction in ``(0, 1]``
-            of the input limit (the model's window minus reserves), or an absolute token
-            count (int). It lowers the history budget to what the threshold leaves for the
-            history; the history exceeding its budget always triggers.
+        trigger_messages: summarise when the history holds this many messages (``None``:
+            200, a guard beside the token trigger). Given without ``trigger``, it is the
+            only trigger besides the budget (the former behaviour).
+        trigger: a token threshold for the whole request — a fraction in ``(0, 1]`` of the
+            input limit (the model's window minus reserves), or an absolute token count
+            (int); ``None`` with ``trigger_messages`` also ``None``: 0.75.
+            It lowers the history budget to what the threshold leaves for the history; the
+            history exceeding its budget always triggers.
         keep_tokens: tokens kept verbatim after a summary; ``None`` is 35 % of the history
             budget (as lowered by ``trigger``); ``0`` keeps ``keep_messages`` messages instead.
         keep_messages: messages kept verbatim when ``keep_tokens`` is 0.
@@ -252,6 +261,11 @@ class Compaction:
             one summarises it with the early part (its goal and constraints go into the
             summary's "Session goal"), so a session that moved on to other tasks does not
             carry a finished one at the top of every request.
+        auto: ``False`` turns automatic compaction off: it then runs only when asked
+            (`harness.compaction_request`), forced after a provider overflow, or when the
+            history would not fit its budget at all (a request over its limit is never sent).
+        observer: called with each ``compaction_started`` / ``compaction_finished`` event
+            (besides the call's event stream and the session log).
 
     Raises:
         ConfigurationError: when an argument is out of range, ``model`` is not a model
