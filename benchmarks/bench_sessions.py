@@ -87,10 +87,12 @@ from harness.sessions import (
     SessionInfo,
     SessionKey,
     SessionStore,
+    SessionUsage,
     StoredState,
     open_store,
 )
 from harness.tokens import approximate
+from harness.tokens.calibration import LearnedRow
 from providers.scripted import ScriptedModel
 from tests.sessions.pg_server import PostgresServer, find_bindir
 
@@ -199,6 +201,17 @@ class NoopStore:
         """Find nothing."""
         return []
 
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Keep no usage."""
+        return SessionUsage()
+
+    async def learned(self) -> list[LearnedRow]:
+        """Keep no calibration."""
+        return []
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Keep nothing."""
+
     async def purge(self, key: SessionKey) -> bool:
         """Delete nothing."""
         return False
@@ -282,6 +295,30 @@ class TimedStore:
         started = time.perf_counter()
         try:
             return await self.inner.search(user_id, query, limit=limit, within=within)
+        finally:
+            self._spent(started)
+
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Delegate and time."""
+        started = time.perf_counter()
+        try:
+            return await self.inner.usage(key)
+        finally:
+            self._spent(started)
+
+    async def learned(self) -> list[LearnedRow]:
+        """Delegate and time."""
+        started = time.perf_counter()
+        try:
+            return await self.inner.learned()
+        finally:
+            self._spent(started)
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Delegate and time."""
+        started = time.perf_counter()
+        try:
+            await self.inner.learn(rows)
         finally:
             self._spent(started)
 

@@ -9,7 +9,8 @@ counted with the **exact** tokenizer
 tool schemas and reply priming for every system — and overflows when that count exceeds
 the window.
 
-- **ours**: a `HarnessAgent` with ``middleware.default_stack()``, replayed through
+- **ours**: a `HarnessAgent` with ``middleware.default_stack()`` (Compaction's default
+  trigger: 75 % of the input limit, or 200 messages), replayed through
   `benchmarks.workloads.replay` on a ``ScriptedModel`` that counts exactly and rejects a
   request over the window (so ``OverflowRetry`` really handles it: forced compaction and
   one retry, both counted). Summaries come back as a fixed ~300-token text.
@@ -19,6 +20,9 @@ the window.
   ``ContextEditingMiddleware(edits=[ClearToolUsesEdit()])`` (defaults; our tool-output
   trimming is at its defaults too), driven hook by hook as a LangChain agent would, the
   summarised state persisting between rounds.
+- **LangChain, our trigger**: the same, triggered as ours is by default (75 % of the input
+  limit less the tool schemas, or 200 messages) and keeping 35 % of that threshold: the bill
+  at equal settings, beside LangChain at its own 50-message trigger.
 - **litellm**: ``trim_messages(max_tokens=input limit − tool schemas)`` on the full
   history every round (stateless). To bound the benchmark's own time it is given the
   shortest suffix of the history holding at least twice its limit, which leaves its output
@@ -58,6 +62,7 @@ from harness.accounting import REPLY_PRIMING
 from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.tokens import TokenEstimator, estimator_for, tiktoken_encoding
+from middleware.compaction._settings import DEFAULT_TRIGGER, DEFAULT_TRIGGER_MESSAGES
 from providers.scripted import ScriptedModel
 
 WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
@@ -385,6 +390,8 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
 
 
 # -------------------------------------------------------------------------- LangChain
+LANGCHAIN_OUR_TRIGGER = "LangChain, our trigger"
+"""LangChain triggered and keeping as our default Compaction does (one of the goals' peers)."""
 LANGCHAIN_READS_ALL = "LangChain, summary reads all"
 """The LangChain variant whose summariser reads the whole early part, as ours does (its
 default cuts the summary input to 4,000 tokens): reported beside the goals, not in them."""
@@ -397,11 +404,14 @@ def run_langchain(
     progress: Progress | None = None,
     *,
     reads_all: bool = False,
+    our_trigger: bool = False,
 ) -> dict[str, Any]:
     """Feed ``session`` through LangChain's summarisation and context-editing hooks.
 
     ``reads_all``: ``trim_tokens_to_summarize=None`` (the summariser reads every message it
-    replaces, like ours) instead of LangChain's default 4,000-token cut.
+    replaces, like ours) instead of LangChain's default 4,000-token cut. ``our_trigger``:
+    triggered and keeping as our default Compaction (`DEFAULT_TRIGGER` of the input limit or
+    `DEFAULT_TRIGGER_MESSAGES` messages; 35 % of the threshold kept) instead of at 50 messages.
     """
     limit = window - RESERVE
     meter = PrefixMeter(counter.tool_tokens)
@@ -413,10 +423,13 @@ def run_langchain(
         meter.add(sent, counter.request(sent, tools=False), kind="summary", tools=False)
         return FIXED_SUMMARY
 
+    threshold, messages = limit, 50
+    if our_trigger:
+        threshold, messages = int(DEFAULT_TRIGGER * limit), DEFAULT_TRIGGER_MESSAGES
     peer = LangChainPeer(
         session.system_prompt,
-        trigger=[("messages", 50), ("tokens", limit - counter.tool_tokens)],
-        keep=("tokens", int(KEEP_FRACTION * limit)),
+        trigger=[("messages", messages), ("tokens", threshold - counter.tool_tokens)],
+        keep=("tokens", int(KEEP_FRACTION * threshold)),
         summarizer=summarize,
         **({"trim_tokens_to_summarize": None} if reads_all else {}),
     )
@@ -425,7 +438,9 @@ def run_langchain(
     state: list[Any] = []
     cursor = 0
     invalid = 0
-    name = LANGCHAIN_READS_ALL if reads_all else "LangChain"
+    name = (
+        LANGCHAIN_READS_ALL if reads_all else LANGCHAIN_OUR_TRIGGER if our_trigger else "LangChain"
+    )
     tick = _ticker(name, len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
         tick()
@@ -500,8 +515,10 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     systems = [ours]
     notes: list[str] = []
     reading_all = functools.partial(run_langchain, reads_all=True)
+    at_our_trigger = functools.partial(run_langchain, our_trigger=True)
     for name, runner in (
         ("LangChain", run_langchain),
+        (LANGCHAIN_OUR_TRIGGER, at_our_trigger),
         ("litellm", run_litellm),
         (LANGCHAIN_READS_ALL, reading_all),
     ):

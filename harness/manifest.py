@@ -424,6 +424,49 @@ def dec_hook(kind: type, value: Any) -> object:
     raise NotImplementedError(f"cannot decode objects of type {kind!r}")
 
 
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token usage as the provider reported it, and its cost by litellm's price table.
+
+    What a provider bills: fresh input (``prompt_tokens - cached_tokens - cache_write_tokens``
+    on providers that count cache reads and writes inside the prompt, as litellm reports them),
+    cache reads and writes, and output (reasoning included).
+    """
+
+    prompt_tokens: int = 0
+    """Input tokens the provider counted."""
+    completion_tokens: int = 0
+    """Output tokens (reasoning tokens included)."""
+    total_tokens: int = 0
+    """Their sum as reported."""
+    cached_tokens: int = 0
+    """Input tokens served from the provider's prompt cache (OpenAI's
+    ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``)."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the prompt cache (Anthropic's ``cache_creation_input_tokens``)."""
+    reasoning_tokens: int = 0
+    """Output tokens spent on reasoning (``completion_tokens_details.reasoning_tokens``)."""
+    cost_usd: float | None = None
+    """The request's cost in US dollars by litellm's price table (cache reads and writes at
+    their own prices); ``None`` when the table does not know the model."""
+
+    def __add__(self, other: Usage) -> Usage:
+        """Return the sum of two usages (a cost is ``None`` only when both are)."""
+        cost = (
+            None
+            if self.cost_usd is None and other.cost_usd is None
+            else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        )
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=cost,
+        )
+
+
 class ContextManifest(msgspec.Struct, frozen=True, kw_only=True):
     """The per-request context build record (see DESIGN.md for the field meanings)."""
 
@@ -468,6 +511,11 @@ class ContextManifest(msgspec.Struct, frozen=True, kw_only=True):
     ``history:<message id>`` with the transform that rewrote it, e.g.
     ``history:m12 (tool_result_offload:m12)``; ``None``: the previous request is a prefix of
     this one (or there was none)."""
+    usage: Usage | None = None
+    """What the provider reported for this request, once it answered (`Usage`): set on the
+    manifest a response carries and on the one stored with the session; ``None`` on the
+    ``context_build`` event (emitted before the request is sent) and when nothing was
+    reported."""
 
     def __post_init__(self) -> None:
         given: Iterable[ManifestItem] = self.items

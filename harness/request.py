@@ -15,7 +15,9 @@ import msgspec
 
 from harness.blocks import ContextBlock
 from harness.errors import ConfigurationError
+from harness.events import CompactionReport
 from harness.manifest import ContextManifest, Transform
+from harness.manifest import Usage as Usage
 from harness.markers import INTERRUPTED_TEXT
 from harness.messages import ContentPart, Message, ToolSchema, new_id
 from harness.policy import ContextPolicy
@@ -149,19 +151,6 @@ class PairHandling(msgspec.Struct, frozen=True, kw_only=True):
 
 DEFAULT_PAIRS = PairHandling()
 """Refuse broken pairs: what a request gets when no layer asked for anything else."""
-
-
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Token usage as the provider reported it."""
-
-    prompt_tokens: int = 0
-    """Input tokens the provider counted."""
-    completion_tokens: int = 0
-    """Output tokens."""
-    total_tokens: int = 0
-    """Their sum as reported."""
-    cached_tokens: int = 0
-    """Input tokens served from the provider's prompt cache, when reported."""
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -346,6 +335,9 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     (Compaction when the summariser failed, FragmentEditor putting left-out messages back).
     The agent and the adapters commit it once the chain returned.
     """
+    compactions: tuple[CompactionReport, ...] = ()
+    """What compaction did for this round (`CompactionReport`, as in the ``compaction_finished``
+    event): how an outer middleware (Tracing) learns of it without knowing Compaction."""
 
     def replace(self, **changes: Any) -> ModelResponse:
         """Return a copy with ``changes`` applied."""

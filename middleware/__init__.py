@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from middleware._selection import SelectionPolicy as SelectionPolicy
     from middleware.budget_fit import BudgetFit as BudgetFit
     from middleware.compaction import Compaction as Compaction
+    from middleware.context_pressure import ContextPressure as ContextPressure
     from middleware.context_sources import ContextRequest as ContextRequest
     from middleware.context_sources import ContextSource as ContextSource
     from middleware.context_sources import ContextSources as ContextSources
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 _HOMES: dict[str, str] = {
     "BudgetFit": "middleware.budget_fit",
     "Compaction": "middleware.compaction",
+    "ContextPressure": "middleware.context_pressure",
     "ContextRequest": "middleware.context_sources",
     "ContextSource": "middleware.context_sources",
     "ContextSources": "middleware.context_sources",

@@ -13,6 +13,9 @@ tools that read the durable record the agent keeps in its `harness.sessions.Sess
 - ``session_search(query, limit)`` searches the messages of the calling user's sessions
   (CJK included; terms separated by spaces must all occur).
 - ``session_list()`` lists the calling user's sessions with titles, sizes and last activity.
+- ``compact_conversation(focus)`` (with ``compact_tool=True``) asks for the history to be
+  summarised before the model's next step (`harness.compaction_request`): Compaction honours
+  it on the next request, wherever the session is served.
 
 Every read is scoped to the calling run's `SessionKey` (``ToolContext.run.key``): another
 user's session is indistinguishable from one that does not exist. A session without a user
@@ -30,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
+from harness.compaction_request import request_compaction
 from harness.errors import ConfigurationError, HarnessError
 from harness.messages import Message
 from harness.request import ModelRequest, ModelResponse
@@ -64,6 +68,8 @@ class SessionTools:
         max_chars: the characters of text one answer shows at most (each entry of a page
             gets an equal share, at least 200); longer texts are cut with a note on how to
             read on.
+        compact_tool: also give the model ``compact_conversation(focus)``, to ask for a
+            compaction itself (off: its schema would ride on every request).
 
     Raises:
         ConfigurationError: when an argument is out of range.
@@ -73,7 +79,12 @@ class SessionTools:
     after: ClassVar[frozenset[Concern]] = frozenset()
 
     def __init__(
-        self, *, store: SessionStore | None = None, page_size: int = 20, max_chars: int = 4_000
+        self,
+        *,
+        store: SessionStore | None = None,
+        page_size: int = 20,
+        max_chars: int = 4_000,
+        compact_tool: bool = False,
     ) -> None:
         if store is not None and not isinstance(store, SessionStore):
             raise ConfigurationError(
@@ -86,9 +97,12 @@ class SessionTools:
             raise ConfigurationError(
                 f"max_chars must be an int ≥ {_MIN_ENTRY_CHARS}, got {max_chars!r}"
             )
+        if not isinstance(compact_tool, bool):
+            raise ConfigurationError(f"compact_tool must be True or False, got {compact_tool!r}")
         self.store = store
         self.page_size = page_size
         self.max_chars = max_chars
+        self.compact_tool = compact_tool
 
     def __repr__(self) -> str:
         return f"SessionTools(page_size={self.page_size}, max_chars={self.max_chars})"
@@ -98,9 +112,13 @@ class SessionTools:
         return await call_next(request)
 
     def tools(self) -> list[Tool]:
-        """Return ``session_history``, ``session_search`` and ``session_list``."""
+        """Return the session tools (``compact_conversation`` too with ``compact_tool``)."""
         made = (self._history_tool(), self._search_tool(), self._list_tool())
-        return [Tool(fn, description=_description(fn)) for fn in made]
+        tools = [Tool(fn, description=_description(fn)) for fn in made]
+        if self.compact_tool:
+            fn = _compact_conversation
+            tools.append(Tool(fn, name="compact_conversation", description=_description(fn)))
+        return tools
 
     # ------------------------------------------------------------------ the tools
     def _history_tool(self) -> Callable[..., Awaitable[str]]:
@@ -334,6 +352,23 @@ def _short(text: str, chars: int) -> str:
 
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(at))
+
+
+def _compact_conversation(ctx: ToolContext, focus: str = "") -> str:
+    """Summarise the earlier conversation before your next step, to free context.
+
+    Use it when the conversation has grown long and its early part is no longer needed word
+    for word: the early messages are replaced by a summary, the latest are kept, and the full
+    record stays readable with session_history.
+
+    Args:
+        ctx: filled in by the agent (not shown to the model).
+        focus: what the summary should keep in most detail (optional).
+    """
+    request_compaction(ctx.state, focus if isinstance(focus, str) else str(focus))
+    return (
+        "Compaction requested: the earlier conversation will be summarised before your next step."
+    )
 
 
 def _is_int(value: object) -> bool:

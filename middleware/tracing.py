@@ -21,7 +21,11 @@ names its provider: `harness.types.NamesProvider`, else the model's ``provider/`
 the manifest (estimated input tokens, input limit, validation, counting method, purpose).
 Each transform of the manifest is a span event — ``context_harness.omission`` for material
 left out (``omitted_for_budget:<id>`` …), ``context_harness.transform`` for the rest — with
-its kind and target. No prompt text is recorded.
+its kind and target; a compaction of the round adds ``context_harness.compaction_started``
+and ``context_harness.compaction_finished`` (reason, messages and tokens before and after,
+what was summarised, trimmed and truncated, the summary's id: `ModelResponse.compactions`),
+and the reported cached tokens and cost are ``context_harness.usage.*``. No prompt text is
+recorded.
 
 Per-middleware spans are opened by the chain itself (`harness.chain.LAYER_WATCHER`), and
 summary requests by `harness.chain.send_watched` (`REQUEST_WATCHER`): this middleware sets
@@ -50,6 +54,7 @@ from opentelemetry.trace import (
 
 from harness.chain import LAYER_WATCHER, REQUEST_WATCHER
 from harness.errors import ConfigurationError, ContextBuildError, validation_of
+from harness.events import CompactionReport
 from harness.manifest import Transform
 from harness.messages import ToolCall
 from harness.request import ModelRequest, ModelResponse, RequestIds
@@ -350,6 +355,11 @@ def _record_response(span: Span, response: ModelResponse) -> None:
     if response.usage is not None:
         span.set_attribute("gen_ai.usage.input_tokens", response.usage.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", response.usage.completion_tokens)
+        span.set_attribute("context_harness.usage.cached_tokens", response.usage.cached_tokens)
+        if response.usage.cost_usd is not None:
+            span.set_attribute("context_harness.usage.cost_usd", response.usage.cost_usd)
+    for report in response.compactions:
+        _add_compaction_events(span, report)
     manifest = response.manifest
     if manifest is not None:
         span.set_attribute(
@@ -360,6 +370,29 @@ def _record_response(span: Span, response: ModelResponse) -> None:
         span.set_attribute("context_harness.transforms", len(manifest.transforms))
         span.set_attribute("context_harness.counting_method", manifest.counting_method)
         _add_transform_events(span, manifest.transforms)
+
+
+def _add_compaction_events(span: Span, report: CompactionReport) -> None:
+    """Add the ``compaction_started`` and ``compaction_finished`` events of one compaction."""
+    started: dict[str, Any] = {
+        "context_harness.compaction.reason": report.reason,
+        "context_harness.compaction.messages_before": report.messages_before,
+        "context_harness.compaction.tokens_before": report.tokens_before,
+    }
+    span.add_event("context_harness.compaction_started", started)
+    finished = {
+        **started,
+        "context_harness.compaction.messages_after": report.messages_after,
+        "context_harness.compaction.tokens_after": report.tokens_after,
+        "context_harness.compaction.summarised": report.summarised,
+        "context_harness.compaction.trimmed": report.trimmed,
+        "context_harness.compaction.truncated": report.truncated,
+    }
+    if report.summary_id is not None:
+        finished["context_harness.compaction.summary_id"] = report.summary_id
+    if report.failure is not None:
+        finished["context_harness.compaction.failure"] = report.failure
+    span.add_event("context_harness.compaction_finished", finished)
 
 
 def _add_transform_events(span: Span, transforms: Sequence[Transform]) -> None:

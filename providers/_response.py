@@ -52,6 +52,7 @@ def native_finish(choice: Any) -> str | None:
 
 
 def usage_from(raw: Any) -> Usage | None:
+    """Return the usage litellm reported (OpenAI's fields, Anthropic's where unmapped)."""
     if raw is None:
         return None
     prompt, completion = (
@@ -62,11 +63,18 @@ def usage_from(raw: Any) -> Usage | None:
     cached = as_int(field(details, "cached_tokens")) if details is not None else 0
     if not cached:
         cached = as_int(field(raw, "cache_read_input_tokens"))  # Anthropic's name, when unmapped
+    written = as_int(field(raw, "cache_creation_input_tokens"))
+    if not written and details is not None:
+        written = as_int(field(details, "cache_creation_tokens"))
+    output_details = field(raw, "completion_tokens_details")
+    reasoning = as_int(field(output_details, "reasoning_tokens")) if output_details else 0
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=as_int(field(raw, "total_tokens")) or prompt + completion,
         cached_tokens=cached,
+        cache_write_tokens=written,
+        reasoning_tokens=reasoning,
     )
 
 

@@ -370,15 +370,16 @@ class LiteLLMClient:
             assembly.finish, assembly.native_finish, assembly.usage, message, provider, model
         )
         _report_usage(prepared, assembly.usage)
+        usage = priced(assembly.usage, prepared.model, prepared.provider)
         response = ModelResponse(
             message=message,
-            usage=assembly.usage,
+            usage=usage,
             finish_reason=assembly.finish,
             model=assembly.model or model,
             latency_s=latency,
             retries=tuple(prepared.retries),
         )
-        yield StreamChunk(usage=assembly.usage, response=response)
+        yield StreamChunk(usage=usage, response=response)
 
     # ------------------------------------------------------- the call, step by step
     def prepare(self, request: ModelRequest, *, stream: bool = False) -> PreparedCall:
@@ -520,6 +521,31 @@ def _report_usage(prepared: PreparedCall, usage: Usage | None) -> None:
         )
 
 
+def priced(usage: Usage | None, model: str, provider: str) -> Usage | None:
+    """Return ``usage`` with its cost by litellm's price table (``None`` for a model it lacks).
+
+    Cache reads and writes are priced at their own rates (``cost_per_token``'s
+    ``cache_read_input_tokens`` / ``cache_creation_input_tokens``); the table is litellm's
+    local copy (`load_litellm` keeps it offline).
+    """
+    if usage is None or (usage.prompt_tokens == 0 and usage.completion_tokens == 0):
+        return usage
+    litellm = load_litellm()
+    try:
+        prompt_cost, output_cost = litellm.cost_per_token(
+            model=model,
+            custom_llm_provider=provider or None,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cache_read_input_tokens=usage.cached_tokens,
+            cache_creation_input_tokens=usage.cache_write_tokens,
+        )
+    except Exception:
+        return usage
+    cost = float(prompt_cost) + float(output_cost)
+    return msgspec.structs.replace(usage, cost_usd=cost) if math.isfinite(cost) else usage
+
+
 def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> ModelResponse:
     """Return our `ModelResponse` for litellm's (non-streamed) answer ``raw`` to ``prepared``.
 
@@ -538,7 +564,7 @@ def response_from(raw: Any, prepared: PreparedCall, *, latency_s: float) -> Mode
     raise_on_overflow(finish, native_finish(choice), usage, message, provider, model)
     return ModelResponse(
         message=message,
-        usage=usage,
+        usage=priced(usage, model, provider),
         finish_reason=finish,
         model=str(getattr(raw, "model", None) or model),
         latency_s=latency_s,

@@ -94,11 +94,13 @@ async def test_events_come_in_order_with_a_manifest_before_each_request() -> Non
     assert [(e.kind, e.round) for e in events] == [
         ("context_build", 0),
         ("text_delta", 0),
+        ("usage", 0),  # what the provider reported for the request, once it answered
         ("text", 0),
         ("tool_call", 0),
         ("tool_result", 0),
         ("context_build", 1),
         ("text_delta", 1),
+        ("usage", 1),
         ("text", 1),
         ("final", 1),
     ]

@@ -363,7 +363,14 @@ async def test_overhead_drives_our_stack_to_the_same_requests_as_hooks_and_in_it
 def test_tokens_sent_smoke(tmp_path: Path) -> None:
     result = _run("tokens_sent", tmp_path)
     data = result.data
-    assert set(data) == {"ours", "LangChain", "litellm", "LangChain, summary reads all"}
+    assert set(data) == {
+        "ours",
+        "LangChain",
+        "LangChain, our trigger",
+        "litellm",
+        "LangChain, summary reads all",
+    }
+    assert not data["LangChain, our trigger"].get("variant")  # a goals' peer: equal settings
     assert data["LangChain, summary reads all"]["variant"] is True  # not one of the goals' peers
     points = len(data["LangChain"]["per_request"])
     assert points == len(data["litellm"]["per_request"]) > 0

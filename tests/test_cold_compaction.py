@@ -58,7 +58,13 @@ def numbered() -> Callable[[ModelRequest], str]:
 
 
 def make_agent(tmp_path: Path, client: ScriptedModel, **compaction: object) -> HarnessAgent:
-    settings: dict[str, object] = {"memory": None, "trim_min_tokens": None, **compaction}
+    # at 50 messages, as these long histories are compacted by a message count
+    settings: dict[str, object] = {
+        "memory": None,
+        "trim_min_tokens": None,
+        "trigger_messages": 50,
+        **compaction,
+    }
     stack = default_stack(
         compaction=Compaction(**settings),  # type: ignore[arg-type]
         materials=WorkspaceMaterials(agents_file=None, memory_folder=None),

@@ -59,9 +59,10 @@ OLD_OMISSIONS: Final = (
 def test_a_stored_manifest_loads_unchanged_and_reads_typed() -> None:
     manifest = ContextManifest.from_json(STORED)
     # the same bytes back, with the fields added since (at the end, at their defaults)
-    again_json = STORED[:-1] + b',"cache_break":null}'
-    assert manifest.to_json() == again_json
-    assert msgspec.json.encode(manifest.to_dict()) == again_json
+    written = STORED[:-1] + b',"cache_break":null,"usage":null}'
+    assert manifest.to_json() == written
+    assert msgspec.json.encode(manifest.to_dict()) == written
+    assert manifest.usage is None
     packed = msgspec.msgpack.encode(manifest, enc_hook=enc_hook)
     again = msgspec.msgpack.decode(packed, type=ContextManifest, dec_hook=dec_hook)
     assert again == manifest and again.transforms == manifest.transforms

@@ -95,11 +95,12 @@ from harness.adapters.prefix_cache import (
 )
 from harness.chain import compose
 from harness.errors import ProviderError, StateConflict
+from harness.events import usage_event
 from harness.manifest import ContextManifest
 from harness.messages import Message, ToolSchema
 from harness.policy import ContextPolicy, discovered_input_limit, requested_output
 from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope
-from harness.sessions.recorder import SessionRecorder
+from harness.sessions.recorder import SessionRecorder, merge_learned, save_learned
 from harness.sessions.store import SessionKey, SessionStore
 from harness.state import AgentState, SessionScratch, StateKey
 from harness.types import Handler, Middleware, ModelClient
@@ -279,17 +280,20 @@ async def _through_stack(
     token = _CURRENT_CALL.set(call)
     try:
         if session_id is None:
+            shared = _open_store(store) if store is not None else None
             if prefix_cache is None:
                 prefix_cache = (
-                    StorePrefixCache(_open_store(store))
-                    if store is not None
-                    else DEFAULT_PREFIX_CACHE
+                    StorePrefixCache(shared) if shared is not None else DEFAULT_PREFIX_CACHE
                 )
+            if shared is not None:  # the calibration other callers and replicas learned
+                await merge_learned(shared)
             scope = cache_scope(template, composed.fingerprint, _api_base_of(call.client))
             await _stateless(
                 composed.handler, template, call, converted, hashes, user_id, agent_id,
                 prefix_cache, scope,
             )  # fmt: skip
+            if shared is not None:
+                await save_learned(shared)
         else:
             key = SessionKey(user_id, agent_id, session_id)
             await _stateful(
@@ -361,6 +365,17 @@ async def _innermost(request: ModelRequest) -> ModelResponse:
     report_manifest(manifest, request)
     call.sent = True
     raw, response = await call.send(request, call.stream)
+    if response.usage is not None:  # a stream's usage is the caller's to read
+        manifest = msgspec.structs.replace(manifest, usage=response.usage)
+        ids = request.ids
+        event = usage_event(
+            response.usage,
+            call_id=ids.call_id,
+            purpose=ids.purpose,
+            model=response.model or request.model,
+        )
+        if event is not None and request.run is not None and request.run.emit is not None:
+            request.run.emit(event)  # a session's record keeps it
     call.raw, call.manifest, call.reply = raw, manifest, response.message
     return response.replace(manifest=manifest)
 

@@ -43,6 +43,7 @@ from harness.agent._outbox import _no_outbox, _Outbox, _start_detached, _streame
 from harness.agent._watches import _NO_WATCH, WatchesCalls, _Watches
 from harness.agent.permissions import Approver, ToolPermissions, permission_denial
 from harness.chain import compose
+from harness.compaction_request import request_compaction
 from harness.errors import (
     ConfigurationError,
     HarnessError,
@@ -240,6 +241,23 @@ class HarnessAgent:
             await recorder.commit(self.states[key])
         events = await self.store.events(key, limit=10**9, kinds=("message",))
         return [e.event.message for e in events if isinstance(e.event, MessageEvent)]
+
+    async def compact(self, ctx: RuntimeContext | None = None, *, focus: str | None = None) -> str:
+        """Ask for the session's history to be compacted before its next request.
+
+        The request is committed with the session (`harness.compaction_request`), so the
+        process that serves the next round honours it — here or another one on the same
+        store; the summary then says what it was asked to ``focus`` on. Needs `Compaction`
+        in the stack. Returns the request's token (the summary message carries it).
+
+        Raises:
+            StateConflict: another writer committed the session since it was loaded here.
+        """
+        key = self.key(ctx)
+        state = await self.load(ctx)
+        token = request_compaction(state, focus)
+        await self._commit(key, state)
+        return token
 
     def state(self, ctx: RuntimeContext | None = None) -> AgentState:
         """Return the in-memory state of ``ctx``'s session, creating it when new.
@@ -626,9 +644,21 @@ class HarnessAgent:
                     AgentEvent(kind="warning", code="provider_retry", text=retry.label)
                 )
         state = request.state
+        usage = response.usage
         calibrate = self.policy.calibrate and request.ids.purpose == "agent"
-        if calibrate and state is not None and response.usage is not None:
-            self._calibrate(state, request, manifest, response.usage.prompt_tokens)
+        if calibrate and state is not None and usage is not None:
+            self._calibrate(state, request, manifest, usage.prompt_tokens)
+        if usage is not None:
+            manifest = msgspec.structs.replace(manifest, usage=usage)
+            if request.run is not None and request.run.emit is not None:
+                ids = request.ids
+                model = response.model or request.model
+                request.run.emit(
+                    AgentEvent(
+                        kind="usage", usage=usage, call_id=ids.call_id, purpose=ids.purpose,
+                        model=model,
+                    )
+                )  # fmt: skip
         return response.replace(
             manifest=manifest, latency_s=response.latency_s or time.perf_counter() - started
         )

@@ -2,7 +2,9 @@
 
 harness sessions list                          the user's sessions, most recently active first
 harness sessions show --session ID             a session's record (every event, oldest first)
+harness sessions show --session ID --usage     tokens, cache and cost per request, and the total
 harness sessions search QUERY                  full text over the user's sessions
+harness sessions compact --session ID [--focus TEXT]  compact before the session's next request
 harness sessions purge --session ID            delete one session (and its offloaded files)
 harness sessions purge --older-than DAYS       retention: delete sessions idle for DAYS
 harness manifests show --session ID [--call ID]  the session's context_build manifests
@@ -29,11 +31,13 @@ from typing import Any
 import msgspec
 
 from harness.cli._format import Output, flat, when
+from harness.compaction_request import requested_extensions
 from harness.errors import HarnessError
 from harness.sessions import open_store
 from harness.sessions.manifest_log import resolve
 from harness.sessions.store import (
     CompactionEvent,
+    CompactionRunEvent,
     FragmentEvent,
     LoggedEvent,
     ManifestEvent,
@@ -44,6 +48,7 @@ from harness.sessions.store import (
     SessionStore,
     StateEvent,
     ToolRunEvent,
+    UsageEvent,
     WarningEvent,
 )
 from harness.workspace import Workspace
@@ -64,6 +69,8 @@ _EVENT_KINDS = (
     "warning",
     "error",
     "fragment",
+    "usage",
+    "compaction_run",
 )
 
 
@@ -92,8 +99,22 @@ def add_commands(sub: Any) -> None:
         default=None,
         help="only events of this kind (repeatable; default: all)",
     )
+    show.add_argument(
+        "--usage",
+        action="store_true",
+        help="the provider's usage per answered request (input, cached, cache writes, output, "
+        "reasoning, cost) and the session's total, instead of the events",
+    )
     show.add_argument("--offset", type=_count, default=0, help="events to skip (default 0)")
     show.add_argument("--limit", type=_count, default=None, help="events to show (default all)")
+    compact = actions.add_parser(
+        "compact",
+        parents=[common],
+        help="ask for a compaction before the session's next request (by whichever process "
+        "serves it)",
+    )
+    compact.add_argument("--session", required=True, help="the session id")
+    compact.add_argument("--focus", default=None, help="what the summary should focus on")
     search = actions.add_parser("search", parents=[common], help="full text over the sessions")
     search.add_argument("query", help="terms that must all occur (CJK included)")
     search.add_argument("--limit", type=_count, default=20, help="hits to show (default 20)")
@@ -192,6 +213,8 @@ async def run(args: argparse.Namespace) -> int:
             await _show(store, args, out)
         elif command == "sessions search":
             await _search(store, args, out)
+        elif command == "sessions compact":
+            await _compact(store, args, out)
         elif command == "sessions purge":
             await _purge(store, args, out, workspace)
         elif command == "manifests show":
@@ -340,6 +363,9 @@ async def _list(store: SessionStore, args: argparse.Namespace, out: Output) -> N
 
 async def _show(store: SessionStore, args: argparse.Namespace, out: Output) -> None:
     key = await existing_session(store, args)
+    if args.usage:
+        await _usage(store, key, out)
+        return
     events = await all_events(store, key, tuple(args.kind or ()), args.offset, args.limit)
     if out.as_json:
         for logged in events:
@@ -350,6 +376,86 @@ async def _show(store: SessionStore, args: argparse.Namespace, out: Output) -> N
         ("SEQ", "TIME", "KIND", "WHAT"),
         [(str(e.seq), when(e.event.at), _kind(e), _what(e)) for e in events],
     )
+
+
+async def _usage(store: SessionStore, key: SessionKey, out: Output) -> None:
+    """Print the session's usage per answered request, then its total."""
+    found = await store.usage(key)
+    if out.as_json:
+        for request in found.requests:
+            out.json({"kind": "request", **msgspec.to_builtins(request)})
+        out.json(
+            {"kind": "total", "requests": len(found.requests), **msgspec.to_builtins(found.total)}
+        )
+        return
+    out.note(f"session {key.session_id!r} · agent {key.agent_id!r} · user {key.user_id!r}")
+
+    def cost(value: float | None) -> str:
+        return "-" if value is None else f"${value:.6f}"
+
+    rows = [
+        (
+            str(r.seq),
+            when(r.at),
+            r.purpose,
+            r.model,
+            f"{r.usage.prompt_tokens:,}",
+            f"{r.usage.cached_tokens:,}",
+            f"{r.usage.cache_write_tokens:,}",
+            f"{r.usage.completion_tokens:,}",
+            f"{r.usage.reasoning_tokens:,}",
+            cost(r.usage.cost_usd),
+        )
+        for r in found.requests
+    ]
+    t = found.total
+    rows.append(
+        (
+            "total",
+            "",
+            f"{len(found.requests)} requests",
+            "",
+            f"{t.prompt_tokens:,}",
+            f"{t.cached_tokens:,}",
+            f"{t.cache_write_tokens:,}",
+            f"{t.completion_tokens:,}",
+            f"{t.reasoning_tokens:,}",
+            cost(t.cost_usd),
+        )
+    )
+    out.table(
+        ("SEQ", "TIME", "PURPOSE", "MODEL", "INPUT", "CACHED", "CACHE WRITE", "OUTPUT",
+         "REASONING", "COST"),
+        rows,
+    )  # fmt: skip
+
+
+async def _compact(store: SessionStore, args: argparse.Namespace, out: Output) -> None:
+    """Write a compaction request into the session's stored state (one commit)."""
+    key = _key(args)
+    found = await store.load(key)
+    if found is None:
+        raise CommandError(
+            f"no session {key.session_id!r} of agent {key.agent_id!r} for user "
+            f"{key.user_id!r} in {store.url} (see `harness sessions list`)"
+        )
+    stored, _ = found
+    extensions = dict(stored.extensions)
+    keys = requested_extensions(extensions, args.focus)
+    state = msgspec.structs.replace(
+        stored, extensions=extensions, unchanged=len(stored.working_ids)
+    )
+    version = await store.commit(
+        key, expected_version=stored.version, events=[StateEvent(keys=tuple(keys))], state=state
+    )
+    token = extensions[keys[0]]
+    if out.as_json:
+        out.json({**msgspec.to_builtins(key), "requested": token, "version": version})
+    else:
+        out.note(
+            f"compaction requested for session {key.session_id!r} (request {token}): it runs "
+            "before the session's next model request"
+        )
 
 
 async def _search(store: SessionStore, args: argparse.Namespace, out: Output) -> None:
@@ -504,5 +610,26 @@ def _what(logged: LoggedEvent) -> str:
     if isinstance(event, RemovalEvent):
         n = len(event.message_ids)
         return f"{event.how}: {n} message{'' if n == 1 else 's'} left the working history"
+    if isinstance(event, UsageEvent):
+        u = event.usage
+        price = "" if u.cost_usd is None else f" · ${u.cost_usd:.6f}"
+        return (
+            f"call {event.call_id} · {event.purpose} · {event.model} · in {u.prompt_tokens:,} "
+            f"(cached {u.cached_tokens:,}, written {u.cache_write_tokens:,}) · out "
+            f"{u.completion_tokens:,} (reasoning {u.reasoning_tokens:,}){price}"
+        )
+    if isinstance(event, CompactionRunEvent):
+        after = (
+            f" → {event.messages_after} messages, {event.tokens_after:,} tokens; summarised "
+            f"{event.summarised}, trimmed {event.trimmed}"
+            if event.phase == "finished"
+            else ""
+        )
+        summary = f"; summary {event.summary_id}" if event.summary_id else ""
+        failed = f"; failed: {event.failure}" if event.failure else ""
+        return flat(
+            f"{event.phase} ({event.reason}) call {event.call_id}: {event.messages_before} "
+            f"messages, {event.tokens_before:,} tokens{after}{summary}{failed}"
+        )
     label = event.code if isinstance(event, WarningEvent) else event.error
     return flat(f"{label}: {event.text}")

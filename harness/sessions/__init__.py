@@ -10,6 +10,7 @@ from __future__ import annotations
 from harness.errors import ConfigurationError
 from harness.sessions.store import (
     CompactionEvent,
+    CompactionRunEvent,
     ErrorEvent,
     Event,
     FragmentEvent,
@@ -19,13 +20,16 @@ from harness.sessions.store import (
     MessageEvent,
     RefusalEvent,
     RemovalEvent,
+    RequestUsage,
     RewriteEvent,
     SearchHit,
     SessionInfo,
     SessionStore,
+    SessionUsage,
     StateEvent,
     StoredState,
     ToolRunEvent,
+    UsageEvent,
     WarningEvent,
 )
 from harness.state import SessionKey
@@ -62,6 +66,7 @@ def open_store(url: str) -> SessionStore:
 
 __all__ = [
     "CompactionEvent",
+    "CompactionRunEvent",
     "ErrorEvent",
     "Event",
     "FragmentEvent",
@@ -71,14 +76,17 @@ __all__ = [
     "MessageEvent",
     "RefusalEvent",
     "RemovalEvent",
+    "RequestUsage",
     "RewriteEvent",
     "SearchHit",
     "SessionInfo",
     "SessionKey",
     "SessionStore",
+    "SessionUsage",
     "StateEvent",
     "StoredState",
     "ToolRunEvent",
+    "UsageEvent",
     "WarningEvent",
     "open_store",
 ]

@@ -18,7 +18,7 @@ import msgspec
 
 from harness.errors import DuplicateTurn, StateConflict
 from harness.fragments.model import Fragment, FragmentChange, FragmentScope
-from harness.manifest import dec_hook, enc_hook
+from harness.manifest import Usage, dec_hook, enc_hook
 from harness.messages import Message
 from harness.sessions.store import (
     CompactionEvent,
@@ -26,11 +26,14 @@ from harness.sessions.store import (
     FragmentEvent,
     LoggedEvent,
     MessageEvent,
+    RequestUsage,
     RewriteEvent,
     SearchHit,
     SessionInfo,
     SessionKey,
+    SessionUsage,
     StoredState,
+    UsageEvent,
 )
 
 SCHEMA_VERSION: Final = 2
@@ -52,6 +55,17 @@ Stamp = tuple[int, int, float]
 purged and written again gets a new stamp even where its row id and version repeat."""
 
 
+UsageRow = tuple[str, str, str, int, int, int, int, int, float | None]
+"""(call id, purpose, model, input, cached, cache writes, output, reasoning, cost) of a row
+of the ``usage`` table."""
+
+USAGE_COLUMNS: Final = (
+    "call_id, purpose, model, input_tokens, cached_tokens, cache_write_tokens, "
+    "output_tokens, reasoning_tokens, cost_usd"
+)
+"""The ``usage`` table's figures, in `UsageRow`'s order."""
+
+
 class EventRow(msgspec.Struct, frozen=True, kw_only=True):
     """One event as the columns a backend writes."""
 
@@ -65,6 +79,56 @@ class EventRow(msgspec.Struct, frozen=True, kw_only=True):
     """The searchable text, or ``None`` for events that carry no message."""
     turn_id: str | None = None
     """A caller's turn id (`MessageEvent.turn_id`): unique in its session."""
+    usage: UsageRow | None = None
+    """A `UsageEvent`'s figures, for the ``usage`` table (summed without decoding the log)."""
+
+
+def usage_row(event: UsageEvent) -> UsageRow:
+    """Return the ``usage`` table's figures of ``event``."""
+    u = event.usage
+    return (
+        event.call_id,
+        event.purpose,
+        event.model,
+        u.prompt_tokens,
+        u.cached_tokens,
+        u.cache_write_tokens,
+        u.completion_tokens,
+        u.reasoning_tokens,
+        u.cost_usd,
+    )
+
+
+def session_usage(rows: Iterable[Sequence[Any]]) -> SessionUsage:
+    """Return a session's `SessionUsage` from its ``usage`` rows (seq, at, *`USAGE_COLUMNS`)."""
+    requests = tuple(request_usages(rows))
+    total = Usage()
+    for request in requests:
+        total = total + request.usage
+    return SessionUsage(requests=requests, total=total)
+
+
+def request_usages(rows: Iterable[Sequence[Any]]) -> list[RequestUsage]:
+    """Return `RequestUsage` from rows of (seq, at, *`USAGE_COLUMNS`)."""
+    return [
+        RequestUsage(
+            seq=int(r[0]),
+            at=float(r[1]),
+            call_id=r[2],
+            purpose=r[3],
+            model=r[4],
+            usage=Usage(
+                prompt_tokens=int(r[5]),
+                cached_tokens=int(r[6]),
+                cache_write_tokens=int(r[7]),
+                completion_tokens=int(r[8]),
+                reasoning_tokens=int(r[9]),
+                total_tokens=int(r[5]) + int(r[8]),
+                cost_usd=None if r[10] is None else float(r[10]),
+            ),
+        )
+        for r in rows
+    ]
 
 
 def carried_message(event: Event) -> Message | None:
@@ -92,6 +156,7 @@ def event_rows(events: tuple[Event, ...] | list[Event], first_seq: int) -> list[
                 role=None if message is None else message.role,
                 text=None if message is None else searchable_text(message),
                 turn_id=event.turn_id if isinstance(event, MessageEvent) else None,
+                usage=usage_row(event) if isinstance(event, UsageEvent) else None,
             )
         )
     return rows

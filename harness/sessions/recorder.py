@@ -32,11 +32,16 @@ as they were, so the next valid request works — in this process and in any oth
 
 from __future__ import annotations
 
+import contextlib
+import time
+import weakref
 from collections.abc import Sequence
 
 import anyio.to_thread
+import msgspec
 
 from harness.accounting.prefix import shared_prefix
+from harness.errors import HarnessError
 from harness.events import AgentEvent
 from harness.markers import (
     ARGS_TRUNCATED,
@@ -54,6 +59,7 @@ from harness.sessions.manifest_log import ManifestDeltas
 from harness.sessions.redaction import DEFAULT_SECRETS, SecretPattern, redact, redact_message
 from harness.sessions.store import (
     CompactionEvent,
+    CompactionRunEvent,
     ErrorEvent,
     Event,
     ManifestEvent,
@@ -65,9 +71,11 @@ from harness.sessions.store import (
     StateEvent,
     StoredState,
     ToolRunEvent,
+    UsageEvent,
     WarningEvent,
 )
 from harness.state import AgentState
+from harness.tokens.calibration import LEARNED
 
 TITLE_CHARS = 80
 """A session's title is its first user message, cut to this many characters."""
@@ -123,7 +131,13 @@ class SessionRecorder:
         keep_full_history: bool = False,
         secrets: Sequence[SecretPattern] = DEFAULT_SECRETS,
     ) -> tuple[SessionRecorder, AgentState]:
-        """Return the recorder and the RAM state of ``key``: resumed, or new."""
+        """Return the recorder and the RAM state of ``key``: resumed, or new.
+
+        What other processes learned of the providers' token counts (`SessionStore.learned`)
+        joins this process's calibration first, so a new process or replica counts as
+        cautiously as the most cautious one before it.
+        """
+        await merge_learned(store, every_s=0.0)
         found = await store.load(key)
         if found is None:
             recorder = cls(store, key, keep_full_history=keep_full_history, secrets=secrets)
@@ -163,12 +177,54 @@ class SessionRecorder:
         """Remember an event of the round (manifests, warnings, errors) for the next commit."""
         if event.kind == "context_build" and event.manifest is not None:
             self._pending.append(ManifestEvent(manifest=event.manifest))
+        elif event.kind == "usage" and event.usage is not None:
+            call_id = event.call_id or ""
+            self._pending.append(
+                UsageEvent(
+                    call_id=call_id,
+                    purpose=event.purpose or "agent",
+                    model=event.model or "",
+                    usage=event.usage,
+                )
+            )
+            self._with_usage(call_id, event)
+        elif event.compaction is not None and event.kind in (
+            "compaction_started",
+            "compaction_finished",
+        ):
+            c = event.compaction
+            self._pending.append(
+                CompactionRunEvent(
+                    phase=event.kind.removeprefix("compaction_"),
+                    call_id=c.call_id,
+                    reason=c.reason,
+                    messages_before=c.messages_before,
+                    tokens_before=c.tokens_before,
+                    messages_after=c.messages_after,
+                    tokens_after=c.tokens_after,
+                    summarised=c.summarised,
+                    trimmed=c.trimmed,
+                    truncated=c.truncated,
+                    summary_id=c.summary_id,
+                    failure=c.failure,
+                    focus=None if c.focus is None else redact(c.focus, self.secrets),
+                )
+            )
         elif event.kind == "warning":
             text = redact(event.text or "", self.secrets)
             self._pending.append(WarningEvent(code=event.code or "", text=text))
         elif event.kind == "error":
             text = redact(event.text or "", self.secrets)
             self._pending.append(ErrorEvent(error=event.code or "", text=text))
+
+    def _with_usage(self, call_id: str, event: AgentEvent) -> None:
+        """Put the reported usage on the pending manifest of request ``call_id``."""
+        for i in range(len(self._pending) - 1, -1, -1):
+            pending = self._pending[i]
+            if isinstance(pending, ManifestEvent) and pending.manifest.call_id == call_id:
+                manifest = msgspec.structs.replace(pending.manifest, usage=event.usage)
+                self._pending[i] = msgspec.structs.replace(pending, manifest=manifest)
+                return
 
     def note_tool_run(
         self, name: str, call_id: str, duration_s: float, *, error: bool, denied: bool = False
@@ -280,6 +336,7 @@ class SessionRecorder:
         self.version = await self.store.commit(
             self.key, expected_version=self.version, events=events, state=stored
         )
+        await save_learned(self.store)
         self._pending.clear()
         self._turns.clear()
         self._manifests.committed()
@@ -346,6 +403,45 @@ def _text_size(*groups: Sequence[Message]) -> int:
             content = message.content
             size += len(content) if isinstance(content, str) else len(message.text)
     return size
+
+
+LEARNED_REFRESH_S = 30.0
+"""A store's learned calibration is read at most this often by one process (`merge_learned`)."""
+_READ_AT: weakref.WeakKeyDictionary[SessionStore, float] = weakref.WeakKeyDictionary()
+
+
+async def merge_learned(store: SessionStore, *, every_s: float = LEARNED_REFRESH_S) -> None:
+    """Join the store's learned calibration into this process's (`LEARNED.merge`).
+
+    Read at most once per ``every_s`` per store (a stateless caller reads it at its first
+    call, not at each); a store that cannot be read now is read at the next chance — the
+    process's own bound holds meanwhile.
+    """
+    now = time.monotonic()
+    try:
+        last = _READ_AT.get(store)
+    except TypeError:  # a store that cannot be weakly referenced: read every time
+        last = None
+    if last is not None and now - last < every_s:
+        return
+    try:
+        rows = await store.learned()
+    except HarnessError:
+        return
+    with contextlib.suppress(TypeError):
+        _READ_AT[store] = now
+    LEARNED.merge(rows)
+
+
+async def save_learned(store: SessionStore) -> None:
+    """Hand what this process learned since its last save to ``store``."""
+    rows = LEARNED.unsaved()
+    if not rows:
+        return
+    try:
+        await store.learn(rows)
+    except HarnessError:
+        return  # kept in this process (its bound holds); saved with a later observation
 
 
 def _how(message: Message) -> str:

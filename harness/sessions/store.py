@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
-from harness.manifest import ContextManifest
+from harness.manifest import ContextManifest, Usage
 from harness.messages import Message
 from harness.state import SessionKey as SessionKey
+from harness.tokens.calibration import LearnedRow
 
 if TYPE_CHECKING:
     from harness.fragments.model import Fragment, FragmentChange, FragmentScope
@@ -181,6 +182,45 @@ class RemovalEvent(msgspec.Struct, frozen=True, kw_only=True, tag="removal"):
     at: float = msgspec.field(default_factory=_now)
 
 
+class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag="usage"):
+    """A provider answered a request: what it reported (tokens, cache, cost).
+
+    One per answered request, agent and summary requests alike; its ``call_id`` is the
+    request's manifest's (the stored manifest carries the same `Usage`).
+    """
+
+    call_id: str
+    purpose: str
+    """``agent`` or ``summary``."""
+    model: str
+    usage: Usage
+    at: float = msgspec.field(default_factory=_now)
+
+
+class CompactionRunEvent(msgspec.Struct, frozen=True, kw_only=True, tag="compaction_run"):
+    """A compaction started or finished (`harness.events.CompactionReport` as stored).
+
+    The `CompactionEvent` says which ids a summary replaced; this says why it ran and what it
+    did: tokens before and after, messages summarised and trimmed, the summary's id.
+    """
+
+    phase: str
+    """``started`` or ``finished``."""
+    call_id: str
+    reason: str
+    messages_before: int
+    tokens_before: int
+    messages_after: int = -1
+    tokens_after: int = -1
+    summarised: int = 0
+    trimmed: int = 0
+    truncated: int = 0
+    summary_id: str | None = None
+    failure: str | None = None
+    focus: str | None = None
+    at: float = msgspec.field(default_factory=_now)
+
+
 Event = (
     MessageEvent
     | ManifestEvent
@@ -193,6 +233,8 @@ Event = (
     | RefusalEvent
     | FragmentEvent
     | RemovalEvent
+    | UsageEvent
+    | CompactionRunEvent
 )
 """One entry of a session's log (a tagged union: encoded with its ``type`` tag)."""
 
@@ -235,6 +277,26 @@ class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     created_at: float
     updated_at: float
+
+
+class RequestUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """One answered request's usage, as `SessionStore.usage` lists it."""
+
+    seq: int
+    """The seq of its `UsageEvent` in the log."""
+    call_id: str
+    purpose: str
+    model: str
+    usage: Usage
+    at: float
+
+
+class SessionUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's usage: every answered request, oldest first, and their total."""
+
+    requests: tuple[RequestUsage, ...] = ()
+    total: Usage = Usage()
+    """The sum over ``requests`` (its cost ``None`` when no request had a known price)."""
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -310,6 +372,26 @@ class SessionStore(Protocol):
         name and arguments); a CJK phrase is one term. Order: SQLite ranks by relevance
         (bm25); PostgreSQL lists the newest matches first (ranking every match cost seconds).
         ``within`` searches that one session only (see `sessions`).
+        """
+        ...
+
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Return the session's usage per answered request and in total (empty when unknown)."""
+        ...
+
+    async def learned(self) -> list[LearnedRow]:
+        """Return the calibration learned from usage, per (model, api_base), by every process.
+
+        Not scoped to a user: a ratio of token counts per model and server, no content.
+        """
+        ...
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Fold in what this process learned (`harness.tokens.calibration.UsageLearner.unsaved`).
+
+        Per (model, api_base) the stored worst ratio becomes the higher of the two, the factor
+        `harness.tokens.calibration.merged_factor` (never below the worst × margin), and the
+        observations add up — so no process's bound falls below another's observation.
         """
         ...
 

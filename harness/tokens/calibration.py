@@ -137,6 +137,40 @@ class LearnedRatio:
         return self.factor
 
 
+class LearnedRow:
+    """One (model, api_base)'s learned ratio as a store keeps it (`harness.sessions`).
+
+    ``observations`` is what this process adds since its last save (a store adds it up).
+    """
+
+    __slots__ = ("api_base", "factor", "model", "observations", "worst")
+
+    def __init__(
+        self, model: str, api_base: str, *, worst: float, factor: float, observations: int
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.worst = worst
+        self.factor = factor
+        self.observations = observations
+
+    def __repr__(self) -> str:
+        return (
+            f"LearnedRow({self.model!r}, {self.api_base!r}, worst={self.worst}, "
+            f"factor={self.factor}, observations={self.observations})"
+        )
+
+
+def merged_factor(a: float, b: float, worst: float) -> float:
+    """Return the factor of two learned ratios merged: the lower, never under ``worst``.
+
+    Each side's factor is at least its own worst ratio × `LEARN_MARGIN` (or 1.0, unlearned);
+    the merged one is at least the worst ratio of both × `LEARN_MARGIN`, so no process's
+    observation is ever under-counted by the factor another one learned.
+    """
+    return min(LEARN_MAX, max(min(a, b), worst * LEARN_MARGIN))
+
+
 class UsageLearner:
     """Per (model, api_base), in process: the factor learned from the provider's usage.
 
@@ -153,6 +187,8 @@ class UsageLearner:
         self._ratios: dict[tuple[str, str], LearnedRatio] = {}
         self._held: dict[tuple[int, str, float], CalibratedEstimator] = {}
         self._lock = threading.Lock()
+        self._unsaved: dict[tuple[str, str], int] = {}
+        """Observations per key since `unsaved` last handed them to a store."""
 
     def observe(self, model: str, api_base: str | None, *, estimated: int, reported: int) -> float:
         """Fold in one answer's usage; return the (model, api_base)'s factor."""
@@ -163,7 +199,46 @@ class UsageLearner:
                 if len(self._ratios) >= LEARN_KEYS:
                     self._ratios.pop(next(iter(self._ratios)))
                 ratio = self._ratios[key] = LearnedRatio()
-            return ratio.observe(estimated=estimated, reported=reported)
+            factor = ratio.observe(estimated=estimated, reported=reported)
+            self._unsaved[key] = self._unsaved.get(key, 0) + 1
+            return factor
+
+    def unsaved(self) -> list[LearnedRow]:
+        """Return (and forget) what was learned since the last call, for a store to keep."""
+        with self._lock:
+            keys, self._unsaved = self._unsaved, {}
+            return [
+                LearnedRow(m, b, worst=r.worst, factor=r.factor, observations=n)
+                for (m, b), n in keys.items()
+                if (r := self._ratios.get((m, b))) is not None
+            ]
+
+    def merge(self, rows: Iterable[LearnedRow]) -> None:
+        """Take what a store kept (other processes' observations): never lowers a bound.
+
+        The worst ratio becomes the higher of the two and the factor `merged_factor`.
+        """
+        with self._lock:
+            for row in rows:
+                if not (0.0 <= row.worst <= LEARN_MAX and 0.0 < row.factor <= LEARN_MAX):
+                    continue  # not a ratio this code wrote: ignored, never trusted
+                key = (row.model, row.api_base)
+                ratio = self._ratios.get(key)
+                if ratio is None:
+                    if len(self._ratios) >= LEARN_KEYS:
+                        self._ratios.pop(next(iter(self._ratios)))
+                    ratio = self._ratios[key] = LearnedRatio()
+                    ratio.factor = row.factor
+                    ratio.worst = row.worst
+                    ratio.observations = row.observations
+                    continue
+                worst = max(ratio.worst, row.worst)
+                if ratio.observations == 0:
+                    ratio.factor = max(row.factor, worst * LEARN_MARGIN)
+                else:
+                    ratio.factor = merged_factor(ratio.factor, row.factor, worst)
+                ratio.worst = worst
+                ratio.observations = max(ratio.observations, row.observations)
 
     def factor_for(self, model: str) -> float:
         """Return the highest learned factor of ``model`` on any api_base (1.0: none)."""
@@ -190,6 +265,7 @@ class UsageLearner:
         with self._lock:
             self._ratios.clear()
             self._held.clear()
+            self._unsaved.clear()
 
 
 LEARNED = UsageLearner()

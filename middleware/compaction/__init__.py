@@ -7,9 +7,15 @@ budget is the input limit minus the fixed cost and the blocks.
 
 Nothing changes in a round where nothing is due: the history then stays byte for byte the
 previous request's, so a provider's prompt cache keeps matching it. A round is due when the
-history has ``trigger_messages`` messages, exceeds its budget or the optional ``trigger``
-threshold, when ``request.force_compaction`` is set (by OverflowRetry), or when the agent
-asked for it with the ``compact_conversation`` tool. Then three stages run in order; each
+request reaches the token trigger (by default 75 % of the input limit: window-aware) or the
+history the message trigger (by default 200 messages; ``trigger_messages`` given alone
+replaces the token default), when the history exceeds its budget, when
+``request.force_compaction`` is set (by OverflowRetry), or when a compaction was asked for
+(`harness.compaction_request`: the ``compact_conversation`` tool, `HarnessAgent.compact`,
+``harness sessions compact``). ``auto=False`` keeps only the last three. Each compaction is
+announced by ``compaction_started`` and ``compaction_finished`` events (a
+`harness.events.CompactionReport`, also on `ModelResponse.compactions` and to ``observer``).
+Then three stages run in order; each
 changes only the *working* history the model sees next (the agent commits it, so nothing is
 redone next round), never the agent's ``full_history``:
 
@@ -81,14 +87,16 @@ from harness.accounting import (
     fixed_tokens,
     history_over,
 )
+from harness.compaction_request import FOCUS_KEY, REQUEST_KEY, request_compaction
 from harness.errors import (
     NOTHING_TO_COMPACT,
+    ConfigurationError,
     ContextOverflowError,
     ProviderBadRequest,
     ProviderError,
     WorkspaceError,
 )
-from harness.events import AgentEvent
+from harness.events import AgentEvent, CompactionReport
 from harness.manifest import Transform, TransformKind
 from harness.markers import (
     SUMMARISED,
@@ -96,17 +104,16 @@ from harness.markers import (
     SUMMARY_FAILED,
     SUMMARY_REQUEST,
 )
-from harness.messages import Message, new_id
+from harness.messages import Message
 from harness.policy import DEFAULT_INPUT_TOKENS
 from harness.request import ModelRequest, ModelResponse
-from harness.state import StateKey
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.tools import Tool, ToolContext
 from harness.types import Concern, Handler, ModelClient
 from middleware._history import safe_cut
 from middleware._layout import Layout, current_user, last_unit_start
 from middleware._layout import layout as layout_of
-from middleware.compaction._in_place import summarise_in_place
+from middleware.compaction._in_place import focus_line, summarise_in_place
 from middleware.compaction._masking import mask_observations, supersede_reads
 from middleware.compaction._settings import CompactionSettings
 from middleware.compaction._summariser import (
@@ -158,8 +165,6 @@ __all__ = [
     "select_cut",
 ]
 
-REQUEST_KEY: Final = StateKey("compaction/requested", str, former=("compaction.requested",))
-"""The state the ``compact_conversation`` tool sets (a fresh token per request)."""
 
 KEEP_FRACTION: Final = 0.35
 """The share of the history budget kept verbatim when ``keep_tokens`` is ``None``."""
@@ -209,13 +214,17 @@ def select_cut(
     return cut
 
 
-def compact_conversation(context: ToolContext) -> str:
+def compact_conversation(context: ToolContext, focus: str = "") -> str:
     """Summarise the earlier conversation before your next step, to free context.
 
     Use it when the conversation has grown long and its early part is no longer needed
     word for word: the early messages are replaced by a summary, the latest are kept.
+
+    Args:
+        context: filled in by the agent (not shown to the model).
+        focus: what the summary should keep in most detail (optional).
     """
-    context.state.set(REQUEST_KEY, new_id())
+    request_compaction(context.state, focus)
     return (
         "Compaction requested: the earlier conversation will be summarised before your next step."
     )
@@ -225,11 +234,14 @@ class Compaction:
     """Keep the working history within its budget: trim, truncate, then summarise.
 
     Args:
-        trigger_messages: summarise when the history holds this many messages.
-        trigger: an extra token threshold for the whole request — a fraction in ``(0, 1]``
-            of the input limit (the model's window minus reserves), or an absolute token
-            count (int). It lowers the history budget to what the threshold leaves for the
-            history; the history exceeding its budget always triggers.
+        trigger_messages: summarise when the history holds this many messages (``None``:
+            200, a guard beside the token trigger). Given without ``trigger``, it is the
+            only trigger besides the budget (the former behaviour).
+        trigger: a token threshold for the whole request — a fraction in ``(0, 1]`` of the
+            input limit (the model's window minus reserves), or an absolute token count
+            (int); ``None`` with ``trigger_messages`` also ``None``: 0.75.
+            It lowers the history budget to what the threshold leaves for the history; the
+            history exceeding its budget always triggers.
         keep_tokens: tokens kept verbatim after a summary; ``None`` is 35 % of the history
             budget (as lowered by ``trigger``); ``0`` keeps ``keep_messages`` messages instead.
         keep_messages: messages kept verbatim when ``keep_tokens`` is 0.
@@ -272,6 +284,11 @@ class Compaction:
             later call repeats or a later write made stale by a one-line pointer.
         summary_keeps_files: attach to a summary, verbatim, the files the summarised actions
             touched that its text does not name (`middleware.compaction._summary_check`).
+        auto: ``False`` turns automatic compaction off: it then runs only when asked
+            (`harness.compaction_request`), forced after a provider overflow, or when the
+            history would not fit its budget at all (a request over its limit is never sent).
+        observer: called with each ``compaction_started`` / ``compaction_finished`` event
+            (besides the call's event stream and the session log).
 
     Raises:
         ConfigurationError: when an argument is out of range, ``model`` is not a model
@@ -286,7 +303,7 @@ class Compaction:
     def __init__(
         self,
         *,
-        trigger_messages: int = 50,
+        trigger_messages: int | None = None,
         trigger: float | int | None = None,
         keep_tokens: int | None = None,
         keep_messages: int = 20,
@@ -306,6 +323,8 @@ class Compaction:
         mask_observations: int | None = None,
         supersede_reads: bool = False,
         summary_keeps_files: bool = False,
+        auto: bool = True,
+        observer: Callable[[AgentEvent], None] | None = None,
     ) -> None:
         self.settings = CompactionSettings(
             trigger_messages=trigger_messages,
@@ -328,14 +347,20 @@ class Compaction:
             mask_observations=mask_observations,
             supersede_reads=supersede_reads,
             summary_keeps_files=summary_keeps_files,
+            auto=auto,
         )
+        if observer is not None and not callable(observer):
+            raise ConfigurationError(f"observer must be a callable or None, got {observer!r}")
+        self.observer = observer
+        """Called with every ``compaction_started`` / ``compaction_finished`` event."""
         """The configuration, checked (a frozen `CompactionSettings`)."""
         self._refused: set[str] = set()
         """Models whose provider refused an in-place summary request (model names only)."""
 
     def __repr__(self) -> str:
         return (
-            f"Compaction(trigger_messages={self.settings.trigger_messages}, trigger={self.settings.trigger!r}, "
+            f"Compaction(trigger_messages={self.settings.message_trigger}, "
+            f"trigger={self.settings.token_trigger!r}, auto={self.settings.auto}, "
             f"keep_tokens={self.settings.keep_tokens!r}, keep_messages={self.settings.keep_messages}, "
             f"truncate_args={self.settings.truncate_args}, compact_tool={self.settings.compact_tool})"
         )
@@ -351,13 +376,19 @@ class Compaction:
         response keeps the history as it was (trimmed), so the next round tries again.
         """
         keep: tuple[Message, ...] | None = None
+        report: CompactionReport | None = None
         if request.history:  # `prepare`, without a coroutine on the round with nothing due
             await count_off_loop(request)  # big new texts counted in a thread, not on the loop
             request, budget, reason = self._due(request)
             if reason is not None:
-                request, keep = await self._rewrite(request, budget, reason)
+                request, keep, report = await self._rewrite(request, budget, reason)
         response = await call_next(request)
-        return response if keep is None else response.replace(kept=keep)
+        if report is None:
+            return response
+        compactions = (*response.compactions, report)
+        if keep is None:
+            return response.replace(compactions=compactions)
+        return response.replace(kept=keep, compactions=compactions)
 
     # ------------------------------------------------------------------ stages
     async def prepare(self, request: ModelRequest) -> ModelRequest:
@@ -389,7 +420,59 @@ class Compaction:
         return request, budget, self._reason(request, request.history, est, budget, None)
 
     async def _rewrite(
-        self, request: ModelRequest, budget: int, reason: str | None
+        self, request: ModelRequest, budget: int, reason: str
+    ) -> tuple[ModelRequest, tuple[Message, ...] | None, CompactionReport]:
+        """`_stages`, between a ``compaction_started`` and a ``compaction_finished`` event.
+
+        Each goes to the call's event stream (and so the session log) and to ``observer``;
+        the finished report is returned for the response (`ModelResponse.compactions`).
+        """
+        history = request.history
+        est = request.estimator
+        focus = request.state.get(FOCUS_KEY) if reason == "requested" and request.state else None
+        started = CompactionReport(
+            call_id=request.ids.call_id,
+            reason=reason,
+            messages_before=len(history),
+            tokens_before=est.count_messages(history),
+            focus=focus or None,
+        )
+        self._emit(request, AgentEvent(kind="compaction_started", compaction=started))
+        try:
+            done, keep = await self._stages(request, budget, reason, focus or None)
+        except (ContextOverflowError, ProviderError) as exc:
+            failed = msgspec.structs.replace(started, failure=type(exc).__name__)
+            self._emit(request, AgentEvent(kind="compaction_finished", compaction=failed))
+            raise
+        new = done.transforms[len(request.transforms) :]
+        counts = {
+            kind: sum(int(t.target) for t in new if t.kind == kind and t.target.isdigit())
+            for kind in (HISTORY_COMPACTION, TOOL_OUTPUT_TRIM, TOOL_ARGS_TRUNCATE)
+        }
+        failure = next((t.target for t in new if t.kind == SUMMARY_FAILURE), None)
+        summary = next((m for m in done.history if m.meta(SUMMARY) and m not in history), None)
+        finished = msgspec.structs.replace(
+            started,
+            messages_after=len(done.history),
+            tokens_after=est.count_messages(done.history),
+            summarised=counts[HISTORY_COMPACTION],
+            trimmed=counts[TOOL_OUTPUT_TRIM],
+            truncated=counts[TOOL_ARGS_TRUNCATE],
+            summary_id=summary.id if summary is not None else None,
+            failure=failure,
+        )
+        self._emit(request, AgentEvent(kind="compaction_finished", compaction=finished))
+        return done, keep, finished
+
+    def _emit(self, request: ModelRequest, event: AgentEvent) -> None:
+        """Hand a lifecycle event to the call's event stream and to ``observer``."""
+        if request.run is not None and request.run.emit is not None:
+            request.run.emit(event)
+        if self.observer is not None:
+            self.observer(event)
+
+    async def _stages(
+        self, request: ModelRequest, budget: int, reason: str | None, focus: str | None = None
     ) -> tuple[ModelRequest, tuple[Message, ...] | None]:
         """Return ``request`` with its history trimmed, truncated and summarised for ``reason``.
 
@@ -423,7 +506,9 @@ class Compaction:
                 reason = "tokens"  # a trim that frees little would be followed by a summary
         keep: tuple[Message, ...] | None = None
         if reason is not None:
-            history, done, keep = await self._compact(request, history, est, budget, layout, reason)
+            history, done, keep = await self._compact(
+                request, history, est, budget, layout, reason, focus
+            )
             transforms.extend(done)
         if history is request.history:
             if request.force_compaction:
@@ -440,19 +525,19 @@ class Compaction:
 
     # ---------------------------------------------------------------- deciding
     def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
-        """Return the tokens the history may use: its budget, lowered by ``trigger``."""
+        """Return the tokens the history may use: its budget, lowered by the token trigger.
+
+        With ``auto=False`` nothing lowers it: only a history that would not fit compacts.
+        """
         limit = request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
         if request.history_budget is not None:
             budget = request.history_budget
         else:
             budget = limit - fixed_tokens(request, est) - blocks_tokens(request, est)
-        if self.settings.trigger is not None:
+        trigger = self.settings.token_trigger
+        if trigger is not None and self.settings.auto:
             # The trigger bounds the whole request; what is not history is limit - budget.
-            threshold = (
-                self.settings.trigger * limit
-                if isinstance(self.settings.trigger, float)
-                else self.settings.trigger
-            )
+            threshold = trigger * limit if isinstance(trigger, float) else trigger
             budget = min(budget, int(threshold) - (limit - budget))
         return budget
 
@@ -471,11 +556,13 @@ class Compaction:
         """
         if request.force_compaction:
             return "forced"
-        if self.settings.compact_tool and (
-            self._pending_request(request, layout or layout_of(history)) is not None
+        if (
+            request.state is not None
+            and request.state.get(REQUEST_KEY) is not None
+            and self._pending_request(request, layout or layout_of(history)) is not None
         ):
             return "requested"
-        if len(history) >= self.settings.trigger_messages:
+        if self.settings.auto and len(history) >= self.settings.message_trigger:
             return "messages"
         if budget <= 0:
             return None
@@ -486,8 +573,8 @@ class Compaction:
         return "tokens" if est.count_messages(history) > budget else None
 
     def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
-        """Return the token of a ``compact_conversation`` request not yet honoured."""
-        if not self.settings.compact_tool or request.state is None:
+        """Return the token of a compaction request not yet honoured (tool, API or CLI)."""
+        if request.state is None:
             return None
         token = request.state.get(REQUEST_KEY)
         if token is None:
@@ -520,7 +607,7 @@ class Compaction:
             body,
             est.count_message,
             keep_tokens=min(wanted, cap),
-            max_messages=max(1, self.settings.trigger_messages // 2 - 3),
+            max_messages=max(1, self.settings.message_trigger // 2 - 3),
         )
 
     # -------------------------------------------------------------- compacting
@@ -532,6 +619,7 @@ class Compaction:
         budget: int,
         layout: Layout,
         reason: str,
+        focus: str | None = None,
     ) -> tuple[tuple[Message, ...], list[Transform], tuple[Message, ...] | None]:
         """Stage 3: summarise the early part of the body, keep the recent part.
 
@@ -585,7 +673,9 @@ class Compaction:
                 # The history as received: up to the cut, the previous request's prefix.
                 upto = layout.start + cut
                 try:
-                    asked = await summarise_in_place(request, upto, client, cap, start=layout.start)
+                    asked = await summarise_in_place(
+                        request, upto, client, cap, start=layout.start, focus=focus
+                    )
                 except ProviderBadRequest:
                     # A provider (or litellm for it) that refuses tools with tool_choice
                     # "none": the transcript, now and for this model from now on.
@@ -596,9 +686,9 @@ class Compaction:
                     if used < upto:  # what did not fit goes on top, as a transcript
                         among = {id(m) for m in early}
                         leftover = [m for m in history[used:upto] if id(m) in among]
-                        text = await self._writer().summarise(leftover, text, request, cap)
+                        text = await self._writer(focus).summarise(leftover, text, request, cap)
             if text is None:
-                text = await self._writer().summarise(early, previous, request, cap)
+                text = await self._writer(focus).summarise(early, previous, request, cap)
         except ProviderError as exc:
             failure = type(exc).__name__
         else:
@@ -624,11 +714,14 @@ class Compaction:
         done.append(Transform(HISTORY_COMPACTION, len(early)))
         return (*head, summary, *kept), done, None
 
-    def _writer(self) -> SummaryWriter:
-        """Return the transcript summariser of these settings."""
+    def _writer(self, focus: str | None = None) -> SummaryWriter:
+        """Return the transcript summariser of these settings (asked to ``focus``, if given)."""
+        prompt = self.settings.summary_prompt
+        if focus:
+            prompt += "\n\n" + focus_line(focus)
         return SummaryWriter(
             model=self.settings.model,
-            prompt=self.settings.summary_prompt,
+            prompt=prompt,
             chunk_tokens=self.settings.summary_chunk_tokens,
         )
 

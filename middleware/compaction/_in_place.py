@@ -62,12 +62,24 @@ MIN_TEXT_KEPT: Final = 200
 """The least a message text cut to fit an in-place summary request keeps, in tokens."""
 
 
+def focus_line(focus: str) -> str:
+    """Return the line that asks a summary to focus on ``focus`` (a manual request's)."""
+    safe = focus.replace("{", "(").replace("}", ")")  # never a prompt placeholder
+    return f"Focus the summary on: {safe}"
+
+
+def instruction(focus: str | None) -> str:
+    """Return the in-place instruction, asked to ``focus`` when a manual request gave one."""
+    return IN_PLACE_PROMPT if not focus else f"{IN_PLACE_PROMPT}\n\n{focus_line(focus)}"
+
+
 def in_place_request(
     request: ModelRequest,
     upto: int,
     client: ModelClient,
     cap: int,
     after: tuple[Message, ...] = (),
+    focus: str | None = None,
 ) -> ModelRequest:
     """Return the summary request of ``request.history[:upto]`` sent as the agent's own prefix.
 
@@ -88,7 +100,7 @@ def in_place_request(
     limit = request.policy.input_limit(window, max_output=output) if window else request.input_limit
     settings = {k: v for k, v in (request.settings or {}).items() if k not in OUTPUT_SETTINGS}
     history, repairs = repair_pairs(
-        (*request.history[:upto], *after, Message.user(IN_PLACE_PROMPT))
+        (*request.history[:upto], *after, Message.user(instruction(focus)))
     )
     return ModelRequest(
         model=client.model,
@@ -105,7 +117,13 @@ def in_place_request(
 
 
 async def summarise_in_place(
-    request: ModelRequest, upto: int, client: ModelClient, cap: int, *, start: int = 0
+    request: ModelRequest,
+    upto: int,
+    client: ModelClient,
+    cap: int,
+    *,
+    start: int = 0,
+    focus: str | None = None,
 ) -> tuple[str, int] | None:
     """Return a summary of ``request.history[:k]`` asked in place, and ``k``; or ``None``.
 
@@ -121,7 +139,7 @@ async def summarise_in_place(
         ProviderBadRequest: the provider refused the request (some refuse ``tool_choice``).
         ProviderError: any other failure of the summary request, as the client raised it.
     """
-    summary = in_place_request(request, upto, client, cap)
+    summary = in_place_request(request, upto, client, cap, focus=focus)
     est = summary.estimator
     # A prefix over its limit by far on the fast estimate (`far_over`) is not counted exactly:
     # it is shortened on the estimate, and what is sent is counted exactly near its limit.
@@ -135,7 +153,7 @@ async def summarise_in_place(
             summary, tokens = await acounted_near_limit(summary)
     if tokens > summary.input_limit:
         over = tokens - summary.input_limit
-        fitted = _fitted(request, upto, client, cap, over, start, est)
+        fitted = _fitted(request, upto, client, cap, over, start, est, focus)
         if fitted is None:
             return None
         summary, upto = fitted
@@ -151,6 +169,7 @@ def _fitted(
     over: int,
     start: int,
     est: TokenEstimator,
+    focus: str | None = None,
 ) -> tuple[ModelRequest, int] | None:
     """Return an in-place request that fits, ``over`` tokens shorter at least, and its end.
 
@@ -163,13 +182,17 @@ def _fitted(
     cut = _shorter(history, upto, over, est)
     after = _texts_cut(history[cut:upto], over + CUT_SLACK, est)
     if cut > start and after is not None:
-        summary, tokens = counted_near_limit(in_place_request(request, cut, client, cap, after))
+        summary, tokens = counted_near_limit(
+            in_place_request(request, cut, client, cap, after, focus)
+        )
         if tokens <= summary.input_limit:
             return summary, upto
     for _ in range(2):
         if cut <= start:
             return None
-        summary, tokens = counted_near_limit(in_place_request(request, cut, client, cap))
+        summary, tokens = counted_near_limit(
+            in_place_request(request, cut, client, cap, focus=focus)
+        )
         if tokens <= summary.input_limit:
             return summary, cut
         cut = _shorter(history, cut, tokens - summary.input_limit, summary.estimator)

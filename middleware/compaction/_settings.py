@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -10,6 +10,12 @@ from harness.errors import ConfigurationError
 from harness.types import ModelClient
 from middleware.compaction._summariser import DEFAULT_SUMMARY_PROMPT
 from middleware.memory import DEFAULT_MEMORY, MemoryStore
+
+DEFAULT_TRIGGER: Final = 0.75
+"""Without ``trigger`` and ``trigger_messages``: compact when the request reaches this share of
+the input limit (window-aware: a large window is not summarised every 50 messages)."""
+DEFAULT_TRIGGER_MESSAGES: Final = 200
+"""… or when the history holds this many messages (a secondary guard: many tiny messages)."""
 
 
 class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -20,7 +26,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
             or ``summary_prompt`` lacks ``{messages}``.
     """
 
-    trigger_messages: int = 50
+    trigger_messages: int | None = None
     trigger: float | int | None = None
     keep_tokens: int | None = None
     keep_messages: int = 20
@@ -41,8 +47,28 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     supersede_reads: bool = False
     summary_keeps_files: bool = False
 
+    auto: bool = True
+
+    @property
+    def message_trigger(self) -> int:
+        """The message count that triggers (`DEFAULT_TRIGGER_MESSAGES` when not given)."""
+        return DEFAULT_TRIGGER_MESSAGES if self.trigger_messages is None else self.trigger_messages
+
+    @property
+    def token_trigger(self) -> float | int | None:
+        """The token threshold in force (``None``: only the history's budget).
+
+        ``trigger``, or `DEFAULT_TRIGGER` when neither it nor ``trigger_messages`` was given.
+        """
+        if self.trigger is None and self.trigger_messages is None:
+            return DEFAULT_TRIGGER
+        return self.trigger
+
     def __post_init__(self) -> None:
-        _check_int("trigger_messages", self.trigger_messages, minimum=4)
+        if self.trigger_messages is not None:
+            _check_int("trigger_messages", self.trigger_messages, minimum=4)
+        if not isinstance(self.auto, bool):
+            raise ConfigurationError(f"auto must be True or False, got {self.auto!r}")
         if self.trigger is not None:
             if isinstance(self.trigger, bool) or not isinstance(self.trigger, int | float):
                 raise ConfigurationError(
@@ -60,10 +86,10 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
         if self.keep_tokens is not None:
             _check_int("keep_tokens", self.keep_tokens, minimum=0)
         _check_int("keep_messages", self.keep_messages, minimum=1)
-        if self.keep_tokens == 0 and self.keep_messages > self.trigger_messages - 4:
+        if self.keep_tokens == 0 and self.keep_messages > self.message_trigger - 4:
             raise ConfigurationError(
                 f"keep_messages ({self.keep_messages}) must be at most trigger_messages - 4 "
-                f"({self.trigger_messages - 4}) so that a compacted history (task, summary, current "
+                f"({self.message_trigger - 4}) so that a compacted history (task, summary, current "
                 "request, kept messages) is below the trigger; lower keep_messages or raise "
                 "trigger_messages"
             )

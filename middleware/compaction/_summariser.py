@@ -36,6 +36,7 @@ from harness.errors import (
     ContextOverflowError,
     ProviderError,
 )
+from harness.events import usage_event
 from harness.messages import ContentPart, Message, new_id
 from harness.policy import ContextPolicy
 from harness.presend import checked, output_limit
@@ -242,6 +243,15 @@ async def send_summary_request(
         response = await send_watched(client, request)
     except ContextOverflowError:
         return None
+    run = source.run
+    event = usage_event(
+        response.usage,
+        call_id=request.ids.call_id,
+        purpose=request.ids.purpose,
+        model=response.model or request.model,
+    )
+    if event is not None and run is not None and run.emit is not None:
+        run.emit(event)  # the summary request's bill, in the session's record
     return response.message.text.strip()
 
 

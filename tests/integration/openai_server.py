@@ -17,6 +17,7 @@ mode answers like DeepSeek: a 400 when an assistant turn in the request lacks
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import threading
@@ -164,7 +165,11 @@ class Reply:
     completion_tokens: int | None = None
     """Override the counted completion tokens (``0`` with ``length`` fakes an overflow)."""
     cached_tokens: int | None = None
-    """Report ``prompt_tokens_details.cached_tokens``."""
+    """Report ``prompt_tokens_details.cached_tokens`` (overrides the server's ``prefix_cache``)."""
+    cache_write_tokens: int | None = None
+    """Report ``cache_creation_input_tokens`` (Anthropic's cache writes, as litellm passes them)."""
+    reasoning_tokens: int | None = None
+    """Report ``completion_tokens_details.reasoning_tokens``."""
     thinking_blocks: tuple[Mapping[str, Any], ...] = ()
     """Anthropic-style signed thinking blocks, as litellm-compatible proxies send them."""
     delay_s: float = 0.0
@@ -263,6 +268,12 @@ def count_prompt_tokens(body: Mapping[str, Any]) -> int:
     return total
 
 
+CACHE_MIN = 1024
+"""`OpenAIServer.prefix_cache` caches nothing shorter (OpenAI's minimum)."""
+CACHE_BLOCK = 128
+"""… and counts cached tokens in blocks this size."""
+
+
 # ------------------------------------------------------------------------------ server
 class OpenAIServer:
     """A scriptable OpenAI-compatible chat-completions server in a background thread.
@@ -280,6 +291,11 @@ class OpenAIServer:
             (``POST /api/show``), ``lm_studio`` (``max_context_length`` in ``/v1/models``)
             or ``none``.
         overflow_style: the wording of its overflow answer.
+        prefix_cache: report cached tokens as OpenAI's automatic prompt cache does: the
+            tokens of the longest run of leading messages (tools first) that an earlier
+            request had too, counted in blocks of `CACHE_BLOCK` once at least
+            `CACHE_MIN` — so a request that only grew at its end is mostly cached, and one
+            whose prefix changed is not.
 
     Use as a context manager or call `start` / `stop`.
     """
@@ -294,6 +310,7 @@ class OpenAIServer:
         window: int | None = None,
         metadata: str = "none",
         overflow_style: str = "vllm",
+        prefix_cache: bool = False,
     ) -> None:
         if metadata not in ("none", "vllm", "llama.cpp", "ollama", "lm_studio"):
             raise ValueError(f"unknown metadata style {metadata!r}")
@@ -308,6 +325,9 @@ class OpenAIServer:
         self.prompt_tokens: list[int] = []
         """The counted prompt tokens of every chat request, in order."""
         self.thinking = thinking
+        self.prefix_cache = prefix_cache
+        self._prefixes: set[str] = set()
+        """Hashes of every request's leading parts seen so far (`prefix_cache`)."""
         self.token_factor = token_factor
         self.default: Behaviour = default if default is not None else Reply(text="ok")
         self.requests: list[dict[str, Any]] = []
@@ -435,9 +455,40 @@ class OpenAIServer:
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
-        if behaviour.cached_tokens is not None:
-            usage["prompt_tokens_details"] = {"cached_tokens": behaviour.cached_tokens}
+        cached = behaviour.cached_tokens
+        if cached is None and self.prefix_cache:
+            cached = self._cached_prefix(body)
+        if cached is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        if behaviour.cache_write_tokens is not None:
+            usage["cache_creation_input_tokens"] = behaviour.cache_write_tokens
+        if behaviour.reasoning_tokens is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": behaviour.reasoning_tokens}
         return usage
+
+    def _cached_prefix(self, body: Mapping[str, Any]) -> int:
+        """Return the cached tokens of ``body`` by the `prefix_cache` rule, and remember it."""
+        parts = [json.dumps(body.get("tools") or [], sort_keys=True)]
+        parts += [json.dumps(m, sort_keys=True) for m in body.get("messages") or ()]
+        shared, tokens, digest = 0, 0, ""
+        hashes = []
+        for part in parts:
+            digest = hashlib.sha256((digest + part).encode()).hexdigest()
+            hashes.append(digest)
+        with self._lock:
+            for n, digest in enumerate(hashes):
+                if digest not in self._prefixes:
+                    break
+                shared = n + 1
+            self._prefixes.update(hashes)
+        if shared:
+            head = {
+                "tools": body.get("tools"),
+                "messages": list(body.get("messages") or ())[: shared - 1],
+            }
+            tokens = count_prompt_tokens(head) - 3  # no reply priming: the prefix only
+        blocks = tokens // CACHE_BLOCK * CACHE_BLOCK
+        return blocks if blocks >= CACHE_MIN else 0
 
     def _reasoning(self, behaviour: Reply) -> str | None:
         if behaviour.reasoning is not None:

@@ -156,7 +156,9 @@ def test_custom_summary_prompt_without_messages_is_rejected() -> None:
         {"trigger": "0.8"},
         {"keep_tokens": -1},
         {"keep_messages": 0},
-        {"keep_tokens": 0, "keep_messages": 47},
+        {"keep_tokens": 0, "keep_messages": 197},  # over the 200-message guard - 4
+        {"keep_tokens": 0, "keep_messages": 47, "trigger_messages": 50},
+        {"auto": "no"},
         {"model": object()},
         {"trim_protect_tokens": -5},
         {"trim_min_tokens": -1},
@@ -174,7 +176,9 @@ def test_bad_configuration_is_rejected(kwargs: dict[str, Any]) -> None:
 
 def test_defaults() -> None:
     c = Compaction().settings
-    assert (c.trigger_messages, c.trigger, c.keep_tokens, c.keep_messages) == (50, None, None, 20)
+    assert (c.trigger_messages, c.trigger, c.keep_tokens, c.keep_messages) == (None, None, None, 20)
+    # window-aware: 75 % of the input limit, 200 messages only as a guard
+    assert (c.token_trigger, c.message_trigger, c.auto) == (0.75, 200, True)
     assert (c.trim_protect_tokens, c.trim_min_tokens) == (40_000, 20_000)
     assert c.truncate_args is False and c.compact_tool is False
     assert c.truncation_text == "... [truncated] ..." and c.max_arg_length == 2000

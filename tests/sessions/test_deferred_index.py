@@ -380,7 +380,9 @@ async def test_a_version_3_database_gets_the_set_index_and_keeps_its_fragment_in
         await store.aclose()
     _check_indexes(path)
     with _db(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (6,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (7,)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"usage", "learned"} <= tables  # version 7's tables, added to the old file
         plan = conn.execute(
             "EXPLAIN QUERY PLAN SELECT body FROM fragments WHERE fset = 1 ORDER BY id"
         ).fetchall()

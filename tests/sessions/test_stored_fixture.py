@@ -212,5 +212,9 @@ async def test_an_agent_resumes_the_stored_session(store_url: str) -> None:
         await _check_approved(state)
         (request,) = model.agent_requests
         assert "list the files" in " ".join(b.text for b in request.blocks)
+        # the upgraded file's usage starts with this round (rows logged before have none)
+        found = await agent.store.usage(agent.key(ctx))
+        assert [r.purpose for r in found.requests].count("agent") == 1
+        assert found.total.prompt_tokens == sum(r.usage.prompt_tokens for r in found.requests)
     finally:
         await agent.store.aclose()

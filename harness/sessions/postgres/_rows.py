@@ -83,6 +83,13 @@ async def insert_events(
                 for r in rows
             ],
         )
+        usage = [(session, r.seq, r.at, *r.usage) for r in rows if r.usage is not None]
+        if usage:
+            await insert.executemany(
+                f"INSERT INTO harness_usage (session, seq, at, {_rows.USAGE_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(*u[:3], *(text(v) if isinstance(v, str) else v for v in u[3:])) for u in usage],
+            )
 
 
 async def stored_turns(

@@ -17,14 +17,16 @@ from harness.sessions import _rows
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 4
+SCHEMA_VERSION: Final = _rows.SCHEMA_VERSION + 5
 """The PostgreSQL layout: the shared tables (`_rows.SCHEMA_VERSION`) plus the events' recency
 index that newest-first search walks (+1), ``harness_fragments_by_set`` (+2: a set is read,
 and searched up to a limit, in row order without a sort) and ``harness_working`` (+3: a
 session's working ids one row each, so a round's commit writes only the ids that changed
 instead of the whole list in the state) and ``harness_events.turn_id`` with its unique
 ``harness_events_by_turn`` index (+4: a caller's turn is logged at most once per session;
-rows logged before have none). Every statement is ``IF NOT EXISTS``: upgraded in place; a
+rows logged before have none) and ``harness_usage`` and ``harness_learned`` (+5: each
+answered request's usage and cost, summed per session without decoding the log; the learned
+calibration per model and api_base, shared by every replica). Every statement is ``IF NOT EXISTS``: upgraded in place; a
 session stored before +3 keeps its ids in its state until its next commit."""
 
 _LOCK_ID: Final = 0x6861726E  # "harn": serializes schema creation across processes
@@ -109,6 +111,30 @@ _SCHEMA: Final = (
     "ALTER TABLE harness_events ADD COLUMN IF NOT EXISTS turn_id text",
     "CREATE UNIQUE INDEX IF NOT EXISTS harness_events_by_turn "
     "ON harness_events (session, turn_id) WHERE turn_id IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS harness_usage (
+        session bigint NOT NULL REFERENCES harness_sessions (id) ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        at double precision NOT NULL,
+        call_id text NOT NULL,
+        purpose text NOT NULL,
+        model text NOT NULL,
+        input_tokens bigint NOT NULL,
+        cached_tokens bigint NOT NULL,
+        cache_write_tokens bigint NOT NULL,
+        output_tokens bigint NOT NULL,
+        reasoning_tokens bigint NOT NULL,
+        cost_usd double precision,
+        PRIMARY KEY (session, seq)
+    )""",
+    """CREATE TABLE IF NOT EXISTS harness_learned (
+        model text NOT NULL,
+        api_base text NOT NULL,
+        worst double precision NOT NULL,
+        factor double precision NOT NULL,
+        observations bigint NOT NULL,
+        updated_at double precision NOT NULL,
+        PRIMARY KEY (model, api_base)
+    )""",
 )
 
 

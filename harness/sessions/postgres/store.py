@@ -61,8 +61,10 @@ from harness.sessions.store import (
     SearchHit,
     SessionInfo,
     SessionKey,
+    SessionUsage,
     StoredState,
 )
+from harness.tokens.calibration import LEARN_MARGIN, LEARN_MAX, LearnedRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -318,6 +320,61 @@ class PostgresStore:
             row = await fragment_set(conn, scope)
             return [] if row is None else await find_fragments(conn, row[0], terms, limit)
 
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Return the session's usage per answered request and in total (empty when unknown)."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT u.seq, u.at, {_prefixed(_rows.USAGE_COLUMNS)} FROM harness_usage u "
+                "JOIN harness_sessions s ON s.id = u.session "
+                "WHERE s.user_id = %s AND s.agent_id = %s AND s.session_id = %s ORDER BY u.seq",
+                (key.user_id, key.agent_id, key.session_id),
+            )
+            rows = await cursor.fetchall()
+        return _rows.session_usage(rows)
+
+    async def learned(self) -> list[LearnedRow]:
+        """Return the calibration learned from usage, per (model, api_base)."""
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT model, api_base, worst, factor, observations FROM harness_learned"
+            )
+            rows = await cursor.fetchall()
+        return [
+            LearnedRow(m, b, worst=float(w), factor=float(f), observations=int(n))
+            for m, b, w, f, n in rows
+        ]
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Fold in what this process learned (the worst ratio kept, the factor never below it)."""
+        if not rows:
+            return
+        now = time.time()
+        async with self._connection() as conn, conn.cursor() as cursor:
+            await cursor.executemany(
+                "INSERT INTO harness_learned "
+                "(model, api_base, worst, factor, observations, updated_at) "
+                "VALUES (%(model)s, %(base)s, %(worst)s, %(factor)s, %(n)s, %(now)s) "
+                "ON CONFLICT (model, api_base) DO UPDATE SET "
+                "worst = GREATEST(harness_learned.worst, excluded.worst), "
+                "factor = LEAST(%(cap)s, GREATEST(LEAST(harness_learned.factor, excluded.factor), "
+                "GREATEST(harness_learned.worst, excluded.worst) * %(margin)s)), "
+                "observations = harness_learned.observations + excluded.observations, "
+                "updated_at = excluded.updated_at",
+                [
+                    {
+                        "model": text(r.model),
+                        "base": text(r.api_base),
+                        "worst": r.worst,
+                        "factor": r.factor,
+                        "n": r.observations,
+                        "now": now,
+                        "cap": LEARN_MAX,
+                        "margin": LEARN_MARGIN,
+                    }
+                    for r in rows
+                ],
+            )
+
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""
         async with self._connection() as conn:
@@ -375,3 +432,8 @@ def _masked(url: str) -> str:
         return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
     except ValueError:
         return "postgresql://…"
+
+
+def _prefixed(columns: str) -> str:
+    """Return a column list with each name qualified by the ``u`` alias."""
+    return ", ".join(f"u.{c.strip()}" for c in columns.split(","))

@@ -60,6 +60,13 @@ def insert_events(conn: sqlite3.Connection, session: int, rows: list[_rows.Event
             for r in rows
         ],
     )
+    usage = [(session, r.seq, r.at, *r.usage) for r in rows if r.usage is not None]
+    if usage:
+        conn.executemany(
+            f"INSERT INTO usage (session, seq, at, {_rows.USAGE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            usage,
+        )
 
 
 def stored_turns(conn: sqlite3.Connection, session: int, turns: Sequence[str]) -> list[str]:
@@ -110,6 +117,7 @@ def delete_session(conn: sqlite3.Connection, session: int) -> None:
     )
     conn.execute("DELETE FROM events WHERE session = ?", (session,))
     conn.execute("DELETE FROM working WHERE session = ?", (session,))
+    conn.execute("DELETE FROM usage WHERE session = ?", (session,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (session,))
     # A rowid above every remaining row may be handed out again: keep the marks at or below
     # the highest remaining rowid so that a reused rowid is indexed (the texts_delete trigger

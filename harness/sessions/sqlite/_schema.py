@@ -13,7 +13,7 @@ from typing import Final
 
 from harness.errors import ConfigurationError
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """The SQLite layout: `_rows.SCHEMA_VERSION` (2, the tables both backends share) plus the
 deferred full-text index of version 3 (``fts_marks``, no insert triggers, ``fragment_texts``
 with its own copy of the texts), version 4's ``fragments_by_set`` index (a set is read in
@@ -21,7 +21,10 @@ row order without sorting its bodies in a temporary tree) and version 5's ``work
 (the working ids one row each, so a commit writes only those that changed; rewriting them in
 the state blob cost ~1.2 ms a commit at 10,000 ids) and version 6's ``events.turn_id`` with its unique ``events_by_turn`` index
 (a caller's turn is logged at most once per session; older rows have none, so a stored
-session loads as before). A database with a newer version
+session loads as before) and version 7's ``usage`` table (each answered request's reported
+usage and cost, summed per session without decoding the log) and ``learned`` table (the
+estimate-to-usage factors per model and api_base, shared by every process on the file).
+A database with a newer version
 is refused, so an older context-harness (whose triggers would index rows a second time)
 cannot open a version-3 file. Each upgrade step runs once, in order."""
 
@@ -140,7 +143,39 @@ CREATE UNIQUE INDEX IF NOT EXISTS events_by_turn ON events (session, turn_id)
 """A caller's turn id on its message event (`MessageEvent.turn_id`), unique per session: a
 retried turn cannot be logged twice. NULL on every other event and on rows logged before."""
 
-_UPGRADES: Final = ((3, _UPGRADE_3), (4, _UPGRADE_4), (5, _UPGRADE_5), (6, _UPGRADE_6))
+_UPGRADE_7: Final = """
+CREATE TABLE IF NOT EXISTS usage (
+    session INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    at REAL NOT NULL,
+    call_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL,
+    cost_usd REAL,
+    PRIMARY KEY (session, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS learned (
+    model TEXT NOT NULL,
+    api_base TEXT NOT NULL,
+    worst REAL NOT NULL,
+    factor REAL NOT NULL,
+    observations INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (model, api_base)
+) WITHOUT ROWID;
+"""
+"""Each `UsageEvent` also as a row of ``usage`` (written in the round's transaction; rows
+logged before have none: their sessions' totals start at this version), and the learned
+calibration (`harness.tokens.calibration`) per (model, api_base), kept at its worst ratio."""
+
+_UPGRADES: Final = (
+    (3, _UPGRADE_3), (4, _UPGRADE_4), (5, _UPGRADE_5), (6, _UPGRADE_6), (7, _UPGRADE_7),
+)  # fmt: skip
 """The steps after the shared tables, by the version each brings a database to."""
 
 

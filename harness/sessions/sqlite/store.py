@@ -81,8 +81,10 @@ from harness.sessions.store import (
     SearchHit,
     SessionInfo,
     SessionKey,
+    SessionUsage,
     StoredState,
 )
+from harness.tokens.calibration import LEARN_MARGIN, LEARN_MAX, LearnedRow
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -347,6 +349,62 @@ class SqliteStore:
         if not terms or limit <= 0:
             return []
         return await self._run(lambda conn: find_messages(conn, user_id, terms, limit, within))
+
+    async def usage(self, key: SessionKey) -> SessionUsage:
+        """Return the session's usage per answered request and in total (empty when unknown)."""
+
+        def work(conn: sqlite3.Connection) -> SessionUsage:
+            session = session_row(conn, key)
+            if session is None:
+                return SessionUsage()
+            rows = conn.execute(
+                f"SELECT seq, at, {_rows.USAGE_COLUMNS} FROM usage WHERE session = ? ORDER BY seq",
+                (session,),
+            ).fetchall()
+            return _rows.session_usage(rows)
+
+        return await self._run(work)
+
+    async def learned(self) -> list[LearnedRow]:
+        """Return the calibration learned from usage, per (model, api_base)."""
+
+        def work(conn: sqlite3.Connection) -> list[LearnedRow]:
+            rows = conn.execute(
+                "SELECT model, api_base, worst, factor, observations FROM learned"
+            ).fetchall()
+            return [
+                LearnedRow(m, b, worst=float(w), factor=float(f), observations=int(n))
+                for m, b, w, f, n in rows
+            ]
+
+        return await self._run(work)
+
+    async def learn(self, rows: Sequence[LearnedRow]) -> None:
+        """Fold in what this process learned (the worst ratio kept, the factor never below it)."""
+        if not rows:
+            return
+        now = time.time()
+        values = [
+            (r.model, r.api_base, r.worst, r.factor, r.observations, now, LEARN_MAX, LEARN_MARGIN)
+            for r in rows
+        ]
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO learned (model, api_base, worst, factor, observations, updated_at) "
+                "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE ?7 IS NOT NULL AND ?8 IS NOT NULL "
+                "ON CONFLICT (model, api_base) DO UPDATE SET "
+                "worst = max(worst, excluded.worst), "
+                "factor = min(?7, max(min(factor, excluded.factor), "
+                "max(worst, excluded.worst) * ?8)), "
+                "observations = observations + excluded.observations, "
+                "updated_at = excluded.updated_at",
+                values,
+            )
+            conn.commit()
+
+        await self._run(work)
 
     async def purge(self, key: SessionKey) -> bool:
         """Delete one session entirely; return whether it existed."""
