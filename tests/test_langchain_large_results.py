@@ -81,12 +81,23 @@ def _reader(path: str | None = None) -> Script:
             )
         )
 
+    issued: dict[str, int] = {}  # read_file calls made for each user turn (by its text)
+
     def once(messages: list[BaseMessage]) -> AIMessage:
-        turn = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
-        reads = len(_reads(messages[turn:]))
+        # Counted by the script itself: a compaction may fold earlier reads into a summary.
+        turn = [
+            m
+            for m in messages
+            if isinstance(m, HumanMessage)
+            and m.additional_kwargs.get("lc_source") != "summarization"
+        ][-1].text
+        reads = issued.get(turn, 0)
         if reads >= 2 or (reads == 1 and "Error" in messages[-1].text):
             return AIMessage("done")
-        return script(messages)
+        answer = script(messages)
+        if any(c["name"] == "read_file" for c in answer.tool_calls):
+            issued[turn] = reads + 1
+        return answer
 
     return once
 
