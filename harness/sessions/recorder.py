@@ -193,21 +193,12 @@ class SessionRecorder:
             "compaction_finished",
         ):
             c = event.compaction
+            if c.focus is not None:
+                c = msgspec.structs.replace(c, focus=redact(c.focus, self.secrets))
             self._pending.append(
                 CompactionRunEvent(
+                    **msgspec.structs.asdict(c),
                     phase=event.kind.removeprefix("compaction_"),
-                    call_id=c.call_id,
-                    reason=c.reason,
-                    messages_before=c.messages_before,
-                    tokens_before=c.tokens_before,
-                    messages_after=c.messages_after,
-                    tokens_after=c.tokens_after,
-                    summarised=c.summarised,
-                    trimmed=c.trimmed,
-                    truncated=c.truncated,
-                    summary_id=c.summary_id,
-                    failure=c.failure,
-                    focus=None if c.focus is None else redact(c.focus, self.secrets),
                 )
             )
         elif event.kind == "warning":

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
+from harness.events import CompactionReport
 from harness.manifest import ContextManifest, Usage
 from harness.messages import Message
 from harness.state import SessionKey as SessionKey
@@ -197,27 +198,16 @@ class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag="usage"):
     at: float = msgspec.field(default_factory=_now)
 
 
-class CompactionRunEvent(msgspec.Struct, frozen=True, kw_only=True, tag="compaction_run"):
-    """A compaction started or finished (`harness.events.CompactionReport` as stored).
+class CompactionRunEvent(CompactionReport, frozen=True, kw_only=True, tag="compaction_run"):
+    """A compaction started or finished: `harness.events.CompactionReport` as stored.
 
     The `CompactionEvent` says which ids a summary replaced; this says why it ran and what it
-    did: tokens before and after, messages summarised and trimmed, the summary's id.
+    did. It extends the report (stored flat, so the stored format is the report's fields plus
+    these two) rather than repeating it.
     """
 
     phase: str
     """``started`` or ``finished``."""
-    call_id: str
-    reason: str
-    messages_before: int
-    tokens_before: int
-    messages_after: int = -1
-    tokens_after: int = -1
-    summarised: int = 0
-    trimmed: int = 0
-    truncated: int = 0
-    summary_id: str | None = None
-    failure: str | None = None
-    focus: str | None = None
     at: float = msgspec.field(default_factory=_now)
 
 
