@@ -35,18 +35,9 @@ from pydantic import Field
 from harness import ContextManifest, ContextPolicy
 from harness.adapters.langchain import HarnessMiddleware, LangChainModelClient
 from middleware import Compaction, PairValidation, ToolResultOffload, default_stack
+from tests._langchain_fakes import is_summary_request
 
 LIMIT = 2_000
-SUMMARY_MARKS = (
-    "You are compacting the conversation",
-    "summarise consecutive parts",
-    "The conversation above is being compacted",
-)
-"""Phrases of the harness's summary and merge prompts: how the fake model tells them apart."""
-
-
-def _is_summary_request(messages: Sequence[BaseMessage]) -> bool:
-    return any(mark in messages[-1].text for mark in SUMMARY_MARKS)
 
 
 class ScriptedChat(GenericFakeChatModel):
@@ -72,7 +63,7 @@ class ScriptedChat(GenericFakeChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.received.append(list(messages))
-        if _is_summary_request(messages):
+        if is_summary_request(messages):
             return ChatResult(generations=[ChatGeneration(message=AIMessage("SUMMARY-TEXT"))])
         size = sum(len(m.text) for m in messages)
         if self.overflow_above is not None and size > self.overflow_above:
@@ -127,7 +118,7 @@ _IDS = count()
 
 
 def _agent_requests(model: ScriptedChat) -> list[list[BaseMessage]]:
-    return [r for r in model.received if not _is_summary_request(r)]
+    return [r for r in model.received if not is_summary_request(r)]
 
 
 # ------------------------------------------------------------------ 1. sync agents

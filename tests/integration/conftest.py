@@ -16,6 +16,27 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
+def fresh_learning() -> Iterator[None]:
+    """Forget what this process learned of windows and calibration, before and after a test.
+
+    As a fresh process (or another proxy replica) would start: the tests of learned ratios
+    and discovered windows must not see each other's.
+    """
+    from harness.policy import forget_window_warnings
+    from harness.tokens.calibration import LEARNED
+    from providers.windows import forget_windows
+
+    def forget() -> None:
+        forget_windows()
+        forget_window_warnings()
+        LEARNED.forget()
+
+    forget()
+    yield
+    forget()
+
+
+@pytest.fixture
 def openai_server() -> Iterator[OpenAIServer]:
     """Start a fresh scriptable OpenAI chat-completions server for one test."""
     with OpenAIServer() as server:

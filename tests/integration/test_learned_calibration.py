@@ -10,35 +10,20 @@ server's count.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from harness.adapters import acompletion, manifest_of
-from harness.policy import forget_window_warnings
-from harness.tokens.calibration import LEARNED
-from providers.windows import forget_windows
 
 from .openai_server import OpenAIServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("fresh_learning")]
 
 WINDOW = 8192
 MODEL = "openai/mystery-coder-8k"
 MAX_TOKENS = 256
 TURN = "We need to check the river gauge readings against the flood model again. " * 8
-
-
-@pytest.fixture(autouse=True)
-def _fresh_process_caches() -> Iterator[None]:
-    forget_windows()
-    forget_window_warnings()
-    LEARNED.forget()
-    yield
-    forget_windows()
-    forget_window_warnings()
-    LEARNED.forget()
 
 
 def _conversation(turns: int, tag: str) -> list[dict[str, Any]]:

@@ -10,35 +10,22 @@ store only ever keeps the worst ratio seen and a factor above it, so it never un
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from harness import HarnessAgent, RuntimeContext
-from harness.policy import forget_window_warnings
 from harness.sessions import open_store
 from harness.tokens.calibration import LEARN_MARGIN, LEARNED, LearnedRow
 from providers import LiteLLMClient
-from providers.windows import forget_windows
 from tests.sessions.conftest import backend, pg_server, store_url
 
 from .openai_server import OpenAIServer, reply
 
 __all__ = ["backend", "pg_server", "store_url"]  # the session suite's store fixtures
 
+pytestmark = pytest.mark.usefixtures("fresh_learning")
+
 MODEL = "openai/mystery-coder-8k"
 TURN = "We need to check the river gauge readings against the flood model again. " * 8
-
-
-@pytest.fixture(autouse=True)
-def _fresh_process() -> Iterator[None]:
-    forget_windows()
-    forget_window_warnings()
-    LEARNED.forget()
-    yield
-    forget_windows()
-    forget_window_warnings()
-    LEARNED.forget()
 
 
 async def test_a_new_process_starts_from_the_stores_ratio(store_url: str) -> None:
