@@ -9,13 +9,25 @@ on the same set in `tests/sessions/test_redaction_at_rest.py`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.messages import Message, ToolCall
-from harness.sessions.redaction import DEFAULT_SECRETS, _by_lines, _compiled, redact, redact_message
+from harness.sessions import redaction
+from harness.sessions.redaction import (
+    DEFAULT_SECRETS,
+    SecretPattern,
+    _by_lines,
+    _compiled,
+    _literals,
+    clear_redaction_cache,
+    redact,
+    redact_message,
+)
 
 from ._secret_shapes import CASES, KEYS, PASSWORDS, TOKENS
 
@@ -61,7 +73,8 @@ ORDINARY = [
 
 
 def reference(text: str) -> str:
-    """What redact returns, computed line by line for every hinted pattern (the plain way)."""
+    """What redact returns, computed the plain way: every pattern, in order, no gate, no screen
+    and no cache, line by line for every hinted pattern."""
     for rule in _compiled(DEFAULT_SECRETS):
         text = _by_lines(text, rule, rule.hints) if rule.hints else rule.apply(text)
     return text
@@ -153,3 +166,75 @@ def test_a_secret_in_any_surrounding_text_is_redacted(
     shape, secret = embedded
     text = before + left + shape + right + after
     assert secret not in redact(text)
+
+
+_VALUES = st.sampled_from(
+    [
+        *TOKENS.values(),
+        *PASSWORDS,
+        "3739671ad08541e759230997bf0e50dcb8059d05ef4c64c23bbb9a37a0829f24",
+        "AbCdEfGhIjKlMnOpQrSt1234",
+        "test_a_very_long_function_name_2",
+        "a" * 30 + "1",
+    ]
+)
+_GLUE = st.sampled_from(["=", ": ", ':"', " = '", "=>", "：", "\n", " ", "\t", "--token ", "://u:"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_GLUE, _VALUES | st.sampled_from(ORDINARY)), max_size=8))
+def test_gates_and_screens_change_nothing(pieces: list[tuple[str, str]]) -> None:
+    # The str membership tests and the screened lines only skip work that finds nothing.
+    text = "".join(glue + value for glue, value in pieces)
+    clear_redaction_cache()
+    assert redact(text) == reference(text)
+
+
+def test_gates_change_nothing_on_every_secret_shape_and_ordinary_text() -> None:
+    clear_redaction_cache()
+    texts = [text for text, _ in CASES] + ORDINARY + _trajectory_texts()[:300]
+    assert [t for t in texts if redact(t) != reference(t)] == []
+
+
+def test_the_literal_pieces_every_match_holds() -> None:
+    assert _literals(re.compile(r"(ghp|gho|ghu)_[A-Za-z0-9]{36}")) == ("gh",)
+    # The most selective requirement: one of the branch's pieces beats a shorter run.
+    found = _literals(re.compile(r"(?<![A-Za-z0-9])[rs]k_(?:live|test)_[0-9]{16}"))
+    assert set(found or ()) == {"live", "test"}
+    assert set(_literals(re.compile(r"AKIA[0-9]{16}|ya29\.[a-z]+")) or ()) == {"AKIA", "ya29."}
+    assert _literals(re.compile(r"-----BEGIN [A-Z ]*KEY")) == ("-----BEGIN ",)
+    # Case-insensitive literals match other cases; no literal at all: the rule always runs.
+    assert _literals(re.compile(r"(?i)bearer [a-z]+")) is None
+    assert _literals(re.compile(r"x(?i:token)")) == ("x",)
+    assert _literals(re.compile(r"[=:][A-Za-z0-9]{20}")) is None
+    assert _literals(re.compile(r"a|[bc]")) is None
+
+
+def test_a_pattern_set_of_ones_own_is_gated_and_cached_apart() -> None:
+    clear_redaction_cache()
+    ticket = (SecretPattern("ticket", r"TCK-[0-9]{6}"),)
+    shouty = (SecretPattern("shout", r"(?i)hunter[0-9]"),)
+    text = "see TCK-123456 and HUNTER2"
+    assert redact(text) == text
+    assert redact(text, ticket) == "see [REDACTED:ticket] and HUNTER2"
+    assert redact(text, shouty) == "see TCK-123456 and [REDACTED:shout]"
+    assert redact(text, ticket) == "see [REDACTED:ticket] and HUNTER2"  # from the cache
+    assert redact(text) is text
+
+
+def test_the_cache_stays_within_its_bound_and_returns_the_callers_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clear_redaction_cache()
+    monkeypatch.setattr(redaction, "CACHE_CHARS", 20_000)
+    texts = [f"line {i}: " + "ordinary words " * 30 for i in range(200)]
+    for text in texts:
+        assert redact(text) is text
+    assert 0 < redaction._cached_chars <= 20_000
+    assert len(redaction._CACHE) < len(texts)
+    copy = "".join(list(texts[-1]))  # equal, another object: the caller's own comes back
+    assert copy is not texts[-1] and redact(copy) is copy
+    secret = "DB_PASSWORD=hunter2"
+    assert redact(secret) == redact(secret) == "DB_PASSWORD=[REDACTED:password]"
+    clear_redaction_cache()
+    assert redaction._cached_chars == 0 and not redaction._CACHE

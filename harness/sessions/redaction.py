@@ -25,7 +25,12 @@ Where the shapes come from:
   ``SecretPattern.min_entropy``): git hashes, UUIDs, paths and identifiers stay.
 
 Redaction runs on every stored message, so it is built to be cheap on ordinary text: a pattern
-with ``hints`` runs only on the lines that contain one of them.
+with ``hints`` runs only on the lines that contain one of them, and before any pattern runs, C-level
+``str`` membership tests reject the patterns that cannot match (``_Gates``: a pattern's hints,
+or a literal piece every match of its regular expression holds, derived from the expression) —
+ordinary text pays a few substring searches, not a regex pass per pattern. Texts already redacted
+are remembered (`CACHE_CHARS` of them, least recently used out first), keyed by the pattern set:
+a session's messages are redacted again when it is recorded, rewritten or exported.
 """
 
 from __future__ import annotations
@@ -35,9 +40,10 @@ import importlib
 import itertools
 import math
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -79,6 +85,10 @@ class SecretPattern(msgspec.Struct, frozen=True):
     """Redact only a secret part that looks random: its Shannon entropy per character,
     divided by ``log2(min(len, 64))`` (1.0: every character different), at least this, with
     at least two of lower case, upper case and digits (``0``: no check)."""
+    screen: str = ""
+    """A cheaper regular expression that matches wherever the pattern does (a necessary
+    condition, no more): the pattern then runs only on the lines the screen finds a match in —
+    each of its matches must lie within one line (``""``: no screen)."""
 
 
 _TOKEN: Final = "A-Za-z0-9_\\-"
@@ -232,6 +242,8 @@ DEFAULT_SECRETS: Final = (
         r"(?![A-Za-z0-9+/_\-=(\[]|\.[A-Za-z0-9])",
         group="secret",
         min_entropy=0.85,
+        # Its look-ahead runs at every separator; twenty token characters after one are rare.
+        screen=r"[=:：＝][>\t \"'`\\]*[A-Za-z0-9+_\-]{20}",
     ),
 )
 """Vendor tokens (`detect-secrets`' plugins and a few more), bearer tokens, credentials in
@@ -241,7 +253,7 @@ URLs, assignments to secret-named keys, random-looking assigned values, PEM priv
 class _Rule:
     """A compiled `SecretPattern`: its regular expressions and how to replace their matches."""
 
-    __slots__ = ("anchored", "compiled", "hints", "marker", "min_entropy", "widen")
+    __slots__ = ("anchored", "compiled", "hints", "marker", "min_entropy", "screen", "widen")
 
     def __init__(self, compiled: tuple[re.Pattern[str], ...], secret: SecretPattern) -> None:
         self.compiled = tuple((c, _secret_group(c, secret.group)) for c in compiled)
@@ -250,6 +262,7 @@ class _Rule:
         self.widen = re.compile(f"[{secret.widen}]") if secret.widen else None
         self.min_entropy = secret.min_entropy
         self.anchored = secret.anchored and bool(self.hints)
+        self.screen = re.compile(secret.screen) if secret.screen else None
 
     def apply(self, text: str) -> str:
         """Return ``text`` with the secret part of each match replaced (``text`` if none)."""
@@ -331,28 +344,195 @@ def _looks_random(value: str, minimum: float) -> bool:
 def redact(text: str, secrets: Iterable[SecretPattern] = DEFAULT_SECRETS) -> str:
     """Return ``text`` with the secret part of every match of ``secrets`` redacted.
 
+    ``text`` itself comes back when nothing matched. Results are cached per pattern set
+    (`CACHE_CHARS`).
+
     Raises:
         ConfigurationError: a pattern names a `detect-secrets` plugin that is not installed.
     """
-    lower: str | None = None
-    is_ascii = text.isascii()
-    for rule in _compiled(tuple(secrets)):
-        hints = rule.hints if not is_ascii else tuple(h for h in rule.hints if h.isascii())
-        if not rule.hints:
-            changed = rule.apply(text)
+    if not text:
+        return text
+    gates = _gated(secrets if isinstance(secrets, tuple) else tuple(secrets))
+    key = (gates, text)
+    with _CACHE_LOCK:
+        found = _CACHE.get(key)
+        if found is not None:
+            _CACHE.move_to_end(key)
+    if found is not None:
+        return found or text  # `_UNCHANGED`: nothing matched
+    clean = _redact(text, gates)
+    _remember(key, clean)
+    return clean
+
+
+def _redact(text: str, gates: _Gates) -> str:
+    """`redact` without the cache: the rules that may match ``text``, in order."""
+    lower = text.lower()
+    live = gates.live(text, lower, 0)
+    rules = gates.rules
+    at = 0
+    while at < len(live):
+        index, hints = live[at]
+        at += 1
+        rule = rules[index]
+        if rule.screen is not None:
+            changed = _on_lines(text, rule, _screened(text, rule.screen))
         elif not hints:
-            continue  # every hint is non-ASCII, and the text is ASCII
+            changed = rule.apply(text)
+        elif len(lower) != len(text):  # a character whose lower case is longer: line by line
+            changed = _by_lines(text, rule, hints)
+        elif rule.anchored:
+            changed = rule.apply_at(text, lower, hints)
         else:
-            lower = text.lower() if lower is None else lower
-            if len(lower) != len(text):  # a character whose lower case is longer: line by line
-                changed = _by_lines(text, rule, hints)
-            elif rule.anchored:
-                changed = rule.apply_at(text, lower, hints)
-            else:
-                changed = _on_hinted_lines(text, lower, rule, hints)
+            changed = _on_hinted_lines(text, lower, rule, hints)
         if changed is not text:
-            text, lower = changed, None
+            # The markers and what was cut change what the later rules may find.
+            text = changed
+            lower = text.lower()
+            live, at = gates.live(text, lower, index + 1), 0
     return text
+
+
+class _Gates:
+    """A compiled pattern set with the ``str`` membership tests that rule its patterns out.
+
+    A rule with hints may match only where the lower-cased text holds one of them (and is then
+    run with those it holds); a rule whose every regular expression holds a literal piece
+    (`_literals`) may match only where the text holds one of those; the others always run.
+    Each distinct piece is searched once per text, whatever the number of rules naming it.
+    """
+
+    __slots__ = ("always", "insensitive", "rules", "sensitive")
+
+    def __init__(self, rules: tuple[_Rule, ...]) -> None:
+        self.rules = rules
+        sensitive: dict[str, list[int]] = {}
+        insensitive: dict[str, list[int]] = {}
+        always: list[int] = []
+        for index, rule in enumerate(rules):
+            if rule.hints:
+                for hint in dict.fromkeys(rule.hints):
+                    insensitive.setdefault(hint, []).append(index)
+                continue
+            pieces = [_literals(compiled) for compiled, _ in rule.compiled]
+            if not pieces or any(p is None for p in pieces):
+                always.append(index)
+                continue
+            found = {n for p in pieces for n in p or ()}
+            # A piece that holds another of the rule's pieces adds nothing to its test.
+            for piece in sorted(p for p in found if not any(o != p and o in p for o in found)):
+                sensitive.setdefault(piece, []).append(index)
+        self.sensitive = tuple(sensitive.items())
+        self.insensitive = tuple(insensitive.items())
+        self.always = tuple(always)
+
+    def live(self, text: str, lower: str, start: int) -> list[tuple[int, tuple[str, ...]]]:
+        """Return, in order, the rules from ``start`` on that may match ``text``.
+
+        Each comes with the hints ``lower`` holds (``()`` for a rule without hints).
+        """
+        hit: dict[int, list[str]] = {i: [] for i in self.always if i >= start}
+        for piece, indices in self.sensitive:
+            if piece in text:
+                for i in indices:
+                    if i >= start:
+                        hit.setdefault(i, [])
+        for hint, indices in self.insensitive:
+            if hint in lower:
+                for i in indices:
+                    if i >= start:
+                        hit.setdefault(i, []).append(hint)
+        return [(i, tuple(hit[i])) for i in sorted(hit)]
+
+
+def _literals(compiled: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Return literal pieces one of which every match of ``compiled`` holds (``None``: unknown).
+
+    Read from the parsed expression (`re._parser`, the module `re` compiles with): a run of
+    literal characters in its top-level sequence, or one piece per alternative of a branch
+    there. Case-insensitive parts are not read (their literals match other cases), and
+    anything unexpected gives ``None``: the rule then always runs.
+    """
+    if compiled.flags & re.IGNORECASE:
+        return None
+    try:
+        parsed = _PARSER.parse(compiled.pattern, compiled.flags)
+        if parsed.state.flags & re.IGNORECASE:
+            return None
+        return _pieces(list(parsed))
+    except Exception:  # a private module's shape: never a reason to redact less
+        return None
+
+
+def _pieces(items: list[tuple[Any, Any]]) -> tuple[str, ...] | None:
+    """`_literals` of one parsed sequence: its most selective literal requirement."""
+    best: tuple[str, ...] | None = None
+
+    def consider(found: tuple[str, ...] | None) -> None:
+        nonlocal best
+        if found and all(found) and (best is None or min(map(len, found)) > min(map(len, best))):
+            best = found
+
+    run: list[str] = []
+    for op, av in items:
+        if op is _LITERAL:
+            run.append(chr(av))
+            continue
+        consider(("".join(run),) if run else None)
+        run = []
+        if op is _SUBPATTERN:
+            _group, add_flags, del_flags, inner = av
+            if not add_flags and not del_flags:  # a group of the sequence: matched whole
+                consider(_pieces(list(inner)))
+        elif op is _BRANCH:
+            alternatives = [_pieces(list(a)) for a in av[1]]
+            if all(alternatives):
+                consider(tuple({p for a in alternatives for p in a or ()}))
+    consider(("".join(run),) if run else None)
+    return best
+
+
+_PARSER: Any = importlib.import_module("re._parser")
+_CONSTANTS: Any = importlib.import_module("re._constants")
+_LITERAL: Final = _CONSTANTS.LITERAL
+_SUBPATTERN: Final = _CONSTANTS.SUBPATTERN
+_BRANCH: Final = _CONSTANTS.BRANCH
+
+CACHE_CHARS = 8_000_000
+"""How much text (keys and results, in characters) the cache of redacted texts holds."""
+_ENTRY_CHARS: Final = 64
+"""What an entry costs besides its text, counted in characters (small texts are many)."""
+_UNCHANGED: Final = ""
+"""The cached result of a text that nothing matched (the caller's own text is returned)."""
+_CACHE: OrderedDict[tuple[_Gates, str], str] = OrderedDict()
+_CACHE_LOCK = threading.Lock()  # recorders redact in worker threads too
+_cached_chars = 0
+
+
+def _remember(key: tuple[_Gates, str], clean: str) -> None:
+    """Cache ``clean`` for ``key`` and drop the least recently used beyond `CACHE_CHARS`."""
+    global _cached_chars
+    text = key[1]
+    value = _UNCHANGED if clean is text else clean
+    size = len(text) + len(value) + _ENTRY_CHARS
+    if size > CACHE_CHARS // 8:
+        return  # one huge text would push out everything else
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return
+        _CACHE[key] = value
+        _cached_chars += size
+        while _cached_chars > CACHE_CHARS and _CACHE:
+            (_, old), dropped = _CACHE.popitem(last=False)
+            _cached_chars -= len(old) + len(dropped) + _ENTRY_CHARS
+
+
+def clear_redaction_cache() -> None:
+    """Forget every cached redaction (texts redacted before are redacted anew)."""
+    global _cached_chars
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _cached_chars = 0
 
 
 def _on_hinted_lines(text: str, lower: str, rule: _Rule, hints: tuple[str, ...]) -> str:
@@ -370,6 +550,26 @@ def _on_hinted_lines(text: str, lower: str, rule: _Rule, hints: tuple[str, ...])
             end = len(lower) if end < 0 else end + 1
             spans.add((start, end))
             at = lower.find(hint, end)
+    return _on_lines(text, rule, spans)
+
+
+def _screened(text: str, screen: re.Pattern[str]) -> set[tuple[int, int]]:
+    """Return the lines of ``text`` (start, end after the newline) where ``screen`` matches."""
+    spans: set[tuple[int, int]] = set()
+    end = 0
+    for match in screen.finditer(text):
+        at = match.start()
+        if at < end:
+            continue  # on a line found already
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end + 1
+        spans.add((start, end))
+    return spans
+
+
+def _on_lines(text: str, rule: _Rule, spans: set[tuple[int, int]]) -> str:
+    """Apply ``rule`` to the lines of ``text`` at ``spans`` (``text`` itself if none changed)."""
     if not spans:
         return text
     out: list[str] = []
@@ -401,6 +601,25 @@ def _by_lines(text: str, rule: _Rule, hints: tuple[str, ...]) -> str:
             if clean is not line:
                 lines[i], changed = clean, True
     return "".join(lines) if changed else text
+
+
+_LAST: list[tuple[tuple[SecretPattern, ...], _Gates]] = []
+"""The pattern set used last and its gates: found by identity, not by hashing every pattern."""
+
+
+def _gated(secrets: tuple[SecretPattern, ...]) -> _Gates:
+    """Return the gates of a pattern set (one object per set while it stays cached)."""
+    last = _LAST[0] if _LAST else None
+    if last is not None and last[0] is secrets:
+        return last[1]
+    gates = _gates(secrets)
+    _LAST[:] = [(secrets, gates)]
+    return gates
+
+
+@functools.lru_cache(maxsize=32)
+def _gates(secrets: tuple[SecretPattern, ...]) -> _Gates:
+    return _Gates(_compiled(secrets))
 
 
 @functools.lru_cache(maxsize=32)
