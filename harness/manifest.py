@@ -209,12 +209,8 @@ class ManifestItems(_SequenceBase):
     def __getitem__(self, index: int | slice) -> ManifestItem | ManifestItems:
         if isinstance(index, slice):
             start, stop, step = index.indices(self._len)
-            if start == 0 and step == 1 and stop > 0:  # a prefix shares its full chunks
-                whole, rest = stop >> _SHIFT, stop & (CHUNK - 1)
-                chunks = self._chunks[:whole]
-                if rest:
-                    chunks += (self._chunks[whole][:rest],)
-                return _wrapped(chunks, stop)
+            if step == 1:
+                return self._span(start, stop)
             return ManifestItems(
                 islice(self, start, stop, step) if step > 0 else tuple(self)[index]
             )
@@ -225,6 +221,30 @@ class ManifestItems(_SequenceBase):
         if not 0 <= index < self._len:
             raise IndexError("manifest item index out of range")
         return self._chunks[index >> _SHIFT][index & (CHUNK - 1)]
+
+    def _span(self, start: int, stop: int) -> ManifestItems:
+        """Return items ``start`` to ``stop`` (in range), reading only the chunks they lie in.
+
+        A prefix, or a span that starts on a chunk's first item, shares the full chunks; any
+        other span is chunked anew from its own items — never a walk from the first item (a
+        round's manifest delta is the short tail of a long manifest).
+        """
+        if stop <= start:
+            return NO_ITEMS
+        chunks = self._chunks
+        first, offset = start >> _SHIFT, start & (CHUNK - 1)
+        whole, rest = stop >> _SHIFT, stop & (CHUNK - 1)
+        if not offset:  # aligned: the full chunks are shared, the last one cut
+            kept = chunks[first:whole]
+            if rest:
+                kept += (chunks[whole][:rest],)
+            return _wrapped(kept, stop - start)
+        if first == whole:  # within one chunk
+            return _wrapped((chunks[first][offset:rest],), stop - start)
+        parts = [chunks[first][offset:], *chunks[first + 1 : whole]]
+        if rest:
+            parts.append(chunks[whole][:rest])
+        return _wrapped(_chunked(tuple(chain.from_iterable(parts))), stop - start)
 
     def __iter__(self) -> Iterator[ManifestItem]:
         return chain.from_iterable(self._chunks)

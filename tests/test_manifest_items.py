@@ -67,6 +67,30 @@ def test_reads_like_the_tuple_it_was_made_from(length: int) -> None:
     assert pickle.loads(pickle.dumps(items)) == items
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, len(ITEMS)),
+    st.one_of(st.none(), st.integers(-len(ITEMS) - 5, len(ITEMS) + 5)),
+    st.one_of(st.none(), st.integers(-len(ITEMS) - 5, len(ITEMS) + 5)),
+)
+def test_every_span_is_the_tuples_and_indexes_like_one(
+    length: int, start: int | None, stop: int | None
+) -> None:
+    flat = ITEMS[:length]
+    span = ManifestItems(flat)[start:stop]
+    assert isinstance(span, ManifestItems) and span == flat[start:stop]
+    assert len(span) == len(flat[start:stop])
+    assert [span[i] for i in range(len(span))] == list(flat[start:stop])  # chunks well cut
+    assert span[1:] == flat[start:stop][1:] and span[:-1] == flat[start:stop][:-1]
+
+
+def test_a_span_from_a_chunks_start_shares_the_full_chunks() -> None:
+    items = ManifestItems(ITEMS)
+    tail = items[CHUNK:]
+    assert tail == ITEMS[CHUNK:] and tail._chunks[0] is items._chunks[1]
+    assert items[CHUNK + 3 :] == ITEMS[CHUNK + 3 :] and items[5:9] == ITEMS[5:9]
+
+
 OPS = st.lists(
     st.tuples(st.sampled_from(["cut", "extend", "build", "update"]), st.integers(0, 3 * CHUNK)),
     max_size=25,
