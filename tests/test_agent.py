@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness import (
+    ConfigurationError,
     ContextBudgetExceeded,
     ContextManifest,
     ContextPolicy,
@@ -245,3 +246,31 @@ async def test_a_round_commits_what_was_sent_and_an_unchanged_one_copies_nothing
     assert state.working_history[:-1] == list(sent)  # what was sent, then the final reply
     assert state.working_history[-1].text == "done"
     assert (state.working_history is working) is not rewrite  # unchanged: kept, not copied
+
+
+async def test_a_new_system_prompt_is_sent_from_the_next_request_on() -> None:
+    agent: HarnessAgent
+
+    def retune(style: str) -> str:
+        """Change the agent's instructions."""
+        agent.system_prompt = f"Answer {style}."
+        return "changed"
+
+    model = ScriptedModel([ScriptedModel.tool_call("retune", {"style": "tersely"}), "ok", "ok"])
+    agent = HarnessAgent(model=model, system_prompt="Answer at length.", tools=[retune], stack=[])
+    await agent.call("hello")
+    sent = [[p.text for p in r.system] for r in model.requests]
+    assert sent == [["Answer at length."], ["Answer tersely."]]  # the call's next round
+    agent.system_prompt = ""
+    await agent.call("again")
+    assert model.requests[-1].system == () and agent.system_prompt == ""
+    assert len(model.requests[-1].history) == 5  # the session went on: only System changed
+
+
+def test_a_system_prompt_that_is_not_text_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="system_prompt must be a str"):
+        HarnessAgent(model=ScriptedModel(["ok"]), system_prompt=["be brief"], stack=[])  # type: ignore[arg-type]
+    agent = HarnessAgent(model=ScriptedModel(["ok"]), system_prompt="Be brief.", stack=[])
+    with pytest.raises(ConfigurationError, match="got NoneType"):
+        agent.system_prompt = None  # type: ignore[assignment]
+    assert agent.system_prompt == "Be brief."  # a refused value changes nothing

@@ -92,7 +92,8 @@ class HarnessAgent:
 
     Args:
         model: the model client (`providers.LiteLLMClient`, `providers.ScriptedModel` …).
-        system_prompt: the agent's own stable instructions (first part of System).
+        system_prompt: the agent's own stable instructions (first part of System). The
+            attribute of that name can be set later: the next request uses the new text.
         tools: functions or `Tool` objects the model may call.
         stack: the middleware list, outermost first (default: `middleware.default_stack()`).
         policy: budget, estimator and observer (default: `ContextPolicy()`).
@@ -123,6 +124,7 @@ class HarnessAgent:
             (``None``: never; see `harness.agent.loop` on running tool calls).
 
     Raises:
+        ConfigurationError: ``system_prompt`` is not a ``str`` (or another argument is invalid).
         WorkspaceError: when ``workspace`` is a file, or its folder cannot be created.
     """
 
@@ -163,7 +165,7 @@ class HarnessAgent:
             stack = default_stack()
         self.client = model
         self.model = model.model
-        self.system_prompt = system_prompt
+        self.system_prompt = system_prompt  # checked, and System built (the property)
         self.stack: list[Middleware] = list(stack)
         self.workspace: Workspace = (
             Workspace(workspace)
@@ -199,8 +201,28 @@ class HarnessAgent:
         self._streaming = model if isinstance(model, StreamingClient) else None
         """The client when it streams (checked once: a runtime-Protocol check is slow)."""
         self._watchers = [cast(WatchesCalls, m) for m in self.stack if _has(m, "watch_call")]
-        self._system = (SystemPart(name="prompt", text=system_prompt),) if system_prompt else ()
         self._handler = compose(self.stack, self._send)
+
+    @property
+    def system_prompt(self) -> str:
+        """The agent's own instructions: the first part of System in every request.
+
+        Setting it changes the requests prepared from then on (the next round of a call in
+        progress, and every later call); the session and its history stay as they are.
+
+        Raises:
+            ConfigurationError: (on setting) the value is not a ``str``.
+        """
+        return self._system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise ConfigurationError(
+                f"system_prompt must be a str (the agent's instructions), got {type(text).__name__}"
+            )
+        self._system_prompt = text
+        self._system = (SystemPart(name="prompt", text=text),) if text else ()
 
     def _middleware_tools(self) -> list[Tool]:
         found: list[Tool] = []
