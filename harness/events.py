@@ -35,7 +35,8 @@ class CompactionReport(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str
     """The agent request being compacted."""
     reason: str
-    """Why: ``messages``, ``tokens`` (over the trigger or the budget), ``requested`` (the
+    """Why: ``messages``, ``tokens`` (over the trigger or the budget), ``cost`` (the cost-aware
+    trigger: compacting now pays for itself), ``requested`` (the
     ``compact_conversation`` tool, `HarnessAgent.compact`, ``harness sessions compact``) or
     ``forced`` (after a provider overflow)."""
     messages_before: int

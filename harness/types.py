@@ -148,6 +148,33 @@ class NamesProvider(Protocol):
         ...
 
 
+class TokenPrices(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's prices in US dollars per token, as this client's requests are billed.
+
+    Where a request is not cached (a provider that caches only marked prefixes, sent
+    without marks) ``cached_input`` and ``cache_write`` are the input price.
+    """
+
+    input: float
+    """An input token not read from the prompt cache."""
+    cached_input: float
+    """An input token read from the prompt cache."""
+    cache_write: float
+    """An input token written to the prompt cache (Anthropic: 1.25× the input price); the
+    input price where writing costs nothing extra (OpenAI's automatic cache)."""
+    output: float
+    """An output token (reasoning included)."""
+
+
+@runtime_checkable
+class KnowsPrices(Protocol):
+    """A model client that can say what its requests cost (the cost-aware compaction trigger)."""
+
+    def token_prices(self, model: str | None = None) -> TokenPrices | None:
+        """Return the model's prices, or ``None`` when unknown."""
+        ...
+
+
 @runtime_checkable
 class OutputLimited(Protocol):
     """A model client that can say how many output tokens a model answers with at most.

@@ -48,7 +48,7 @@ from harness.errors import (
 )
 from harness.policy import requested_output
 from harness.request import ModelRequest, ModelResponse, ProviderRetry, Usage
-from harness.types import StreamChunk
+from harness.types import StreamChunk, TokenPrices
 from providers._encoding import check_encodable, check_settings
 from providers._response import (
     first_choice,
@@ -149,6 +149,42 @@ def _max_output_of(model: str) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return None
+
+
+@cache
+def token_prices(
+    model: str, provider: str | None = None, *, cached: bool = True
+) -> TokenPrices | None:
+    """Return ``model``'s prices from litellm's price table, or ``None`` when it lacks them.
+
+    ``cached``: whether requests are served from the provider's prompt cache at all (a
+    provider that caches only marked prefixes, sent without marks, is not); when not, or
+    when the table has no cached price, cached input and cache writes cost the input price.
+    A model without an input or output price (or priced at zero: a local model) is unknown.
+    """
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(model, custom_llm_provider=provider)
+    except Exception:  # litellm raises a plain Exception for a model it does not know
+        return None
+
+    def price(key: str) -> float | None:
+        value = info.get(key) if isinstance(info, Mapping) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value) if math.isfinite(value) else None
+        return None
+
+    fresh, output = price("input_cost_per_token"), price("output_cost_per_token")
+    if fresh is None or output is None:
+        return None
+    read = price("cache_read_input_token_cost") if cached else None
+    write = price("cache_creation_input_token_cost") if read is not None else None
+    return TokenPrices(
+        input=fresh,
+        cached_input=read if read is not None else fresh,
+        cache_write=write if write is not None else fresh,
+        output=output,
+    )
 
 
 class LiteLLMClient:
@@ -302,6 +338,21 @@ class LiteLLMClient:
         Uses ``max_output_tokens`` (`harness.types.OutputLimited`). Never raises.
         """
         return _max_output_of(model or self.model)
+
+    def token_prices(self, model: str | None = None) -> TokenPrices | None:
+        """Return the model's prices as this client's requests are billed (litellm's table).
+
+        For a provider that caches only marked prefixes (`providers.cache_breakpoints`),
+        cached input is priced as such only when this client places marks
+        (``cache_breakpoints`` on, or left to the default where the provider takes them).
+        ``None`` for a model the table does not price (`harness.types.KnowsPrices`).
+        """
+        name = model or self.model
+        provider = _provider_of(name, self.api_base)
+        explicit = provider is not None and wants_breakpoints(provider, name)
+        return token_prices(
+            name, provider, cached=not explicit or self.cache_breakpoints is not False
+        )
 
     def provider_name(self, model: str) -> str | None:
         """Return litellm's name for the provider serving ``model`` (for traces), or ``None``."""

@@ -41,7 +41,11 @@ class FunctionChat(GenericFakeChatModel):
     summary_error: bool = False
     """Fail every summary request (``ValueError``), as a broken summary model would."""
 
+    bound: list[list[str]] = Field(default_factory=list)
+    """The names of the tools each model call was bound with, in order."""
+
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FunctionChat:
+        self.bound.append([getattr(t, "name", None) or str(t.get("name", "")) for t in tools])
         return self
 
     def _generate(

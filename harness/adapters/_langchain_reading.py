@@ -33,6 +33,7 @@ from langchain_core.messages import AnyMessage
 from langchain_core.messages import ToolCall as LCToolCall
 from langchain_core.tools import BaseTool, StructuredTool
 
+from harness.errors import WorkspaceError
 from harness.markers import OFFLOADED, ORIGIN_ID, TRIMMED
 from harness.messages import Message, ToolCall
 from harness.request import ModelRequest, ModelResponse, RunScope
@@ -51,6 +52,7 @@ __all__ = [
     "conversation_of",
     "langchain_read_tool",
     "readable_trims",
+    "reader_needed",
 ]
 
 TRIM_NOTE: Final = "\n[… older tool output trimmed:"
@@ -218,6 +220,32 @@ async def readable_trims(
         else:
             out[index] = _trim_note(message, text, path, len(original.text), estimator)
     return out
+
+
+async def reader_needed(
+    rendered: Sequence[Message],
+    workspace: Workspace,
+    *,
+    folder: str,
+    user_id: str,
+    agent_id: str,
+    session_id: str,
+) -> bool:
+    """Return whether the model needs ``read_file``: the conversation has a file to read.
+
+    A message of ``rendered`` names one (an offload preview or a readable trim note, after
+    `readable_trims`), or the conversation's offload folder exists: something was filed
+    for it in an earlier request (whose preview a summary may have replaced since). Once
+    true for a conversation it stays true (its files stay until swept), so the tool does
+    not come and go between requests.
+    """
+    if any(isinstance(m.meta(OFFLOADED), str) for m in rendered if m.role == "tool"):
+        return True
+    own = f"{folder}/{session_key(session_id, user_id, agent_id)}"
+    try:
+        return bool(await anyio.to_thread.run_sync(workspace.exists, own))
+    except (OSError, WorkspaceError):
+        return False
 
 
 def _trim_note(

@@ -34,7 +34,11 @@ LangChain's contracts hold through it:
   preview names: ``read_file`` (in ``HarnessMiddleware.tools``, which ``create_agent``
   adds), which reads only the calling conversation's files. A trimmed result names the file
   holding its original the same way (`harness.adapters._langchain_reading`). A request that
-  does not offer that tool (the agent has its own ``read_file``) keeps results inline.
+  does not offer that tool (the agent has its own ``read_file``) keeps results inline. The
+  model is sent the tool's schema only once the conversation has such a file (a preview
+  in the request, or files in the conversation's folder), and on every request after that:
+  a conversation whose results fit never pays for it. (The stack's count of the request
+  includes the schema either way, so the budget never depends on that choice.)
 
 Install with ``pip install '.[langchain]'`` from a checkout; this module is imported only
 when used.
@@ -76,6 +80,7 @@ from harness.adapters._langchain_reading import (
     conversation_of,
     langchain_read_tool,
     readable_trims,
+    reader_needed,
 )
 from harness.adapters.completion import _Call, _through_stack
 from harness.errors import ContextOverflowError, ProviderError
@@ -326,6 +331,11 @@ class HarnessMiddleware(AgentMiddleware):
                 messages=back_to_langchain(rendered, by_id),
                 system_message=system_back(system, request.system_message),
             )
+            if reading is not None and not await reader_needed(
+                rendered, reading, folder=self._folder, user_id=user_id,
+                agent_id=self.agent_id, session_id=conversation,
+            ):  # fmt: skip
+                sent = sent.override(tools=[t for t in sent.tools if t is not self.tools[0]])
             try:
                 answer = await send(sent)
             except LCContextOverflowError as exc:

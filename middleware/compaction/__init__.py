@@ -9,7 +9,9 @@ Nothing changes in a round where nothing is due: the history then stays byte for
 previous request's, so a provider's prompt cache keeps matching it. A round is due when the
 request reaches the token trigger (by default 75 % of the input limit: window-aware) or the
 history the message trigger (by default 200 messages; ``trigger_messages`` given alone
-replaces the token default), when the history exceeds its budget, when
+replaces the token default) — or, with ``trigger="cost"``, once carrying the long history
+has cost what compacting would, at the model's prices with cache reads and writes
+(`middleware.compaction._cost`) — when the history exceeds its budget, when
 ``request.force_compaction`` is set (by OverflowRetry), or when a compaction was asked for
 (`harness.compaction_request`: the ``compact_conversation`` tool, `HarnessAgent.compact`,
 ``harness sessions compact``). ``auto=False`` keeps only the last three. Each compaction is
@@ -76,7 +78,7 @@ Cost when nothing is due: one sum of cached per-message counts, bounded by the t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import msgspec
 
@@ -109,10 +111,17 @@ from harness.policy import DEFAULT_INPUT_TOKENS
 from harness.request import ModelRequest, ModelResponse
 from harness.tokens import MESSAGE_OVERHEAD, TokenEstimator
 from harness.tools import Tool, ToolContext
-from harness.types import Concern, Handler, ModelClient
+from harness.types import Concern, Handler, ModelClient, TokenPrices
 from middleware._history import safe_cut
 from middleware._layout import Layout, current_user, last_unit_start
 from middleware._layout import layout as layout_of
+from middleware.compaction._cost import (
+    EXPECTED_SUMMARY_TOKENS,
+    INSTRUCTION_TOKENS,
+    CompactionCost,
+    compaction_cost,
+    prices_of,
+)
 from middleware.compaction._in_place import focus_line, summarise_in_place
 from middleware.compaction._masking import mask_observations, supersede_reads
 from middleware.compaction._settings import CompactionSettings
@@ -241,7 +250,13 @@ class Compaction:
             input limit (the model's window minus reserves), or an absolute token count
             (int); ``None`` with ``trigger_messages`` also ``None``: 0.75.
             It lowers the history budget to what the threshold leaves for the history; the
-            history exceeding its budget always triggers.
+            history exceeding its budget always triggers. ``"cost"``: the cost-aware rule
+            (`middleware.compaction._cost`) — compact once what the rounds paid for carrying
+            more than a compacted history reaches what compacting costs (the summary request
+            and the cache write of the compacted history), at the model's prices
+            (``prices``, else the client's, `harness.types.KnowsPrices`: litellm's price
+            table for `providers.LiteLLMClient`); the keep range and the summary's room
+            stay what 0.75 gives, only the moment changes; where the prices are unknown, 0.75.
         keep_tokens: tokens kept verbatim after a summary; ``None`` is 35 % of the history
             budget (as lowered by ``trigger``); ``0`` keeps ``keep_messages`` messages instead.
         keep_messages: messages kept verbatim when ``keep_tokens`` is 0.
@@ -284,6 +299,8 @@ class Compaction:
             later call repeats or a later write made stale by a one-line pointer.
         summary_keeps_files: attach to a summary, verbatim, the files the summarised actions
             touched that its text does not name (`middleware.compaction._summary_check`).
+        prices: the agent model's prices for the cost-aware rule (`harness.types.TokenPrices`),
+            for a client that does not say them; ``None``: ask the client.
         auto: ``False`` turns automatic compaction off: it then runs only when asked
             (`harness.compaction_request`), forced after a provider overflow, or when the
             history would not fit its budget at all (a request over its limit is never sent).
@@ -304,7 +321,7 @@ class Compaction:
         self,
         *,
         trigger_messages: int | None = None,
-        trigger: float | int | None = None,
+        trigger: float | int | Literal["cost"] | None = None,
         keep_tokens: int | None = None,
         keep_messages: int = 20,
         model: ModelClient | None = None,
@@ -324,6 +341,7 @@ class Compaction:
         supersede_reads: bool = False,
         summary_keeps_files: bool = False,
         auto: bool = True,
+        prices: TokenPrices | None = None,
         observer: Callable[[AgentEvent], None] | None = None,
     ) -> None:
         self.settings = CompactionSettings(
@@ -348,6 +366,7 @@ class Compaction:
             supersede_reads=supersede_reads,
             summary_keeps_files=summary_keeps_files,
             auto=auto,
+            prices=prices,
         )
         if observer is not None and not callable(observer):
             raise ConfigurationError(f"observer must be a callable or None, got {observer!r}")
@@ -358,9 +377,11 @@ class Compaction:
         """Models whose provider refused an in-place summary request (model names only)."""
 
     def __repr__(self) -> str:
+        settings = self.settings
+        trigger = settings.trigger if settings.cost_aware else settings.token_trigger
         return (
-            f"Compaction(trigger_messages={self.settings.message_trigger}, "
-            f"trigger={self.settings.token_trigger!r}, auto={self.settings.auto}, "
+            f"Compaction(trigger_messages={settings.message_trigger}, "
+            f"trigger={trigger!r}, auto={settings.auto}, "
             f"keep_tokens={self.settings.keep_tokens!r}, keep_messages={self.settings.keep_messages}, "
             f"truncate_args={self.settings.truncate_args}, compact_tool={self.settings.compact_tool})"
         )
@@ -416,8 +437,9 @@ class Compaction:
         """
         request, _ = counted_near_limit(request)  # exact counts near the limit
         est = request.estimator
+        prices = self._prices(request)
         budget = self._history_budget(request, est)
-        return request, budget, self._reason(request, request.history, est, budget, None)
+        return request, budget, self._reason(request, request.history, est, budget, None, prices)
 
     async def _rewrite(
         self, request: ModelRequest, budget: int, reason: str
@@ -524,10 +546,13 @@ class Compaction:
         return request.replace(history=history).with_transforms(*transforms), keep
 
     # ---------------------------------------------------------------- deciding
-    def _history_budget(self, request: ModelRequest, est: TokenEstimator) -> int:
+    def _history_budget(
+        self, request: ModelRequest, est: TokenEstimator, *, lowered: bool = True
+    ) -> int:
         """Return the tokens the history may use: its budget, lowered by the token trigger.
 
-        With ``auto=False`` nothing lowers it: only a history that would not fit compacts.
+        With ``auto=False``, or ``lowered=False`` (the budget the cost-aware rule keeps to),
+        nothing lowers it.
         """
         limit = request.input_limit if request.input_limit > 0 else DEFAULT_INPUT_TOKENS
         if request.history_budget is not None:
@@ -535,7 +560,7 @@ class Compaction:
         else:
             budget = limit - fixed_tokens(request, est) - blocks_tokens(request, est)
         trigger = self.settings.token_trigger
-        if trigger is not None and self.settings.auto:
+        if trigger is not None and self.settings.auto and lowered:
             # The trigger bounds the whole request; what is not history is limit - budget.
             threshold = trigger * limit if isinstance(trigger, float) else trigger
             budget = min(budget, int(threshold) - (limit - budget))
@@ -548,11 +573,16 @@ class Compaction:
         est: TokenEstimator,
         budget: int,
         layout: Layout | None,
+        prices: TokenPrices | None = None,
     ) -> str | None:
         """Return why ``history`` must be compacted now, or ``None`` when nothing is due.
 
         ``layout`` is ``history``'s, or ``None`` to find it only if asked (a pending
         ``compact_conversation`` request): the round with nothing due does not look for it.
+        With ``prices`` (``trigger="cost"``, prices known) the threshold does not decide:
+        a history over its whole budget is due (``tokens``), and one within it when the
+        rent paid reached the price of compacting (`cost_of`: ``cost``); ``budget`` (the
+        threshold's) still shapes the compaction, so the rule only chooses when.
         """
         if request.force_compaction:
             return "forced"
@@ -568,9 +598,93 @@ class Compaction:
             return None
         # The request's own history: the run's running total (O(new messages)), or its
         # floor where the request is over its limit for sure (no exact count of all of it).
+        limit = budget if prices is None else self._history_budget(request, est, lowered=False)
         if history is request.history:
-            return "tokens" if history_over(request, budget, est) else None
-        return "tokens" if est.count_messages(history) > budget else None
+            over = history_over(request, limit, est)
+        else:
+            over = est.count_messages(history) > limit
+        if over:
+            return "tokens"
+        if prices is not None:
+            cost = self.cost_of(request, history, budget, prices, layout)
+            if cost is not None and cost.pays:
+                return "cost"
+        return None
+
+    def _prices(self, request: ModelRequest) -> TokenPrices | None:
+        """Return the agent model's prices when the cost-aware rule applies, else ``None``.
+
+        ``prices`` as configured, else what the agent's client (or the summariser) says
+        (`harness.types.KnowsPrices`); ``None`` falls back to the plain threshold.
+        """
+        settings = self.settings
+        if not settings.cost_aware or not settings.auto:
+            return None
+        if settings.prices is not None:
+            return settings.prices
+        client = request.run.client if request.run is not None else None
+        found = prices_of(client, request.model)
+        if found is None and settings.model is not None and settings.model.model == request.model:
+            found = prices_of(settings.model, request.model)
+        return found
+
+    def cost_of(
+        self,
+        request: ModelRequest,
+        history: tuple[Message, ...],
+        budget: int,
+        prices: TokenPrices,
+        layout: Layout | None = None,
+    ) -> CompactionCost | None:
+        """Return the cost-aware trigger's figures for ``history``: the rent paid, the price.
+
+        (`middleware.compaction._cost`.) The compaction priced is the one that would run: the
+        cut of the keep range, a summary as long as the previous one (`EXPECTED_SUMMARY_TOKENS`
+        for the first), asked in place when it would be. A round is each assistant message
+        of the working history (the request before it), and this one. ``None`` when nothing
+        would be summarised.
+        """
+        est = request.estimator
+        layout = layout or layout_of(history)
+        body = history[layout.start :]
+        cut = self._normal_cut(body, est, budget, layout)
+        if cut == 0:
+            return None  # everything is in the keep range: a compaction would summarise nothing
+        head = (layout.pinned,) if layout.pinned is not None else ()
+        cap = max(MIN_TEXT_TOKENS, int(max(budget, 0) * SUMMARY_CAP_FRACTION))
+        previous = summary_text(layout.previous) if layout.previous is not None else None
+        output = min(cap, est.count(previous) if previous else EXPECTED_SUMMARY_TOKENS)
+        compacted = self._rest(est, head, body, cut) + output
+        rounds: list[int] = []
+        tokens = 0
+        upto = layout.start + cut  # the history before the cut: what a summary request reads
+        early = 0
+        for i, message in enumerate(history):
+            if message.role == "assistant":
+                rounds.append(tokens)
+            if i == upto:
+                early = tokens
+            tokens += est.count_message(message)
+        rounds.append(tokens)
+        summariser = self.settings.model
+        other = None
+        if summariser is not None and summariser.model != request.model:
+            other = prices_of(summariser, summariser.model)
+        if self._in_place_client(request) is not None:
+            fixed = fixed_tokens(request, est) + blocks_tokens(request, est)
+            cached, fresh = fixed + early, INSTRUCTION_TOKENS
+        else:  # a transcript of the early part, at the summariser's full input price
+            cached, fresh = 0, early + len(self.settings.summary_prompt) // 4
+        return compaction_cost(
+            prices,
+            rounds=rounds,
+            new=est.count_messages(body[last_unit_start(body) :]),
+            compacted=compacted,
+            summary_cached=cached,
+            summary_fresh=fresh,
+            summary_output=output,
+            summary_prices=other,
+        )
 
     def _pending_request(self, request: ModelRequest, layout: Layout) -> str | None:
         """Return the token of a compaction request not yet honoured (tool, API or CLI)."""

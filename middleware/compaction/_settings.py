@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
 from harness.errors import ConfigurationError
-from harness.types import ModelClient
+from harness.types import ModelClient, TokenPrices
 from middleware.compaction._summariser import DEFAULT_SUMMARY_PROMPT
 from middleware.memory import DEFAULT_MEMORY, MemoryStore
 
@@ -16,6 +16,8 @@ DEFAULT_TRIGGER: Final = 0.75
 the input limit (window-aware: a large window is not summarised every 50 messages)."""
 DEFAULT_TRIGGER_MESSAGES: Final = 200
 """… or when the history holds this many messages (a secondary guard: many tiny messages)."""
+COST: Final = "cost"
+"""``trigger="cost"``: the cost-aware rule (`middleware.compaction._cost`)."""
 
 
 class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,7 +29,7 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     trigger_messages: int | None = None
-    trigger: float | int | None = None
+    trigger: float | int | Literal["cost"] | None = None
     keep_tokens: int | None = None
     keep_messages: int = 20
     model: ModelClient | None = None
@@ -48,6 +50,12 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     summary_keeps_files: bool = False
 
     auto: bool = True
+    prices: TokenPrices | None = None
+
+    @property
+    def cost_aware(self) -> bool:
+        """Whether the cost-aware rule decides when to compact (``trigger="cost"``)."""
+        return self.trigger == COST
 
     @property
     def message_trigger(self) -> int:
@@ -58,21 +66,28 @@ class CompactionSettings(msgspec.Struct, frozen=True, kw_only=True):
     def token_trigger(self) -> float | int | None:
         """The token threshold in force (``None``: only the history's budget).
 
-        ``trigger``, or `DEFAULT_TRIGGER` when neither it nor ``trigger_messages`` was given.
+        ``trigger``, or `DEFAULT_TRIGGER` when neither it nor ``trigger_messages`` was given
+        — and with ``trigger="cost"``, where the prices are unknown (the fallback).
         """
-        if self.trigger is None and self.trigger_messages is None:
+        trigger = self.trigger
+        if isinstance(trigger, str) or (trigger is None and self.trigger_messages is None):
             return DEFAULT_TRIGGER
-        return self.trigger
+        return trigger
 
     def __post_init__(self) -> None:
         if self.trigger_messages is not None:
             _check_int("trigger_messages", self.trigger_messages, minimum=4)
         if not isinstance(self.auto, bool):
             raise ConfigurationError(f"auto must be True or False, got {self.auto!r}")
-        if self.trigger is not None:
+        if self.prices is not None and not isinstance(self.prices, TokenPrices):
+            raise ConfigurationError(
+                f"prices must be a harness.types.TokenPrices or None, got {self.prices!r}"
+            )
+        if self.trigger is not None and self.trigger != COST:
             if isinstance(self.trigger, bool) or not isinstance(self.trigger, int | float):
                 raise ConfigurationError(
-                    f"trigger must be a fraction in (0, 1], a token count or None, got {self.trigger!r}"
+                    "trigger must be a fraction in (0, 1], a token count, 'cost' or None, "
+                    f"got {self.trigger!r}"
                 )
             if isinstance(self.trigger, float) and not 0.0 < self.trigger <= 1.0:
                 raise ConfigurationError(

@@ -37,6 +37,15 @@ layers after it do not count that result again. Only a sweep awaits.
 
 Workspace: the one given to the constructor, else the agent's (an agent given none has a
 private in-memory one, `harness.workspace.Workspace.private`, shared with nobody).
+
+**The ``read_file`` tool is offered only once there is something for it to read**: its
+schema (about 100 tokens) is left out of a session's requests until this session has an
+offloaded result — one offloaded in this request, a preview in the history, or files in the
+session's folder (a session resumed in another process). From then on every request of the
+session offers it, so the cached prefix changes once, when it appears, and never flips back.
+``always_offer_read_file=True`` offers it from the first request (the agent then also reads
+project files with it before anything was offloaded). The agent runs the tool whenever the
+model calls it, offered or not.
 """
 
 from __future__ import annotations
@@ -52,7 +61,7 @@ import anyio.to_thread
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.manifest import Transform, TransformKind
-from harness.messages import Message
+from harness.messages import Message, ToolSchema
 from harness.request import ModelRequest, ModelResponse, RunScope
 from harness.tools import Tool
 from harness.types import Concern, Handler
@@ -95,6 +104,9 @@ class ToolResultOffload:
             most once per agent call and once per folder every `SWEEP_INTERVAL_S` seconds;
             ``None`` keeps them until `purge_session`.
         workspace: where to write (default: the agent's workspace).
+        always_offer_read_file: offer the ``read_file`` tool (`tools`) on every request;
+            by default a session's requests offer it only once the session has an offloaded
+            result, and on every request after that.
 
     When a result cannot be written, the preview is inline (head and tail, ``preview_chars``
     each, or a quarter of ``max_result_chars`` up to 2,000 when that is 0) and the request
@@ -117,6 +129,7 @@ class ToolResultOffload:
         folder: str = DEFAULT_FOLDER,
         max_age_s: float | None = _WEEK_S,
         workspace: Workspace | None = None,
+        always_offer_read_file: bool = False,
     ) -> None:
         if not _is_int(max_result_chars) or max_result_chars < 1:
             raise ConfigurationError(
@@ -156,6 +169,12 @@ class ToolResultOffload:
         self.folder = relative_folder(folder)
         self.max_age_s = max_age_s
         self.workspace = workspace
+        self.always_offer_read_file = bool(always_offer_read_file)
+        self._reader: Tool | None = None
+        """The ``read_file`` tool `tools` gave the agent (made once: its schema is compared)."""
+        self._hidden: dict[int, tuple[tuple[ToolSchema, ...], tuple[ToolSchema, ...]]] = {}
+        """id(tools) → (tools, tools without the reader): one tuple per tool list, so a
+        request's tools keep their identity from round to round (the accounting caches by it)."""
 
     def __repr__(self) -> str:
         return (
@@ -164,8 +183,14 @@ class ToolResultOffload:
         )
 
     def tools(self) -> list[Tool]:
-        """Return the ``read_file`` tool that reads offloaded results back."""
-        return [read_file_tool(workspace=self.workspace, private_folder=self.folder)]
+        """Return the ``read_file`` tool that reads offloaded results back.
+
+        A session's requests offer it once the session has an offloaded result (see the
+        module's docstring), or always with ``always_offer_read_file=True``.
+        """
+        if self._reader is None:
+            self._reader = read_file_tool(workspace=self.workspace, private_folder=self.folder)
+        return [self._reader]
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
         """Offload the oversized tool results of ``request`` and pass it on."""
@@ -186,12 +211,14 @@ class ToolResultOffload:
         replaced: dict[int, Message] = {}
         transforms: list[Transform] = []
         names: dict[str, str] | None = None
+        seen = False  # an offload preview among the messages looked at
         for index in range(start, len(history)):
             message = history[index]
             if message.role != "tool":
                 continue
             metadata, text = message.metadata, message.content
             if metadata is not None and _done(metadata):
+                seen = seen or isinstance(metadata.get("offloaded"), str)
                 continue
             if not isinstance(text, str):
                 text = _plain_text(message)
@@ -222,6 +249,7 @@ class ToolResultOffload:
                     content=self._preview(text, path, keep),
                 )
                 transforms.append(Transform(TOOL_RESULT_OFFLOAD, key))
+                seen = True
             else:
                 replaced[index] = message.revise(
                     "offload",
@@ -235,9 +263,56 @@ class ToolResultOffload:
             request = request.replace(history=history[:first] + tail).with_transforms(*transforms)
         if notes is not None:
             notes.passed_on(request)
+        if not await self._reader_offered(request, notes, ws, seen):
+            request = request.replace(tools=self._without_reader(request.tools))
         return await call_next(request)
 
     # --------------------------------------------------------------- private
+    async def _reader_offered(
+        self, request: ModelRequest, notes: _Notes | None, ws: Workspace | None, seen: bool
+    ) -> bool:
+        """Whether ``request`` offers ``read_file``: once the session has offloaded, always.
+
+        ``seen``: this request offloaded a result, or a message looked at is a preview. A
+        session's first look in this process (its notes are new) scanned the whole history;
+        when that found nothing, the session's folder tells whether an earlier process
+        offloaded (the history may have been summarised since). The answer ``True`` is kept
+        in the session's notes, so it never flips back.
+        """
+        reader = self._reader
+        if reader is None or self.always_offer_read_file:
+            return True
+        if notes is None:
+            return seen
+        if notes.reader:
+            return True
+        if notes.reader is None and not seen and ws is not None:
+            ids = request.ids
+            folder = f"{self.folder}/{session_key(ids.session_id, ids.user_id, ids.agent_id)}"
+            try:
+                seen = await anyio.to_thread.run_sync(ws.exists, folder)
+            except (OSError, WorkspaceError):
+                seen = False
+        notes.reader = seen
+        return seen
+
+    def _without_reader(self, tools: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
+        """Return ``tools`` without this middleware's ``read_file`` (the same tuple each time)."""
+        reader = self._reader
+        if reader is None:
+            return tools
+        held = self._hidden.get(id(tools))
+        if held is not None and held[0] is tools:
+            return held[1]
+        schema = reader.schema
+        kept = tuple(t for t in tools if t is not schema)
+        if len(kept) == len(tools):
+            kept = tools
+        if len(self._hidden) >= 16:
+            self._hidden.clear()
+        self._hidden[id(tools)] = (tools, kept)
+        return kept
+
     def _sweep_due(self, notes: _Notes, run: RunScope) -> bool:
         """Whether this call should sweep: at its first request, unless the folder is fresh.
 
@@ -444,7 +519,7 @@ def _is_int(value: object) -> bool:
 class _Notes:
     """This middleware's notes on a session: the history it passed on last, the last sweep."""
 
-    __slots__ = ("estimator", "history", "limit", "swept_in")
+    __slots__ = ("estimator", "history", "limit", "reader", "swept_in")
 
     def __init__(self) -> None:
         self.history: tuple[Message, ...] = ()
@@ -455,6 +530,8 @@ class _Notes:
         """… and this estimator (held, so its identity stays its own)."""
         self.swept_in = ""
         """The id of the agent call that swept the folder last."""
+        self.reader: bool | None = None
+        """Whether the session's requests offer ``read_file`` (``None``: not looked yet)."""
 
     def decided(self, request: ModelRequest) -> int:
         """Return how many leading messages of ``request``'s history need no new decision."""

@@ -521,7 +521,14 @@ async def test_read_file_is_provided_to_the_agent(tmp_path: Path) -> None:
     )
     assert "read_file" in agent.tools
     await agent.call("go")
-    assert [t.name for t in agent.client.requests[0].tools] == ["read_file"]  # type: ignore[attr-defined]
+    assert agent.client.requests[0].tools == ()  # type: ignore[attr-defined]  # nothing to read yet
+    always = HarnessAgent(
+        model=ScriptedModel(["ok"]),
+        stack=[ToolResultOffload(always_offer_read_file=True)],
+        workspace=Workspace(tmp_path),
+    )
+    await always.call("go")
+    assert [t.name for t in always.client.requests[0].tools] == ["read_file"]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
