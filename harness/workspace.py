@@ -113,6 +113,9 @@ class Workspace:
         self.local = isinstance(fs, LocalFileSystem)
         self.root = os.path.realpath(root) if self.local else root.rstrip("/")
         self.location = os.fspath(location)
+        self.in_process = self.local or getattr(fs, "protocol", None) in ("memory", ("memory",))
+        """Whether a stat is a call into this process or the local kernel (cheap enough for
+        the event loop), not a request to a remote store."""
         self.is_private = False
         """Whether this is a `Workspace.private` scratch workspace."""
         if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):

@@ -276,8 +276,10 @@ class ToolResultOffload:
         ``seen``: this request offloaded a result, or a message looked at is a preview. A
         session's first look in this process (its notes are new) scanned the whole history;
         when that found nothing, the session's folder tells whether an earlier process
-        offloaded (the history may have been summarised since). The answer ``True`` is kept
-        in the session's notes, so it never flips back.
+        offloaded (the history may have been summarised since): on a local or in-memory
+        workspace by a stat on the event loop (a session's first round does not wait for a
+        worker thread behind other sessions), elsewhere in a worker thread. The answer
+        ``True`` is kept in the session's notes, so it never flips back.
         """
         reader = self._reader
         if reader is None or self.always_offer_read_file:
@@ -290,7 +292,10 @@ class ToolResultOffload:
             ids = request.ids
             folder = f"{self.folder}/{session_key(ids.session_id, ids.user_id, ids.agent_id)}"
             try:
-                seen = await anyio.to_thread.run_sync(ws.exists, folder)
+                if ws.in_process:
+                    seen = ws.exists(folder)
+                else:
+                    seen = await anyio.to_thread.run_sync(ws.exists, folder)
             except (OSError, WorkspaceError):
                 seen = False
         notes.reader = seen
@@ -544,3 +549,4 @@ class _Notes:
         self.history = request.history
         self.limit = request.input_limit
         self.estimator = request.policy.estimator
+
