@@ -549,4 +549,3 @@ class _Notes:
         self.history = request.history
         self.limit = request.input_limit
         self.estimator = request.policy.estimator
-
