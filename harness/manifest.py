@@ -22,6 +22,8 @@ import msgspec
 from harness.errors import Validation
 
 ItemKind = Literal["system", "message", "tool_schema", "block"]
+CacheVerdict = Literal["agree", "provider_miss", "break_confirmed", "unexpected_hit"]
+"""How a provider's reported cached input compares with what our layout expected."""
 
 
 class ManifestItem(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -468,6 +470,9 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     cost_usd: float | None = None
     """The request's cost in US dollars by litellm's price table (cache reads and writes at
     their own prices); ``None`` when the table does not know the model."""
+    cache_reported: bool = False
+    """Whether the provider reported its cached input at all (a ``cached_tokens`` of 0 then
+    means nothing was served from its cache; without it, the provider says nothing)."""
 
     def __add__(self, other: Usage) -> Usage:
         """Return the sum of two usages (a cost is ``None`` only when both are)."""
@@ -484,6 +489,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cost_usd=cost,
+            cache_reported=self.cache_reported or other.cache_reported,
         )
 
 
@@ -531,6 +537,18 @@ class ContextManifest(msgspec.Struct, frozen=True, kw_only=True):
     ``history:<message id>`` with the transform that rewrote it, e.g.
     ``history:m12 (tool_result_offload:m12)``; ``None``: the previous request is a prefix of
     this one (or there was none)."""
+    cache_expected: int | None = None
+    """The input tokens our layout expected the provider's prompt cache to serve: what this
+    request shares with the session's previous agent request (up to ``cache_break``), by
+    this manifest's estimator (`harness.accounting.cache_verdict`); 0 for a session's first
+    request, ``None`` on manifests stored before it was recorded."""
+    cache_verdict: CacheVerdict | None = None
+    """How the provider's reported cached input compares with ``cache_expected``, once it
+    answered: ``agree``, ``provider_miss`` (the prefix was kept, the provider served much
+    less: its cache expired, another replica), ``break_confirmed`` (``cache_break`` named a
+    break and the provider served no more than the prefix before it) or ``unexpected_hit``
+    (it served more than the session's previous request explains); ``None`` when the
+    provider reports no cached tokens or has not answered."""
     usage: Usage | None = None
     """What the provider reported for this request, once it answered (`Usage`): set on the
     manifest a response carries and on the one stored with the session; ``None`` on the

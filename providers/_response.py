@@ -61,6 +61,9 @@ def usage_from(raw: Any) -> Usage | None:
     )
     details = field(raw, "prompt_tokens_details")
     cached = as_int(field(details, "cached_tokens")) if details is not None else 0
+    reported = (details is not None and field(details, "cached_tokens") is not None) or field(
+        raw, "cache_read_input_tokens"
+    ) is not None
     if not cached:
         cached = as_int(field(raw, "cache_read_input_tokens"))  # Anthropic's name, when unmapped
     written = as_int(field(raw, "cache_creation_input_tokens"))
@@ -75,6 +78,7 @@ def usage_from(raw: Any) -> Usage | None:
         cached_tokens=cached,
         cache_write_tokens=written,
         reasoning_tokens=reasoning,
+        cache_reported=reported,
     )
 
 

@@ -23,7 +23,10 @@ a SQLite store; several proxies behind a load balancer share one PostgreSQL stor
   headers: ``x-harness-estimated-tokens``, ``x-harness-input-limit``,
   ``x-harness-transforms``, ``x-harness-omitted``, ``x-harness-validation`` and
   ``x-harness-cache-break`` (what broke the provider's cached prefix since the session's
-  previous request, `ContextManifest.cache_break`; ``none`` when nothing did).
+  previous request, `ContextManifest.cache_break`; ``none`` when nothing did),
+  ``x-harness-cache-expected`` (the tokens that prefix holds, `ContextManifest.cache_expected`)
+  and ``x-harness-cache-verdict`` (how the provider's reported cached tokens compare:
+  ``agree``, ``provider_miss``, ``break_confirmed``, ``unexpected_hit``, or ``none``).
 - **Models**: a request names a ``model_list`` alias; it is counted as the alias's first
   deployment's ``litellm_params.model`` (its tokenizer family), with that deployment's
   ``model_info.max_input_tokens`` as the window when set (`deployment_client`).
@@ -59,6 +62,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from harness.accounting.cache_verdict import cache_verdict
 from harness.adapters.completion import prepare_messages
 from harness.errors import (
     ConfigurationError,
@@ -73,6 +77,7 @@ from harness.presend import output_limit
 from harness.request import ModelRequest, ModelResponse
 from harness.sessions.store import SessionStore
 from harness.types import Middleware, ModelClient
+from providers._response import usage_from
 from providers.litellm_client import LiteLLMClient, load_litellm
 
 __all__ = [
@@ -285,7 +290,9 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         """Return the ``x-harness-*`` headers of the request's manifest, if it has one."""
         metadata = data.get("metadata")
         headers = metadata.get(_STASH) if isinstance(metadata, Mapping) else None
-        return dict(headers) if isinstance(headers, Mapping) else None
+        if not isinstance(headers, Mapping):
+            return None
+        return {**headers, "x-harness-cache-verdict": verdict_header(headers, response)}
 
 
 class _SummariesVia:
@@ -429,7 +436,27 @@ def manifest_headers(manifest: ContextManifest) -> dict[str, str]:
         "x-harness-cache-break": (manifest.cache_break or "none")
         .encode("ascii", "backslashreplace")
         .decode()[:1_000],
+        "x-harness-cache-expected": (
+            "unknown" if manifest.cache_expected is None else str(manifest.cache_expected)
+        ),
     }
+
+
+def verdict_header(headers: Mapping[str, str], response: object) -> str:
+    """Return ``x-harness-cache-verdict`` for a response to the request ``headers`` describe.
+
+    The verdict of `harness.accounting.cache_verdict` from the stashed manifest headers and
+    the usage litellm's response carries; ``none`` when the provider reports no cached tokens.
+    """
+    expected = headers.get("x-harness-cache-expected", "unknown")
+    estimated = headers.get("x-harness-estimated-tokens", "")
+    verdict = cache_verdict(
+        int(expected) if expected.isdigit() else None,
+        broke=headers.get("x-harness-cache-break", "none") != "none",
+        usage=usage_from(getattr(response, "usage", None)),
+        estimated=int(estimated) if estimated.isdigit() else 0,
+    )
+    return verdict or "none"
 
 
 OPERATOR_TERMS: Final = (

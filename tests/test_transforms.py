@@ -59,7 +59,10 @@ OLD_OMISSIONS: Final = (
 def test_a_stored_manifest_loads_unchanged_and_reads_typed() -> None:
     manifest = ContextManifest.from_json(STORED)
     # the same bytes back, with the fields added since (at the end, at their defaults)
-    written = STORED[:-1] + b',"cache_break":null,"usage":null}'
+    written = (
+        STORED[:-1]
+        + b',"cache_break":null,"cache_expected":null,"cache_verdict":null,"usage":null}'
+    )
     assert manifest.to_json() == written
     assert msgspec.json.encode(manifest.to_dict()) == written
     assert manifest.usage is None
@@ -157,6 +160,7 @@ def test_the_proxy_headers_are_unchanged_for_the_proxy_stack_s_transforms() -> N
         '"history_dropped:12"]',
         "x-harness-call-id": "c-1",
         "x-harness-cache-break": "none",
+        "x-harness-cache-expected": "unknown",  # stored before it was recorded
     }
     # What a source or a fragment left out is an omission too (the substring test missed it).
     omitted = msgspec.json.decode(manifest_headers(stored)["x-harness-omitted"])

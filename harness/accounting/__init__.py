@@ -57,7 +57,8 @@ from harness.accounting._tally import (
     system_tokens,
     tally_of,
 )
-from harness.accounting.cache_break import cache_break_of
+from harness.accounting.cache_break import shared_prefix_of
+from harness.accounting.cache_verdict import answered, cache_verdict, expected_cached
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ContextBuildError, validation_of
 from harness.events import AgentEvent
@@ -585,7 +586,15 @@ def build_manifest(
     """Return the manifest of ``request`` as it is about to be sent (validation ``passed``)."""
     est = estimator or request.estimator
     total, items = manifest_items(request, est)
-    broke = cache_break_of(request)
+    shared = shared_prefix_of(request)
+    broke = None if shared is None else shared.broke
+    expected = None
+    if shared is not None and request.ids.session_id:  # stateless: no previous request known
+        tally = _manifest_tally(request, est)
+        if tally is not None:
+            if tally.history is not request.history:
+                tally.measure(request.history, request.run)
+            expected = expected_cached(shared, tally)
     return ContextManifest(
         call_id=request.ids.call_id,
         purpose=request.ids.purpose,
@@ -601,7 +610,16 @@ def build_manifest(
         run_id=request.ids.run_id,
         calibration=getattr(est, "factor", 1.0),
         cache_break=None if broke is None else broke.label,
+        cache_expected=expected,
     )
+
+
+def _manifest_tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
+    """Return the tally `manifest_items` measured ``request`` with (``None`` without a run)."""
+    last = _last_measured(request, est)
+    if last is not None and last.purpose == request.ids.purpose:
+        return last.tally
+    return _tally(request, est)
 
 
 def failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:
@@ -639,10 +657,12 @@ __all__ = [
     "REPLY_PRIMING",
     "HistoryTally",
     "acounted_near_limit",
+    "answered",
     "asure_count",
     "blocks_framing",
     "blocks_tokens",
     "build_manifest",
+    "cache_verdict",
     "ceiling_of",
     "ceiling_tokens",
     "count_off_loop",

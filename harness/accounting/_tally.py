@@ -85,6 +85,7 @@ class _Costs:
         "_block_items",
         "_block_tokens",
         "_blocks",
+        "_stable_tokens",
         "_system",
         "_system_items",
         "_system_tokens",
@@ -105,6 +106,7 @@ class _Costs:
         self._tool_items: tuple[ManifestItem, ...] | None = None
         self._blocks: tuple[ContextBlock, ...] | None = None
         self._block_tokens = 0
+        self._stable_tokens = 0
         self._block_items: tuple[ManifestItem, ...] | None = None
         self._tail_items: tuple[ManifestItem, ...] | None = None
 
@@ -129,8 +131,21 @@ class _Costs:
             self._block_tokens = (
                 blocks_framing(blocks) + sum(count_block(b) for b in blocks) if blocks else 0
             )
+            stable = [count_block(b) for b in blocks if is_stable(b)]
+            self._stable_tokens = (
+                MESSAGE_OVERHEAD + SECTION_FRAMING["HARNESS_CONTEXT"] + sum(stable) if stable else 0
+            )
             self._block_items = self._tail_items = None
         return self._block_tokens
+
+    def leading(self, pieces: int) -> int:
+        """Return the tokens of the first ``pieces`` of tools, System and stable reference.
+
+        In the order a provider's prompt cache reads them (`ModelRequest.render`; `fixed` and
+        `blocks` must have seen the request).
+        """
+        parts = (self._tool_tokens, self._system_tokens, self._stable_tokens)
+        return sum(parts[: max(0, min(pieces, 3))])
 
     def head_items(self, request: ModelRequest) -> tuple[ManifestItem, ...]:
         """Return the System parts' manifest items (`fixed` must have seen ``request``)."""

@@ -51,6 +51,26 @@ class CacheBreak(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.where} ({self.cause})" if self.cause else self.where
 
 
+class SharedPrefix(msgspec.Struct, frozen=True, kw_only=True):
+    """How much of a request the session's previous agent request had in front, piece by piece.
+
+    The pieces in render order: the tools, the System message, the stable reference message,
+    then ``messages`` leading history messages. What a provider's prompt cache can serve.
+    """
+
+    pieces: int
+    """How many of tools, System and reference are shared whole (0 to 3); the history's
+    ``messages`` count only when all three are."""
+    messages: int = 0
+    """How many leading history messages are shared."""
+    broke: CacheBreak | None = None
+    """What ended the shared prefix before the previous request's end (``None``: nothing)."""
+
+
+_NOTHING_SEEN: Final = SharedPrefix(pieces=0)
+"""The session's first request: nothing was sent before it, nothing can be cached."""
+
+
 class _Seen(msgspec.Struct, kw_only=True):
     """The pieces of the session's last agent request (references to its own tuples)."""
 
@@ -73,8 +93,12 @@ class CacheBreaks:
         A summary request is compared but not remembered: an in-place summary shares the
         agent's prefix, and the next agent request is compared with the last agent request.
         """
+        return self.compare(request).broke
+
+    def compare(self, request: ModelRequest) -> SharedPrefix:
+        """Return what ``request`` shares with the last agent request (`observe` says why not more)."""
         seen = self._seen
-        found = None if seen is None else _first_break(seen, request)
+        found = _NOTHING_SEEN if seen is None else _compared(seen, request)
         if request.ids.purpose == "agent":
             self._seen = _Seen(
                 model=request.model,
@@ -97,25 +121,40 @@ def cache_break_of(request: ModelRequest) -> CacheBreak | None:
     return request.run.session_slot(CacheBreaks, CacheBreaks).observe(request)
 
 
+def shared_prefix_of(request: ModelRequest) -> SharedPrefix | None:
+    """Return what ``request`` shares with its session's previous agent request (`compare`).
+
+    ``None`` without a run scope (nothing to compare with). Call it once per request, in
+    place of `cache_break_of`: both remember an agent request as the session's last.
+    """
+    if request.run is None:
+        return None
+    return request.run.session_slot(CacheBreaks, CacheBreaks).compare(request)
+
+
 def _reference(request: ModelRequest) -> tuple[ContextBlock, ...]:
     return tuple(b for b in request.blocks if is_stable(b))
 
 
-def _first_break(seen: _Seen, request: ModelRequest) -> CacheBreak | None:
+def _compared(seen: _Seen, request: ModelRequest) -> SharedPrefix:
     if request.model != seen.model:
-        return CacheBreak(where="model")
+        return SharedPrefix(pieces=0, broke=CacheBreak(where="model"))
     if request.tools != seen.tools:
-        return CacheBreak(where=f"tools:{_first_named(seen.tools, request.tools)}")
+        named = _first_named(seen.tools, request.tools)
+        return SharedPrefix(pieces=0, broke=CacheBreak(where=f"tools:{named}"))
     if request.system != seen.system:
-        return CacheBreak(where=f"system:{_first_named(seen.system, request.system)}")
+        named = _first_named(seen.system, request.system)
+        return SharedPrefix(pieces=1, broke=CacheBreak(where=f"system:{named}"))
     reference = _reference(request)
     if reference != seen.reference:
-        return CacheBreak(where=f"reference:{_first_named(seen.reference, reference)}")
+        named = _first_named(seen.reference, reference)
+        return SharedPrefix(pieces=2, broke=CacheBreak(where=f"reference:{named}"))
     shared = shared_prefix(seen.history, request.history, request.run)
     if shared >= len(seen.history):
-        return None
+        return SharedPrefix(pieces=3, messages=len(seen.history))
     lost = seen.history[shared].id
-    return CacheBreak(where=f"history:{lost}", cause=_cause(request.transforms, lost))
+    broke = CacheBreak(where=f"history:{lost}", cause=_cause(request.transforms, lost))
+    return SharedPrefix(pieces=3, messages=shared, broke=broke)
 
 
 def _first_named(old: tuple[object, ...], new: tuple[object, ...]) -> str:

@@ -69,7 +69,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from harness.accounting import build_manifest, failed_manifest, report_manifest
+from harness.accounting import answered, build_manifest, failed_manifest, report_manifest
 from harness.adapters._conversion import asplit, chain_hashes, tools_from_openai
 from harness.adapters._record_match import (
     TAIL,
@@ -366,7 +366,7 @@ async def _innermost(request: ModelRequest) -> ModelResponse:
     call.sent = True
     raw, response = await call.send(request, call.stream)
     if response.usage is not None:  # a stream's usage is the caller's to read
-        manifest = msgspec.structs.replace(manifest, usage=response.usage)
+        manifest = answered(manifest, response.usage)
         ids = request.ids
         event = usage_event(
             response.usage,

@@ -38,7 +38,7 @@ from typing import Any, cast
 import anyio
 import msgspec
 
-from harness.accounting import build_manifest, failed_manifest, report_manifest
+from harness.accounting import answered, build_manifest, failed_manifest, report_manifest
 from harness.agent._outbox import _no_outbox, _Outbox, _start_detached, _streamed
 from harness.agent._watches import _NO_WATCH, WatchesCalls, _Watches
 from harness.agent.permissions import Approver, ToolPermissions, permission_denial
@@ -671,7 +671,7 @@ class HarnessAgent:
         if calibrate and state is not None and usage is not None:
             self._calibrate(state, request, manifest, usage.prompt_tokens)
         if usage is not None:
-            manifest = msgspec.structs.replace(manifest, usage=usage)
+            manifest = answered(manifest, usage)
             if request.run is not None and request.run.emit is not None:
                 ids = request.ids
                 model = response.model or request.model

@@ -27,6 +27,7 @@ from harness.cli._format import Output, bar, flat
 from harness.cli.context_view import ContextView, build_view
 from harness.cli.sessions import CommandError, existing_session, store_options, with_store
 from harness.fragments.model import DEFAULT_PROJECT
+from harness.manifest import ContextManifest
 from harness.sessions.store import SessionStore
 
 
@@ -97,6 +98,8 @@ def _print_table(view: ContextView, out: Output) -> None:
         out.text(f"error: {m.error}")
     if m.cache_break:
         out.text(f"cached prefix broken at {m.cache_break}")
+    if m.cache_expected is not None:
+        out.text(_cache_line(m))
     out.text("")
     out.table(
         ("#", "KIND", "PLACEMENT", "SOURCE", "TOKENS", "SHARE", "BUDGET", "TEXT"),
@@ -160,3 +163,14 @@ def _write_html(view: ContextView, path: Path) -> None:
         path.write_text(render_page(view), "utf-8")
     except OSError as exc:
         raise CommandError(f"could not write {path}: {exc.strerror or exc}", status=2) from None
+
+
+def _cache_line(m: ContextManifest) -> str:
+    """One line: the cached prefix we expected and what the provider served (the verdict)."""
+    line = f"cache: expected {m.cache_expected:,} cached tokens"
+    usage = m.usage
+    if usage is None:
+        return line + " · not answered yet"
+    if not usage.cache_reported:
+        return line + " · the provider reports no cached tokens"
+    return line + f" · provider served {usage.cached_tokens:,} · {m.cache_verdict}"

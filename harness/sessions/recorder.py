@@ -40,6 +40,7 @@ from collections.abc import Sequence
 import anyio.to_thread
 import msgspec
 
+from harness.accounting.cache_verdict import answered
 from harness.accounting.prefix import shared_prefix
 from harness.errors import HarnessError
 from harness.events import AgentEvent
@@ -213,7 +214,7 @@ class SessionRecorder:
         for i in range(len(self._pending) - 1, -1, -1):
             pending = self._pending[i]
             if isinstance(pending, ManifestEvent) and pending.manifest.call_id == call_id:
-                manifest = msgspec.structs.replace(pending.manifest, usage=event.usage)
+                manifest = answered(pending.manifest, event.usage)
                 self._pending[i] = msgspec.structs.replace(pending, manifest=manifest)
                 return
 

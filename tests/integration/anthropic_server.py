@@ -105,6 +105,11 @@ class AnthropicServer:
         """The ``api_base`` for litellm (it appends ``/v1/messages``)."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
+    def drop_cache(self) -> None:
+        """Forget every cache entry, as Anthropic does when one outlives its TTL."""
+        with self._lock:
+            self._cache.clear()
+
     def push(self, *replies: AnthropicReply) -> None:
         """Queue answers, one per request; an empty queue answers ``ok``."""
         self._queue.extend(replies)

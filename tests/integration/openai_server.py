@@ -387,6 +387,11 @@ class OpenAIServer:
         """The ``api_base`` to give litellm: ``http://127.0.0.1:<port>/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def drop_cache(self) -> None:
+        """Forget every cached prefix (`prefix_cache`), as an expired entry or another replica."""
+        with self._lock:
+            self._prefixes.clear()
+
     # -------------------------------------------------------------------- script
     def push(self, *behaviours: Behaviour) -> None:
         """Queue behaviours; each request consumes one."""

@@ -192,6 +192,8 @@ def test_a_long_conversation_arrives_fitted_with_its_manifest(proxies: Proxies) 
     assert manifest.estimated_input_tokens == int(headers["x-harness-estimated-tokens"])
     assert manifest.validation == "passed" and manifest.input_limit == LIMIT
     assert headers["x-harness-cache-break"] == (manifest.cache_break or "none")
+    assert headers["x-harness-cache-expected"] == str(manifest.cache_expected)
+    assert headers["x-harness-cache-verdict"] == (manifest.cache_verdict or "none")
 
 
 def test_two_proxies_serve_alternating_rounds_of_one_session(proxies: Proxies) -> None:
