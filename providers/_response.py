@@ -60,12 +60,10 @@ def usage_from(raw: Any) -> Usage | None:
         as_int(field(raw, "completion_tokens")),
     )
     details = field(raw, "prompt_tokens_details")
-    cached = as_int(field(details, "cached_tokens")) if details is not None else 0
-    reported = (details is not None and field(details, "cached_tokens") is not None) or field(
-        raw, "cache_read_input_tokens"
-    ) is not None
-    if not cached:
-        cached = as_int(field(raw, "cache_read_input_tokens"))  # Anthropic's name, when unmapped
+    openai_cached = field(details, "cached_tokens") if details is not None else None
+    anthropic_cached = field(raw, "cache_read_input_tokens")  # Anthropic's name, when unmapped
+    cached = as_int(openai_cached) or as_int(anthropic_cached)
+    reported = openai_cached is not None or anthropic_cached is not None
     written = as_int(field(raw, "cache_creation_input_tokens"))
     if not written and details is not None:
         written = as_int(field(details, "cache_creation_tokens"))

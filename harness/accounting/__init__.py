@@ -570,14 +570,22 @@ def manifest_items(
     run, the items of the history prefix the last manifest shared are reused and the
     System, block and tool items are kept while those parts stay the same (`HistoryTally`).
     """
-    est = estimator or request.estimator
+    total, items, _ = _items_and_tally(request, estimator or request.estimator)
+    return total, items
+
+
+def _items_and_tally(
+    request: ModelRequest, est: TokenEstimator
+) -> tuple[int, ManifestItems, HistoryTally]:
+    """Return `manifest_items` and the tally that measured them (the manifest reads it again)."""
     last = _last_measured(request, est)  # the round's request was measured just before
     if last is not None and last.purpose == request.ids.purpose:
         tally = last.tally  # its costs saw these very parts; blocks: also when there are none
         tally.costs.blocks(request.blocks)
-        return last.total, tally.items(request)
+        return last.total, tally.items(request), tally
     tally = _tally(request, est) or HistoryTally(est)
-    return tally.manifest_items(request)
+    total, items = tally.manifest_items(request)
+    return total, items, tally
 
 
 def build_manifest(
@@ -585,16 +593,14 @@ def build_manifest(
 ) -> ContextManifest:
     """Return the manifest of ``request`` as it is about to be sent (validation ``passed``)."""
     est = estimator or request.estimator
-    total, items = manifest_items(request, est)
+    total, items, tally = _items_and_tally(request, est)
     shared = shared_prefix_of(request)
     broke = None if shared is None else shared.broke
     expected = None
     if shared is not None and request.ids.session_id:  # stateless: no previous request known
-        tally = _manifest_tally(request, est)
-        if tally is not None:
-            if tally.history is not request.history:
-                tally.measure(request.history, request.run)
-            expected = expected_cached(shared, tally)
+        if tally.history is not request.history:
+            tally.measure(request.history, request.run)
+        expected = expected_cached(shared, tally)
     return ContextManifest(
         call_id=request.ids.call_id,
         purpose=request.ids.purpose,
@@ -612,14 +618,6 @@ def build_manifest(
         cache_break=None if broke is None else broke.label,
         cache_expected=expected,
     )
-
-
-def _manifest_tally(request: ModelRequest, est: TokenEstimator) -> HistoryTally | None:
-    """Return the tally `manifest_items` measured ``request`` with (``None`` without a run)."""
-    last = _last_measured(request, est)
-    if last is not None and last.purpose == request.ids.purpose:
-        return last.tally
-    return _tally(request, est)
 
 
 def failed_manifest(request: ModelRequest, error: BaseException) -> ContextManifest:

@@ -43,8 +43,14 @@ async def _manifests(url: str) -> list[ContextManifest]:
     ]
 
 
-async def _script(agent: HarnessAgent, server: OpenAIServer | AnthropicServer) -> None:
+async def _script(
+    client: LiteLLMClient, server: OpenAIServer | AnthropicServer, url: str, workspace: Path
+) -> None:
     """Three stable rounds, a System change, a stable round, then the server forgets its cache."""
+    agent = HarnessAgent(
+        model=client, system_prompt=SYSTEM, store=url, stack=default_stack(),
+        workspace=str(workspace),
+    )  # fmt: skip
     for turn in ("first", "second", "third"):
         await agent.call(turn, CTX)
     agent.system_prompt = SYSTEM + " Answer in French."
@@ -52,6 +58,8 @@ async def _script(agent: HarnessAgent, server: OpenAIServer | AnthropicServer) -
     await agent.call("fifth", CTX)
     server.drop_cache()
     await agent.call("sixth", CTX)
+    assert agent.store is not None
+    await agent.store.aclose()
 
 
 def _check(manifests: list[ContextManifest]) -> None:
@@ -82,13 +90,7 @@ async def test_openai_style_cached_tokens_agree_confirm_a_break_and_show_a_miss(
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
     with OpenAIServer(prefix_cache=True) as server:
         client = LiteLLMClient("openai/gpt-4o-mini", api_base=server.base_url, api_key="test")
-        agent = HarnessAgent(
-            model=client, system_prompt=SYSTEM, store=url, stack=default_stack(),
-            workspace=str(tmp_path),
-        )  # fmt: skip
-        await _script(agent, server)
-        assert agent.store is not None
-        await agent.store.aclose()
+        await _script(client, server, url, tmp_path)
     manifests = await _manifests(url)
     _check(manifests)
     # the expectation, scaled to the server's count, is what the server served (within a block)
@@ -106,13 +108,7 @@ async def test_anthropic_style_cache_reads_agree_confirm_a_break_and_show_a_miss
         client = LiteLLMClient(
             "anthropic/claude-sonnet-4-5", api_base=server.base_url, api_key="test"
         )
-        agent = HarnessAgent(
-            model=client, system_prompt=SYSTEM, store=url, stack=default_stack(),
-            workspace=str(tmp_path),
-        )  # fmt: skip
-        await _script(agent, server)
-        assert agent.store is not None
-        await agent.store.aclose()
+        await _script(client, server, url, tmp_path)
     _check(await _manifests(url))
 
 
