@@ -190,6 +190,18 @@ def test_gates_and_screens_change_nothing(pieces: list[tuple[str, str]]) -> None
     assert redact(text) == reference(text)
 
 
+def test_a_secret_word_inside_a_redacted_value_starts_no_second_match() -> None:
+    # Hypothesis found it: the anchored rule tried a match at every "pass", also inside the
+    # value the first match took, and cut the following aws_key marker in two.
+    text = (
+        '=export PGPASSWORD=$DB_PASSWORD:"export PGPASSWORD=$DB_PASSWORD'
+        ':"AKIAK00S4N46L67PAAX1:"AKIAK00S4N46L67PAAX1'
+    )
+    clear_redaction_cache()
+    assert redact(text) == reference(text)
+    assert redact(text).endswith('"[REDACTED:aws_key]:"[REDACTED:aws_key]')
+
+
 def test_gates_change_nothing_on_every_secret_shape_and_ordinary_text() -> None:
     clear_redaction_cache()
     texts = [text for text, _ in CASES] + ORDINARY + _trajectory_texts()[:300]

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import itertools
 import math
 import re
 import threading
@@ -274,8 +273,7 @@ class _Rule:
         """`apply` for an anchored rule: try its regexes only where ``lower`` holds a hint."""
         for compiled, group in self.compiled:
             starts = sorted({at for hint in hints for at in _find_all(lower, hint)})
-            matches = (m for m in map(compiled.match, itertools.repeat(text), starts) if m)
-            changed = self._replace(text, matches, group)
+            changed = self._replace(text, _matches_from(compiled, text, starts), group)
             if changed is not text:
                 text = changed
                 lower = text.lower()
@@ -308,6 +306,25 @@ class _Rule:
             return text
         out.append(text[done:])
         return "".join(out)
+
+
+def _matches_from(
+    compiled: re.Pattern[str], text: str, starts: Iterable[int]
+) -> Iterator[re.Match[str]]:
+    """The matches `re.Pattern.finditer` finds, for a pattern that can match only at ``starts``.
+
+    As ``finditer`` does, a start inside the last match is passed over: a match found there
+    would overlap it (a value that runs on past the next secret word), and ``finditer``
+    never sees it.
+    """
+    end = 0
+    for at in starts:
+        if at < end:
+            continue
+        match = compiled.match(text, at)
+        if match is not None:
+            end = match.end()
+            yield match
 
 
 def _find_all(text: str, piece: str) -> Iterator[int]:
