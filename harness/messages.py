@@ -445,17 +445,20 @@ def checked(message: Message) -> Message:
     return msgspec.structs.replace(message, **changes) if changes else message
 
 
-def history_message(message: Message) -> Message:
+def history_message(message: Message, *, check: bool = True) -> Message:
     """Return ``message`` checked for a stored history (`checked`, then the history rules).
 
     The rules: no system messages (System text is built from the agent's ``system_prompt``
     and instructions before every request); user and tool messages have content; a tool
     message names the call it answers; only assistant messages carry tool calls.
+    ``check=False`` skips `checked` for a message that just passed it (`Message.from_openai`
+    checks what it builds; checking again was a third of converting 10,000 messages).
 
     Raises:
         InvalidInputError: the message breaks a rule; the message says which.
     """
-    message = checked(message)
+    if check:
+        message = checked(message)
     role = message.role
     if role == "system":
         raise InvalidInputError(

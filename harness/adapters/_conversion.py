@@ -84,7 +84,7 @@ def _split(
             done.history_at.append(len(done.history) + len(history))
             continue
         try:
-            history.append(history_message(Message.from_openai(data)))
+            history.append(history_message(Message.from_openai(data), check=False))
         except InvalidInputError as exc:
             raise InvalidInputError(f"messages[{position}]: {exc}", position=position) from exc
         done.system_at.append(len(system))
