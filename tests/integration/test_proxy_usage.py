@@ -10,6 +10,7 @@ litellm's own logging worker calls `HarnessProxyHook.async_log_success_event` wi
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,14 @@ import pytest
 
 from harness import ContextPolicy
 from harness.sessions import (
+    ManifestEvent,
     SessionKey,
     SessionStore,
     SessionUsage,
+    UsageEvent,
     open_store,
 )
+from harness.sessions.manifest_log import resolve
 from providers import LiteLLMClient
 from providers.litellm_client import load_litellm
 from providers.proxy_hook import HarnessProxyHook
@@ -32,6 +36,7 @@ from .openai_server import OpenAIServer, Reply, reply
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = "openai/gpt-4o-mini"
 """A model litellm's price table knows, so every answer has a ``response_cost``."""
 AGENT = "litellm-proxy"
@@ -172,6 +177,34 @@ async def test_an_answered_session_request_gets_its_usage_row(
     await anyio.sleep(0.5)  # any late callback has run by now
     assert len((await store.usage(key)).requests) == summaries + 1
     assert hook.usage_recorded == 1 and hook.usage_failures == 0
+
+    # Readers see the proxy call's usage on its manifest, like an agent call's.
+    logged = await store.events(key, kinds=("manifest", "usage"), limit=100)
+    manifests = resolve(e.event for e in logged if isinstance(e.event, ManifestEvent | UsageEvent))
+    (manifest,) = [m for m in manifests if m.call_id == call_id]
+    assert manifest.usage is not None and manifest.usage.prompt_tokens == prompt
+    if stream:
+        return
+    where = ("--store", store.url, "--user", "alice", "--agent", AGENT, "--session", "s1")
+    shown, _ = await harness_cli("sessions", "show", *where, "--usage", "--json")
+    lines = [json.loads(line) for line in shown.splitlines()]
+    assert [x["kind"] for x in lines] == ["request"] * (summaries + 1) + ["total"]
+    (listed,) = [x for x in lines if x.get("call_id") == call_id]
+    assert (listed["usage"]["prompt_tokens"], listed["usage"]["completion_tokens"]) == (
+        prompt,
+        output,
+    )
+    assert lines[-1]["cost_usd"] == pytest.approx(found.total.cost_usd)
+    context, _ = await harness_cli("context", "show", *where, "--call", call_id, "--json")
+    call = json.loads(context.splitlines()[0])
+    assert call["call_id"] == call_id and call["usage"]["prompt_tokens"] == prompt
+
+
+async def harness_cli(*args: str) -> tuple[str, str]:
+    """Run ``python -m harness ARGS`` from the checkout; return its stdout and stderr."""
+    done = await anyio.run_process([sys.executable, "-m", "harness", *args], cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode(), done.stderr.decode()
 
 
 async def test_stateless_requests_and_forged_stashes_bill_no_session(
