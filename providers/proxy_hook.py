@@ -27,6 +27,14 @@ a SQLite store; several proxies behind a load balancer share one PostgreSQL stor
   ``x-harness-cache-expected`` (the tokens that prefix holds, `ContextManifest.cache_expected`)
   and ``x-harness-cache-verdict`` (how the provider's reported cached tokens compare:
   ``agree``, ``provider_miss``, ``break_confirmed``, ``unexpected_hit``, or ``none``).
+- **Usage**: a session's answered request gets its usage row (input, cached, cache writes,
+  output, reasoning; the cost is litellm's ``response_cost``) when litellm reports the answer
+  to `HarnessProxyHook.async_log_success_event`, streamed or not, off the response path. The
+  pre-call hook leaves the request's call id, user and session in its ``metadata``, signed
+  with a key of this process, so a client's own metadata can never bill another session;
+  the hook's summary requests (recorded as they are answered) and stateless requests carry
+  none. A failure is logged and counted (`HarnessProxyHook.usage_failures`), never raised
+  into litellm.
 - **Models**: a request names a ``model_list`` alias; it is counted as the alias's first
   deployment's ``litellm_params.model`` (its tokenizer family), with that deployment's
   ``model_info.max_input_tokens`` as the window when set (`deployment_client`).
@@ -55,7 +63,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import importlib
+import logging
+import math
 import os
+import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
@@ -64,6 +75,7 @@ import msgspec
 
 from harness.accounting.cache_verdict import cache_verdict
 from harness.adapters.completion import prepare_messages
+from harness.adapters.prefix_cache import _open_store
 from harness.errors import (
     ConfigurationError,
     ContextBuildError,
@@ -75,9 +87,9 @@ from harness.manifest import ContextManifest
 from harness.policy import ContextPolicy
 from harness.presend import output_limit
 from harness.request import ModelRequest, ModelResponse
-from harness.sessions.store import SessionStore
+from harness.sessions.store import SessionKey, SessionStore, UsageEvent, UsageStore
 from harness.types import Middleware, ModelClient
-from providers._response import usage_from
+from providers._response import field, usage_from
 from providers.litellm_client import LiteLLMClient, load_litellm
 from providers.proxy_warm_up import warm_up
 
@@ -111,6 +123,11 @@ DEFAULT_USER_SECRET: Final = b"context-harness proxy user id v1"
 """The HMAC key when none is configured: ids stay one-way, but set a secret (module docstring)."""
 _STASH: Final = "harness_manifest"
 """Where the manifest waits in ``data["metadata"]`` for the response-headers hook."""
+_USAGE_STASH: Final = "harness_usage"
+"""Where a session request's call id, user and session wait in ``data["metadata"]`` for
+`HarnessProxyHook.async_log_success_event` (litellm hands them back in
+``kwargs["litellm_params"]["metadata"]``), signed (`_signed`)."""
+_LOG: Final = logging.getLogger("harness.proxy")
 
 load_litellm()  # offline and quiet, before litellm's modules load
 _CustomLogger: Any = importlib.import_module("litellm.integrations.custom_logger").CustomLogger
@@ -205,6 +222,12 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
         self.summary_model = summary_model
         self.agent_id = agent_id
         self.unprepared_apis = unprepared_apis
+        self._stash_key = secrets.token_bytes(32)
+        """Signs the usage stash: only this process's pre-call hook can have written it."""
+        self.usage_recorded = 0
+        """Session requests whose usage row this hook wrote."""
+        self.usage_failures = 0
+        """Session requests whose usage it could not record (each logged as a warning)."""
 
     @classmethod
     def from_settings(cls, settings: ProxyHookSettings) -> HarnessProxyHook:
@@ -252,6 +275,9 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
                 the Responses or Anthropic Messages API (`UNPREPARED_CALLS`), naming Chat
                 Completions, unless ``unprepared_apis: pass``.
         """
+        metadata = data.get("metadata")
+        if isinstance(metadata, dict):
+            metadata.pop(_USAGE_STASH, None)  # only the hook writes it, never the client
         if str(call_type) in UNPREPARED_CALLS and self.unprepared_apis != "pass":
             raise _unprepared_error(str(call_type))
         messages = data.get("messages")
@@ -259,6 +285,8 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             return data
         deployment = deployment_client(str(data.get("model") or ""))
         settings = {k: v for k, v in data.items() if k in ("max_tokens", "max_completion_tokens")}
+        session_id = session_of(data)
+        user_id = user_of(user_api_key_dict, secret=self._user_secret)
         try:
             prepared, manifest = await prepare_messages(
                 deployment.model,  # counted and windowed as the deployment's model, not the alias
@@ -269,8 +297,8 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
                 else deployment,
                 stack=self.stack,
                 policy=self.policy,
-                session_id=session_of(data),
-                user_id=user_of(user_api_key_dict, secret=self._user_secret),
+                session_id=session_id,
+                user_id=user_id,
                 store=self.store,
                 agent_id=self.agent_id,
                 settings=settings or None,
@@ -283,7 +311,107 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             metadata = data["metadata"] = {}
         if manifest is not None:
             metadata[_STASH] = manifest_headers(manifest)
+            if session_id is not None:
+                key = SessionKey(user_id, self.agent_id, session_id)
+                metadata[_USAGE_STASH] = self._signed(key, manifest)
         return data
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        """Store the usage of a session's answered request (streamed or not) by its call id.
+
+        litellm calls this off the response path once the answer is complete. Requests
+        without the hook's signed stash — the hook's own summary requests (their usage is
+        recorded as they are answered), stateless requests, other routes — are passed over.
+        Nothing is raised into litellm: a failure is logged and counted in `usage_failures`.
+        """
+        try:
+            if await self._record_usage(kwargs, response_obj):
+                self.usage_recorded += 1
+        except Exception as exc:  # litellm's logging worker must never see our failure
+            self.usage_failures += 1
+            _LOG.warning(
+                "context-harness: the usage of a proxy request was not recorded "
+                "(%s: %s); its session's usage total misses it",
+                type(exc).__name__,
+                exc,
+            )
+
+    async def _record_usage(self, kwargs: Mapping[str, Any], response_obj: Any) -> bool:
+        """Append the answered request's `UsageEvent` to its session; return whether one was.
+
+        Raises:
+            InvalidInputError: the answer carries no usage, or a malformed one.
+            ConfigurationError: the store cannot take usage after a round (not a `UsageStore`).
+        """
+        params = kwargs.get("litellm_params")
+        metadata = params.get("metadata") if isinstance(params, Mapping) else None
+        stash = metadata.get(_USAGE_STASH) if isinstance(metadata, Mapping) else None
+        if stash is None:
+            return False  # not a session request the hook prepared (a summary, stateless …)
+        found = self._verified(stash)
+        if found is None:
+            _LOG.warning("context-harness: ignored a usage stash this proxy did not write")
+            return False
+        key, call_id, model = found
+        answer = kwargs.get("complete_streaming_response") or response_obj
+        usage = usage_from(field(answer, "usage")) or usage_from(field(response_obj, "usage"))
+        if usage is None:
+            raise InvalidInputError(
+                f"litellm reported the answer to call {call_id!r} without usage; for streams "
+                "the proxy asks for it (stream_options.include_usage): check that the "
+                "provider sends a usage chunk"
+            )
+        cost = kwargs.get("response_cost")
+        priced = cost if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+        if priced is not None and math.isfinite(priced) and priced >= 0:
+            usage = msgspec.structs.replace(usage, cost_usd=float(priced))
+        store = _open_store(self.store)
+        if not isinstance(store, UsageStore):
+            raise ConfigurationError(
+                f"the session store {getattr(store, 'url', store)!r} cannot take a request's "
+                "usage after its round (no append_usage); use a sqlite:// or postgresql:// "
+                f"store in callback_settings.{SETTINGS_KEY}.store"
+            )
+        reported = field(answer, "model")
+        event = UsageEvent(
+            call_id=call_id,
+            purpose="agent",
+            model=reported if isinstance(reported, str) and reported else model,
+            usage=usage,
+        )
+        return await store.append_usage(key, event)
+
+    def _signed(self, key: SessionKey, manifest: ContextManifest) -> dict[str, str]:
+        """Return the usage stash of a session request: whose call it is, signed."""
+        fields = {
+            "user_id": key.user_id,
+            "agent_id": key.agent_id,
+            "session_id": key.session_id,
+            "call_id": manifest.call_id,
+            "model": manifest.model,
+        }
+        return {**fields, "sig": self._signature(fields)}
+
+    def _verified(self, stash: object) -> tuple[SessionKey, str, str] | None:
+        """Return (session, call id, model) of a stash this hook signed, else ``None``."""
+        if not isinstance(stash, Mapping):
+            return None
+        names = ("user_id", "agent_id", "session_id", "call_id", "model")
+        fields = {name: stash.get(name) for name in names}
+        sig = stash.get("sig")
+        if not all(isinstance(v, str) for v in fields.values()) or not isinstance(sig, str):
+            return None
+        checked = {k: str(v) for k, v in fields.items()}
+        if not hmac.compare_digest(sig, self._signature(checked)):
+            return None
+        key = SessionKey(checked["user_id"], checked["agent_id"], checked["session_id"])
+        return key, checked["call_id"], checked["model"]
+
+    def _signature(self, fields: Mapping[str, str]) -> str:
+        encoded = msgspec.json.encode([fields[k] for k in sorted(fields)])
+        return hmac.new(self._stash_key, encoded, hashlib.sha256).hexdigest()
 
     async def async_post_call_response_headers_hook(
         self,

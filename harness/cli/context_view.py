@@ -23,7 +23,13 @@ from harness.fragments.model import DEFAULT_PROJECT, FragmentScope
 from harness.manifest import ContextManifest, Transform
 from harness.messages import Message
 from harness.sessions.manifest_log import resolve
-from harness.sessions.store import FragmentStore, ManifestEvent, SessionKey, SessionStore
+from harness.sessions.store import (
+    FragmentStore,
+    ManifestEvent,
+    SessionKey,
+    SessionStore,
+    UsageEvent,
+)
 
 PREVIEW_CHARS: Final = 200
 """How much of an item's text the view keeps (one line)."""
@@ -99,8 +105,8 @@ async def build_view(
 
     manifests = resolve(
         e.event
-        for e in await all_events(store, key, ("manifest",), 0, None)
-        if isinstance(e.event, ManifestEvent)
+        for e in await all_events(store, key, ("manifest", "usage"), 0, None)
+        if isinstance(e.event, ManifestEvent | UsageEvent)
     )
     if not manifests:
         raise CommandError(

@@ -551,8 +551,8 @@ async def _manifests(store: SessionStore, args: argparse.Namespace, out: Output)
     key = await existing_session(store, args)
     manifests = resolve(
         e.event
-        for e in await all_events(store, key, ("manifest",), 0, None)
-        if isinstance(e.event, ManifestEvent)
+        for e in await all_events(store, key, ("manifest", "usage"), 0, None)
+        if isinstance(e.event, ManifestEvent | UsageEvent)
     )
     if args.call is not None:
         manifests = [m for m in manifests if m.call_id == args.call]

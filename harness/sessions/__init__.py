@@ -30,6 +30,7 @@ from harness.sessions.store import (
     StoredState,
     ToolRunEvent,
     UsageEvent,
+    UsageStore,
     WarningEvent,
 )
 from harness.state import SessionKey
@@ -87,6 +88,7 @@ __all__ = [
     "StoredState",
     "ToolRunEvent",
     "UsageEvent",
+    "UsageStore",
     "WarningEvent",
     "open_store",
 ]

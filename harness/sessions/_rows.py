@@ -11,12 +11,13 @@ place makes the two backends answer `search`, `messages` and `sessions` alike.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import msgspec
 
-from harness.errors import DuplicateTurn, StateConflict
+from harness.errors import DuplicateTurn, InvalidInputError, StateConflict
 from harness.fragments.model import Fragment, FragmentChange, FragmentScope
 from harness.manifest import Usage, dec_hook, enc_hook
 from harness.messages import Message
@@ -97,6 +98,44 @@ def usage_row(event: UsageEvent) -> UsageRow:
         u.reasoning_tokens,
         u.cost_usd,
     )
+
+
+def checked_usage(event: object) -> UsageEvent:
+    """Return ``event`` when it is a usage record a store may append (`UsageStore.append_usage`).
+
+    Raises:
+        InvalidInputError: not a `UsageEvent`; an empty call id, purpose or model; a negative
+            token count; a cost that is negative or not finite.
+    """
+    if not isinstance(event, UsageEvent):
+        raise InvalidInputError(
+            f"append_usage takes a UsageEvent, got {type(event).__name__}; build one with "
+            "UsageEvent(call_id=..., purpose=..., model=..., usage=Usage(...))"
+        )
+    empty = [name for name in ("call_id", "purpose", "model") if not getattr(event, name)]
+    u = event.usage
+    counts = {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+        "cached_tokens": u.cached_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+    }
+    negative = [name for name, value in counts.items() if value < 0]
+    cost = u.cost_usd
+    bad_cost = cost is not None and not (math.isfinite(cost) and cost >= 0)
+    if empty or negative or bad_cost:
+        problems = [f"empty {name}" for name in empty]
+        problems += [f"{name}={counts[name]}" for name in negative]
+        problems += [f"cost_usd={cost}"] if bad_cost else []
+        raise InvalidInputError(
+            f"the usage record of call {event.call_id!r} has {', '.join(problems)}; "
+            "give the request's call id, purpose (agent or summary) and model, token counts "
+            "of 0 or more and a finite cost of 0 or more (None when unpriced)",
+            call_id=event.call_id,
+        )
+    return event
 
 
 def session_usage(rows: Iterable[Sequence[Any]]) -> SessionUsage:

@@ -7,6 +7,12 @@ a *delta*: ``ManifestEvent(base=<call id>, shared=N)`` whose items follow the fi
 items of the manifest of call ``base``, stored earlier in the same session. Every
 `CHAIN`-th manifest is stored whole, so resolving one reads a bounded chain. Readers get
 whole manifests back from `resolve`.
+
+A manifest is stored with the usage the provider reported when its round knew it (our agent,
+the drop-in). A host that sends the request itself learns it after the round was committed
+(the litellm proxy hook): its `UsageEvent` follows later in the log, and `resolve`, given the
+usage events too, puts it on the manifest of its call id — so every reader shows a proxy
+call's usage as it shows an agent call's.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from typing import Final
 
 import msgspec
 
+from harness.accounting.cache_verdict import answered
 from harness.errors import WorkspaceError
-from harness.manifest import ContextManifest, ManifestItems
-from harness.sessions.store import ManifestEvent
+from harness.manifest import ContextManifest, ManifestItems, Usage
+from harness.sessions.store import ManifestEvent, UsageEvent
 
 CHAIN: Final = 32
 """At most this many deltas follow a whole manifest of the same purpose."""
@@ -67,16 +74,27 @@ class ManifestDeltas:
         self._last = self._next
 
 
-def resolve(events: Iterable[ManifestEvent]) -> list[ContextManifest]:
+def resolve(events: Iterable[ManifestEvent | UsageEvent]) -> list[ContextManifest]:
     """Return the whole manifests of a session's manifest events, given in log order.
+
+    Usage events among ``events`` answer the manifests of their call ids that were stored
+    without usage (`harness.accounting.answered`: the usage and the cache verdict it gives);
+    a manifest stored with its usage keeps it.
 
     Raises:
         WorkspaceError: a delta refers to a manifest that is not among ``events`` (pass every
             manifest event of the session, from its first).
     """
+    given = list(events)
+    usage: dict[str, Usage] = {}
+    for event in given:
+        if isinstance(event, UsageEvent):
+            usage.setdefault(event.call_id, event.usage)
     by_call: dict[str, ContextManifest] = {}
     out: list[ContextManifest] = []
-    for event in events:
+    for event in given:
+        if isinstance(event, UsageEvent):
+            continue
         manifest = event.manifest
         if event.base is not None:
             base = by_call.get(event.base)
@@ -89,5 +107,6 @@ def resolve(events: Iterable[ManifestEvent]) -> list[ContextManifest]:
                 manifest, items=base.items[: event.shared] + manifest.items
             )
         by_call[manifest.call_id] = manifest
-        out.append(manifest)
+        reported = usage.get(manifest.call_id) if manifest.usage is None else None
+        out.append(manifest if reported is None else answered(manifest, reported))
     return out

@@ -399,6 +399,30 @@ class SessionStore(Protocol):
 
 
 @runtime_checkable
+class UsageStore(SessionStore, Protocol):
+    """A session store that takes a request's usage after its round was committed.
+
+    A host that sends the prepared request itself learns the provider's usage only after the
+    round's commit (the litellm proxy hook: litellm reports it to a logging callback). The
+    usage joins the session's log then, without a round: the state and its version stay as
+    they are, so it can never conflict with the session's next commit.
+    """
+
+    async def append_usage(self, key: SessionKey, event: UsageEvent) -> bool:
+        """Append ``event`` to the log of an existing session (and to its usage); return whether.
+
+        Nothing is written (``False``) when the session does not exist (never stored, purged,
+        or another user's) or its log holds a usage record of ``event.call_id`` already: a
+        request is billed once, however often its host reports it.
+
+        Raises:
+            InvalidInputError: ``event`` is not a `UsageEvent`, or its call id, purpose or
+                model is empty, or a count or the cost is negative or not finite.
+        """
+        ...
+
+
+@runtime_checkable
 class FragmentStore(SessionStore, Protocol):
     """A session store that also keeps context fragments (`harness.fragments.editing`).
 

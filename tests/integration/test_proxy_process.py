@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +20,16 @@ from typing import Any
 import anyio
 import pytest
 
-from harness.sessions import ManifestEvent, MessageEvent, SessionKey, open_store
+from harness.sessions import (
+    ManifestEvent,
+    MessageEvent,
+    SessionKey,
+    SessionUsage,
+    UsageEvent,
+    open_store,
+)
 from tests.integration.litellm_proxy import EXAMPLE_CONFIG, ProxyProcess, start_proxies
-from tests.integration.openai_server import OpenAIServer, count_prompt_tokens
+from tests.integration.openai_server import OpenAIServer, Reply, count_prompt_tokens
 from tests.sessions.pg_server import PostgresServer, find_bindir
 
 pytestmark = [
@@ -35,6 +43,8 @@ LIMIT = 3_000
 """The hook's input cap (``HARNESS_MAX_INPUT_TOKENS``)."""
 AGENT = "litellm-proxy"
 """The agent id the example config records sessions under."""
+UPSTREAM = "openai/gpt-4o-mini"
+"""The deployment's model: one litellm's price table knows (the server answers any name)."""
 KEYS = {"alice": "sk-alice-test", "bob": "sk-bob-test"}
 """Each user's key (``HARNESS_PROXY_KEYS``)."""
 _sessions = itertools.count(1)
@@ -68,7 +78,7 @@ def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxies]:
                 store_url = f"sqlite:///{tmp_path_factory.mktemp('proxy')}/sessions.db"
             anyio.run(_create_schema, store_url)  # before two processes race to create it
             env = {
-                "HARNESS_UPSTREAM_MODEL": f"openai/{server.model}",
+                "HARNESS_UPSTREAM_MODEL": UPSTREAM,  # priced: answers carry a cost
                 "HARNESS_UPSTREAM_BASE": server.base_url,
                 "HARNESS_UPSTREAM_KEY": "sk-upstream-test",
                 "HARNESS_PROXY_KEYS": ",".join(f"{k}={user}" for user, k in KEYS.items()),
@@ -343,3 +353,88 @@ def test_a_client_that_reencodes_trims_and_retries_is_recorded_once(proxies: Pro
     assert [m.text for m in recorded] == sent[:-1], numbers
     assert len({m.id for m in recorded}) == len(recorded)
     assert requests < upstream <= 1.1 * requests, numbers
+
+
+async def _usage_once(
+    store_url: str, rows: dict[SessionKey, int]
+) -> dict[SessionKey, SessionUsage]:
+    """Each session's usage once it has its number of rows (litellm logs after the answer)."""
+    store = open_store(store_url)
+    try:
+        for _ in range(600):  # 60 s
+            found = {key: await store.usage(key) for key in rows}
+            if all(len(found[key].requests) >= n for key, n in rows.items()):
+                return found
+            await anyio.sleep(0.1)
+        raise AssertionError(f"usage rows {[len(u.requests) for u in found.values()]}, not {rows}")
+    finally:
+        await store.aclose()
+
+
+def test_plain_and_streamed_answers_get_usage_rows_and_users_stay_apart(
+    proxies: Proxies,
+) -> None:
+    # Issue 25: the answer never passes through the hook's code; litellm reports it to the
+    # hook's async_log_success_event, which stores the usage by the request's call id.
+    from providers.litellm_client import load_litellm
+
+    session = f"usage-{next(_sessions)}"
+    before = len(proxies.server.requests)
+    messages = _long_conversation(40)  # over the cap: the hook asks for summaries first
+    raw = _ask(proxies.urls[0], "alice", messages, session)
+    messages += [
+        {"role": "assistant", "content": raw.parse().choices[0].message.content},
+        {"role": "user", "content": "usage: and now streamed?"},
+    ]
+    stream = _client(proxies.urls[1], "alice").chat.completions.create(
+        model="team-model",
+        messages=messages,
+        stream=True,
+        extra_headers={"x-harness-session-id": session},
+        timeout=60,
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "ok"
+    bob_asks = "usage: bob's own question"
+    _ask(proxies.urls[0], "bob", [{"role": "user", "content": bob_asks}], session)
+    upstream = proxies.server.requests[before:]
+
+    alice, bob = SessionKey("alice", AGENT, session), SessionKey("bob", AGENT, session)
+    found = anyio.run(_usage_once, proxies.store_url, {alice: len(upstream) - 1, bob: 1})
+    time.sleep(1.0)  # a late, doubled callback would have landed by now
+    again = anyio.run(_usage_once, proxies.store_url, {alice: 0, bob: 0})
+    assert again == found  # nothing recorded twice
+
+    agent_rows = {key: [r for r in found[key].requests if r.purpose == "agent"] for key in found}
+    summaries = [r for r in found[alice].requests if r.purpose == "summary"]
+    assert len(agent_rows[alice]) == 2 and len(agent_rows[bob]) == 1
+    assert summaries and len(found[alice].requests) + len(found[bob].requests) == len(upstream)
+    # Each agent row: the tokens the server reported for that request, at litellm's price.
+    behaviour = proxies.server.default
+    assert isinstance(behaviour, Reply)
+    for row, last in zip(
+        [*agent_rows[alice], *agent_rows[bob]],
+        [messages[-3]["content"], messages[-1]["content"], bob_asks],
+        strict=True,
+    ):
+        (body,) = [b for b in upstream if b["messages"][-1].get("content") == last]
+        served = proxies.server.usage(body, behaviour)
+        assert (row.usage.prompt_tokens, row.usage.completion_tokens) == (
+            served["prompt_tokens"],
+            served["completion_tokens"],
+        )
+        a, b = load_litellm().cost_per_token(
+            model="gpt-4o-mini",
+            prompt_tokens=served["prompt_tokens"],
+            completion_tokens=served["completion_tokens"],
+        )
+        assert (row.usage.cost_usd or 0) > 0
+        assert row.usage.cost_usd == pytest.approx(float(a) + float(b))
+    # The rows belong to the calls their manifests name, each in its own user's session.
+    for key in (alice, bob):
+        log = anyio.run(_log, proxies.store_url, key)
+        agent_calls = [e.manifest.call_id for e in log if isinstance(e, ManifestEvent)
+                       and e.manifest.purpose == "agent"]  # fmt: skip
+        assert [r.call_id for r in agent_rows[key]] == agent_calls
+        usage_calls = [e.call_id for e in log if isinstance(e, UsageEvent) and e.purpose == "agent"]
+        assert usage_calls == agent_calls
+    assert raw.headers["x-harness-call-id"] == agent_rows[alice][0].call_id

@@ -11,10 +11,10 @@ import pytest
 
 from harness import ContextManifest, HarnessAgent, RuntimeContext
 from harness.errors import WorkspaceError
-from harness.manifest import ManifestItem, ManifestItems
+from harness.manifest import ManifestItem, ManifestItems, Usage
 from harness.sessions import SessionKey, open_store
 from harness.sessions.manifest_log import CHAIN, ManifestDeltas, resolve
-from harness.sessions.store import ManifestEvent
+from harness.sessions.store import ManifestEvent, UsageEvent
 from middleware import default_stack
 from providers import ScriptedModel
 
@@ -89,6 +89,38 @@ def test_a_delta_without_its_base_is_a_clear_error() -> None:
     orphan = ManifestEvent(manifest=_manifest("c9", ()), base="c1", shared=20)
     with pytest.raises(WorkspaceError, match="refers to call 'c1'"):
         resolve([orphan])
+
+
+def test_usage_logged_after_its_round_answers_its_manifest() -> None:
+    # The proxy hook's usage arrives after the round that stored the manifest; an agent's
+    # manifest was stored with its usage, which a later record never replaces.
+    items = tuple(ManifestItem(kind="message", source_id=f"m{i}", tokens=i) for i in range(30))
+    agent_usage = Usage(prompt_tokens=10, completion_tokens=2, total_tokens=12)
+    answered_one = msgspec.structs.replace(_manifest("c1", items), usage=agent_usage)
+    deltas = ManifestDeltas()
+    proxied = msgspec.structs.replace(
+        _manifest("c2", items), estimated_input_tokens=1200, cache_expected=1024
+    )
+    stored = deltas.encode([answered_one, proxied, _manifest("c3", items)])
+    assert stored[1].base == "c1"  # the proxy call's manifest is a delta: resolved as usual
+    late = Usage(
+        prompt_tokens=1200,
+        completion_tokens=35,
+        total_tokens=1235,
+        cached_tokens=1024,
+        cache_reported=True,
+        cost_usd=2e-4,
+    )
+    usage = [
+        UsageEvent(call_id="c2", purpose="agent", model="gpt-4o-mini", usage=late),
+        UsageEvent(call_id="c1", purpose="agent", model="gpt-4o-mini", usage=late),
+    ]
+    first, second, third = resolve([stored[0], stored[1], usage[0], usage[1], stored[2]])
+    assert first.usage == agent_usage  # stored with its round: kept
+    assert second.usage == late and second.items == items
+    assert second.cache_verdict == "agree"  # the verdict the late usage gives (`answered`)
+    assert third.usage is None  # not answered (yet)
+    assert resolve(stored)[1].usage is None  # without the usage events: as stored
 
 
 def _manifest(call_id: str, items: tuple[ManifestItem, ...]) -> ContextManifest:

@@ -3,19 +3,20 @@
 Each takes a connection of the store's pool and runs inside the caller's transaction (or in
 autocommit, where the caller opened none): finding a session's row and version, reading
 logged messages by id, appending events (a round's, or a fragment change's into a session
-created for the log). Text columns cannot hold NUL (`text`); the JSON bodies keep the exact
+created for the log, or a usage record after its round: `append_usage`). Text columns cannot hold NUL (`text`); the JSON bodies keep the exact
 text.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import WorkspaceError
 from harness.messages import Message
 from harness.sessions import _rows
-from harness.sessions.store import SessionKey
+from harness.sessions.store import SessionKey, UsageEvent
 
 if TYPE_CHECKING:
     import psycopg
@@ -90,6 +91,40 @@ async def insert_events(
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(*u[:3], *(text(v) if isinstance(v, str) else v for v in u[3:])) for u in usage],
             )
+
+
+async def append_usage(
+    conn: psycopg.AsyncConnection[Any], key: SessionKey, event: UsageEvent
+) -> bool:
+    """Log ``event`` in the existing session ``key`` in one transaction; return whether it did.
+
+    The session's row is locked (``FOR UPDATE``, as a round's commit locks it, so the two
+    take turns on the log's seqs); only the log, ``harness_usage`` and the session's event
+    count and activity time are written — never its state or version. Nothing is written
+    when the session does not exist or holds usage of the call id.
+    """
+    async with conn.transaction():
+        cursor = await conn.execute(
+            "SELECT id, n_events FROM harness_sessions "
+            "WHERE user_id = %s AND agent_id = %s AND session_id = %s FOR UPDATE",
+            (key.user_id, key.agent_id, key.session_id),
+        )
+        row = await cursor.fetchone()
+        if row is None:
+            return False
+        cursor = await conn.execute(
+            "SELECT 1 FROM harness_usage WHERE session = %s AND call_id = %s LIMIT 1",
+            (row[0], text(event.call_id)),
+        )
+        if await cursor.fetchone() is not None:
+            return False
+        session, first = int(row[0]), int(row[1]) + 1
+        await conn.execute(
+            "UPDATE harness_sessions SET n_events = n_events + 1, updated_at = %s WHERE id = %s",
+            (time.time(), session),
+        )
+        await insert_events(conn, session, _rows.event_rows([event], first))
+    return True
 
 
 async def stored_turns(

@@ -46,7 +46,7 @@ from harness.sessions.postgres._fragments import (
     read_fragment,
     write_fragments,
 )
-from harness.sessions.postgres._rows import logged_messages, session_row, text
+from harness.sessions.postgres._rows import append_usage, logged_messages, session_row, text
 from harness.sessions.postgres._schema import SCHEMA_VERSION, upgrade
 from harness.sessions.postgres._search import (
     SEARCH_WALK_MS,
@@ -63,6 +63,7 @@ from harness.sessions.store import (
     SessionKey,
     SessionUsage,
     StoredState,
+    UsageEvent,
 )
 from harness.tokens.calibration import LEARN_MARGIN, LEARN_MAX, LearnedRow
 
@@ -331,6 +332,20 @@ class PostgresStore:
             )
             rows = await cursor.fetchall()
         return _rows.session_usage(rows)
+
+    async def append_usage(self, key: SessionKey, event: UsageEvent) -> bool:
+        """Append ``event`` to the log of an existing session (and to its usage); return whether.
+
+        One transaction that locks the session's row and leaves its state and version as they
+        are (`harness.sessions.UsageStore`); ``False``: nothing written, the session does not
+        exist or holds usage of ``event.call_id`` already.
+
+        Raises:
+            InvalidInputError: ``event`` is not a valid `UsageEvent` (`_rows.checked_usage`).
+        """
+        checked = _rows.checked_usage(event)
+        async with self._connection() as conn:
+            return await append_usage(conn, key, checked)
 
     async def learned(self) -> list[LearnedRow]:
         """Return the calibration learned from usage, per (model, api_base)."""

@@ -4,18 +4,23 @@ Each takes the store's connection, already locked by the caller, and runs inside
 caller's transaction (or, for `checkpointed` and `rollback`, right after it): finding a
 session's row, reading logged messages by id, appending events (a round's, or a fragment
 change's into a session created for the log), deleting a session with everything it owns.
+`append_usage` is the one that runs its own transaction: a usage record after the round.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from harness.messages import Message
 from harness.sessions import _rows
-from harness.sessions.store import SessionKey
+from harness.sessions.store import SessionKey, UsageEvent
+
+if TYPE_CHECKING:
+    from harness.sessions.sqlite._set_cache import SetCache
 
 IN_CHUNK: Final = 500
 """Ids per ``IN (…)`` query (SQLite's variable limit is 32766, but short queries plan better)."""
@@ -67,6 +72,43 @@ def insert_events(conn: sqlite3.Connection, session: int, rows: list[_rows.Event
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             usage,
         )
+
+
+def append_usage(
+    conn: sqlite3.Connection, sets: SetCache, key: SessionKey, event: UsageEvent
+) -> bool:
+    """Log ``event`` in the existing session ``key`` in one transaction; return whether it did.
+
+    Only the log, the ``usage`` table and the session's event count and activity time are
+    written — never its state or version, so the session's next round commits as it would
+    have. Nothing is written when the session does not exist or holds usage of the call id.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    row = conn.execute(
+        "SELECT id, n_events FROM sessions WHERE user_id = ? AND agent_id = ? AND session_id = ?",
+        (key.user_id, key.agent_id, key.session_id),
+    ).fetchone()
+    if row is None or _billed(conn, int(row[0]), event.call_id):
+        conn.rollback()
+        return False
+    session, first = int(row[0]), int(row[1]) + 1
+    conn.execute(
+        "UPDATE sessions SET n_events = n_events + 1, updated_at = ? WHERE id = ?",
+        (time.time(), session),
+    )
+    insert_events(conn, session, _rows.event_rows([event], first))
+    before = sets.header()  # the write lock is held: no one else commits now
+    conn.commit()
+    sets.committed(before)
+    return True
+
+
+def _billed(conn: sqlite3.Connection, session: int, call_id: str) -> bool:
+    """Whether the session's usage holds a record of ``call_id``."""
+    found = conn.execute(
+        "SELECT 1 FROM usage WHERE session = ? AND call_id = ? LIMIT 1", (session, call_id)
+    ).fetchone()
+    return found is not None
 
 
 def stored_turns(conn: sqlite3.Connection, session: int, turns: Sequence[str]) -> list[str]:

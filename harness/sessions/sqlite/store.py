@@ -63,6 +63,7 @@ from harness.sessions.sqlite._fragments import (
     write_fragments,
 )
 from harness.sessions.sqlite._rows import (
+    append_usage,
     checkpointed,
     delete_session,
     logged_messages,
@@ -83,6 +84,7 @@ from harness.sessions.store import (
     SessionKey,
     SessionUsage,
     StoredState,
+    UsageEvent,
 )
 from harness.tokens.calibration import LEARN_MARGIN, LEARN_MAX, LearnedRow
 
@@ -364,6 +366,19 @@ class SqliteStore:
             return _rows.session_usage(rows)
 
         return await self._run(work)
+
+    async def append_usage(self, key: SessionKey, event: UsageEvent) -> bool:
+        """Append ``event`` to the log of an existing session (and to its usage); return whether.
+
+        One ``BEGIN IMMEDIATE`` transaction in a worker thread that leaves the session's state
+        and version as they are (`harness.sessions.UsageStore`); ``False``: nothing written,
+        the session does not exist or holds usage of ``event.call_id`` already.
+
+        Raises:
+            InvalidInputError: ``event`` is not a valid `UsageEvent` (`_rows.checked_usage`).
+        """
+        checked = _rows.checked_usage(event)
+        return await self._run(lambda conn: append_usage(conn, self._sets, key, checked))
 
     async def learned(self) -> list[LearnedRow]:
         """Return the calibration learned from usage, per (model, api_base)."""
