@@ -62,7 +62,9 @@ from harness.accounting import REPLY_PRIMING
 from harness.agent.loop import HarnessAgent, RuntimeContext
 from harness.messages import Message
 from harness.tokens import TokenEstimator, estimator_for, tiktoken_encoding
+from harness.types import Middleware
 from middleware.compaction._settings import DEFAULT_TRIGGER, DEFAULT_TRIGGER_MESSAGES
+from providers.cache_breakpoints import count_marks, place_breakpoints
 from providers.scripted import ScriptedModel
 
 WINDOW = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
@@ -156,7 +158,7 @@ class PrefixMeter:
 
     def __init__(self, tool_tokens: int) -> None:
         self._encode = tiktoken_encoding("o200k_base").encode
-        self._tokens: dict[str, list[int]] = {}
+        self._pieces: dict[str, tuple[list[int], bytes]] = {}
         self.tool_tokens = tool_tokens
         self._recent: deque[tuple[bool, list[list[int]]]] = deque(maxlen=CACHE_ENTRIES)
         self.kinds: list[str] = []
@@ -167,6 +169,10 @@ class PrefixMeter:
         """Tokens shared with a recent request's start, per request."""
         self.whole: list[int] = []
         """The same, cut back to the last whole message in common."""
+        self.layouts: list[tuple[list[bytes], list[int]]] = []
+        """Per request, its pieces (the tool schemas when it has tools, then each message):
+        a digest of the prefix ending with each piece and the tokens up to its end (scaled
+        like ``prefix``), for `marked_cache`."""
 
     def add(
         self, messages: Sequence[Message], total: int, *, kind: str = "agent", tools: bool = True
@@ -176,7 +182,8 @@ class PrefixMeter:
         The prefix is counted on the JSON form and scaled to ``total``, the request's exact
         count, so that cached tokens never exceed what the request is billed for.
         """
-        current = [self.message_tokens(m) for m in messages]
+        pieces = [self._piece(_openai_text(m)) for m in messages]
+        current = [tokens for tokens, _ in pieces]
         best_whole = best = 0
         for old_tools, old in self._recent:
             if old_tools != tools:
@@ -198,6 +205,24 @@ class PrefixMeter:
         self.prefix.append(min(total, round(best * scale)))
         self.whole.append(min(total, round(best_whole * scale)))
         self._recent.append((tools, current))
+        self.layouts.append(self._layout(pieces, scale, tools=tools))
+
+    def _layout(
+        self, pieces: Sequence[tuple[list[int], bytes]], scale: float, *, tools: bool
+    ) -> tuple[list[bytes], list[int]]:
+        running = hashlib.blake2b(b"tools" if tools else b"no tools", digest_size=16).digest()
+        digests, ends = [], []
+        tokens = 0
+        if tools:
+            tokens = self.tool_tokens
+            digests.append(running)
+            ends.append(round(tokens * scale))
+        for part, digest in pieces:
+            running = hashlib.blake2b(running + digest, digest_size=16).digest()
+            tokens += len(part)
+            digests.append(running)
+            ends.append(round(tokens * scale))
+        return digests, ends
 
     def of(self, kind: str) -> tuple[list[int], list[int], list[int]]:
         """Return the tokens, prefix and whole prefix of the requests of one ``kind``."""
@@ -210,11 +235,75 @@ class PrefixMeter:
 
     def message_tokens(self, message: Message) -> list[int]:
         """Return the o200k tokens of one message's OpenAI JSON (cached by content)."""
-        text = json.dumps(message.to_openai(), ensure_ascii=False, sort_keys=True)
-        found = self._tokens.get(text)
+        return self._piece(_openai_text(message))[0]
+
+    def _piece(self, text: str) -> tuple[list[int], bytes]:
+        """Return the tokens of one message's JSON text and a digest of it (cached)."""
+        found = self._pieces.get(text)
         if found is None:
-            found = self._tokens[text] = self._encode(text, disallowed_special=())
+            tokens = self._encode(text, disallowed_special=())
+            found = self._pieces[text] = (tokens, hashlib.blake2b(text.encode()).digest()[:16])
         return found
+
+
+def _openai_text(message: Message) -> str:
+    return json.dumps(message.to_openai(), ensure_ascii=False, sort_keys=True)
+
+
+LOOKBACK = 20
+"""How many blocks before a mark Anthropic looks for an earlier cache entry (here: messages)."""
+
+
+def marked_cache(meter: PrefixMeter, marks: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """Return, per request, the tokens Anthropic reads from its cache and writes to it.
+
+    ``marks``: per request of ``meter``, the pieces (`PrefixMeter.layouts`) that carry a
+    ``cache_control`` mark. Anthropic's rule, as ``tests/integration/anthropic_server.py``
+    implements it: a mark writes the prefix ending there (from `ANTHROPIC_MIN_PREFIX`
+    tokens); a request reads the longest earlier entry that ends at one of its marks or at
+    most `LOOKBACK` pieces before one; what lies between the read and the last write is
+    written (billed at the write price), the rest is fresh input. Entries do not expire
+    (the replay's rounds are seconds apart, well inside the 5-minute TTL). Unmarked
+    requests read and write nothing.
+    """
+    entries: set[bytes] = set()
+    reads: list[int] = []
+    writes: list[int] = []
+    for (digests, ends), marked in zip(meter.layouts, marks, strict=True):
+        read = 0
+        for mark in marked:
+            for j in range(mark, max(-1, mark - LOOKBACK - 1), -1):
+                if digests[j] in entries:
+                    read = max(read, ends[j])
+                    break
+        written = 0
+        for mark in marked:
+            if ends[mark] >= ANTHROPIC_MIN_PREFIX:
+                entries.add(digests[mark])
+                written = max(written, ends[mark])
+        reads.append(read)
+        writes.append(max(0, written - read))
+    return reads, writes
+
+
+def end_marks(meter: PrefixMeter) -> list[list[int]]:
+    """One mark per request, on its newest message: the simplest way to use Anthropic's cache."""
+    return [[len(ends) - 1] if ends else [] for _, ends in meter.layouts]
+
+
+def marked_bill(
+    meter: PrefixMeter, marks: Sequence[Sequence[int]], price: Price, prefix: str
+) -> dict[str, float | int]:
+    """Return the tokens read, written and fresh, and the Anthropic bill, under ``marks``."""
+    reads, writes = marked_cache(meter, marks)
+    total, read, write = sum(meter.tokens), sum(reads), sum(writes)
+    rate = price.write if price.write is not None else price.input
+    return {
+        f"{prefix}_read_tokens": read,
+        f"{prefix}_write_tokens": write,
+        f"{prefix}_fresh_tokens": total - read - write,
+        f"usd_{prefix}": (total - read - write) * price.input + read * price.cached + write * rate,
+    }
 
 
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
@@ -310,11 +399,39 @@ def pair_problems(messages: Sequence[Message]) -> int:
     return problems + len(open_calls)
 
 
+def carries_task(sent: Sequence[Message], task: Message | None) -> bool:
+    """Return whether ``sent`` still holds ``task`` (the newest user message so far), word for word."""
+    if task is None:
+        return True
+    text = task.text
+    return any(m.id == task.id or (text and text in m.text) for m in sent)
+
+
+def latest_user(messages: Sequence[Message]) -> list[Message | None]:
+    """Return, for each position ``i``, the newest user message among ``messages[:i]``."""
+    out: list[Message | None] = [None]
+    for message in messages:
+        out.append(message if message.role == "user" else out[-1])
+    return out
+
+
 def _tally(
-    name: str, window: int, invalid: int, meter: PrefixMeter, **extra: Any
+    name: str,
+    window: int,
+    invalid: int,
+    meter: PrefixMeter,
+    *,
+    task_missing: int,
+    marks: Sequence[Sequence[int]] | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     tokens, prefix, whole = meter.of("agent")
     summary = meter.of("summary")[0]
+    anthropic = prices()["Anthropic"]
+    marked = marked_bill(meter, end_marks(meter), anthropic, "anthropic_end_mark")
+    if marks is not None:
+        marked |= marked_bill(meter, marks, anthropic, "anthropic_breakpoints")
+    own = "anthropic_breakpoints" if marks is not None else "anthropic_end_mark"
     return {
         "system": name,
         "requests": len(tokens),
@@ -329,15 +446,31 @@ def _tally(
         "per_request": tokens,
         "prefix_per_request": prefix,
         "whole_prefix_per_request": whole,
+        "task_missing": task_missing,
         **cache_breaks(tokens, prefix),
         **bill(meter, prices()),
+        **marked,
+        "usd_anthropic_marked": marked[f"usd_{own}"],
+        "anthropic_marks": own.removeprefix("anthropic_"),
         **extra,
     }
 
 
 # ------------------------------------------------------------------------------ ours
-async def run_ours(session: Session, window: int, progress: Progress) -> tuple[dict[str, Any], int]:
-    """Replay ``session`` through our agent; return its tally and the tool-schema tokens."""
+async def run_ours(
+    session: Session,
+    window: int,
+    progress: Progress,
+    *,
+    name: str = "ours",
+    compaction: Middleware | None = None,
+) -> tuple[dict[str, Any], int]:
+    """Replay ``session`` through our agent; return its tally and the tool-schema tokens.
+
+    ``compaction``: the `Compaction` of the stack (default: ``Compaction()``). Every request
+    is also marked as `providers.LiteLLMClient` marks it for Anthropic (`place_breakpoints`),
+    for the bill with cache breakpoints.
+    """
     exact = estimator_for("gpt-4o", exact=True)
     inner = ScriptedModel(
         model="gpt-4o",
@@ -348,7 +481,7 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
         default="(unused)",
     )
     client = ReplayClient(inner, session.messages)
-    stack = our_stack()
+    stack = our_stack(compaction=compaction or True)
     with tempfile.TemporaryDirectory(prefix="bench-tokens-") as workspace:
         agent = HarnessAgent(
             model=client,
@@ -360,33 +493,54 @@ async def run_ours(session: Session, window: int, progress: Progress) -> tuple[d
         )
         counter = Counter(exact.count_tools(t.schema for t in agent.tools.values()))
         ctx = RuntimeContext(user_id="bench", session_id="tokens-sent")
-        bar = _report.ProgressBar(progress, "messages replayed (ours)", len(session.messages))
+        bar = _report.ProgressBar(progress, f"messages replayed ({name})", len(session.messages))
 
         def report(done: int, total: int) -> None:
             bar.step(count=done - bar.done)
 
         outcome = await replay(agent, session, ctx, client, progress=report)
-    invalid = 0
+    invalid = missing = 0
     meter = PrefixMeter(counter.tool_tokens)
-    bar = _report.ProgressBar(progress, "requests counted exactly (ours)", len(inner.requests))
+    marks: list[list[int]] = []
+    position = {m.id: i for i, m in enumerate(session.messages)}
+    tasks = latest_user(session.messages)
+    bar = _report.ProgressBar(progress, f"requests counted exactly ({name})", len(inner.requests))
     for request in inner.requests:  # agent and summary requests, in the order they were sent
         bar.step()
         rendered = request.render()
         tools = bool(request.tools)
         kind = "summary" if request.ids.purpose == "summary" else "agent"
         meter.add(rendered, counter.request(rendered, tools=tools), kind=kind, tools=tools)
+        marks.append(breakpoints_of(rendered, tools=len(request.tools)))
         if kind == "agent":
             invalid += pair_problems(request.history) > 0
+            # the session's newest message in the request says how far the replay got
+            reached = max((position.get(m.id, -1) for m in request.history), default=-1)
+            missing += not carries_task(rendered, tasks[reached + 1])
     tally = _tally(
-        "ours",
+        name,
         window,
         invalid,
         meter,
+        task_missing=missing,
+        marks=marks,
         rejected_by_provider=inner.overflows,
         failures=outcome.failures,
         transforms=sorted({t.split(":", 1)[0] for r in inner.agent_requests for t in r.transforms}),
     )
     return tally, counter.tool_tokens
+
+
+def breakpoints_of(rendered: Sequence[Message], *, tools: int) -> list[int]:
+    """Return the pieces (`PrefixMeter.layouts`) `place_breakpoints` marks in this request."""
+    wire = [m.to_openai() for m in rendered]
+    schemas: list[dict[str, Any]] = [{"type": "function"} for _ in range(tools)]
+    place_breakpoints(rendered, wire, schemas or None)
+    offset = 1 if tools else 0
+    marked = [i + offset for i, message in enumerate(wire) if count_marks([message], None)]
+    if schemas and count_marks([], schemas):
+        marked.insert(0, 0)
+    return marked
 
 
 # -------------------------------------------------------------------------- LangChain
@@ -441,6 +595,8 @@ def run_langchain(
     name = (
         LANGCHAIN_READS_ALL if reads_all else LANGCHAIN_OUR_TRIGGER if our_trigger else "LangChain"
     )
+    tasks = latest_user(session.messages)
+    missing = 0
     tick = _ticker(name, len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
         tick()
@@ -449,7 +605,8 @@ def run_langchain(
         sent = [system_message, *from_langchain(peer.round(state), originals)]
         meter.add(sent, counter.request(sent))
         invalid += pair_problems(sent[1:]) > 0
-    return _tally(name, window, invalid, meter, variant=reads_all)
+        missing += not carries_task(sent, tasks[point])
+    return _tally(name, window, invalid, meter, task_missing=missing, variant=reads_all)
 
 
 # ----------------------------------------------------------------------------- litellm
@@ -464,7 +621,8 @@ def run_litellm(
     system_message = Message.system(session.system_prompt)
     dicts = [m.to_openai() for m in session.messages]
     sizes = [counter.estimator.count_message(m) for m in session.messages]
-    invalid = 0
+    invalid = missing = 0
+    tasks = latest_user(session.messages)
     meter = PrefixMeter(counter.tool_tokens)
     tick = _ticker("litellm", len(request_points(session.messages)), progress)
     for point in request_points(session.messages):
@@ -480,7 +638,8 @@ def run_litellm(
         request = [system_message, *sent]
         meter.add(request, counter.request(request))
         invalid += pair_problems(sent) > 0
-    return _tally("litellm", window, invalid, meter)
+        missing += not carries_task(request, tasks[point])
+    return _tally("litellm", window, invalid, meter, task_missing=missing)
 
 
 def _ticker(name: str, total: int, progress: Progress | None) -> Callable[[], None]:
@@ -514,23 +673,90 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     counter = Counter(tool_tokens)
     systems = [ours]
     notes: list[str] = []
-    reading_all = functools.partial(run_langchain, reads_all=True)
-    at_our_trigger = functools.partial(run_langchain, our_trigger=True)
-    for name, runner in (
-        ("LangChain", run_langchain),
-        (LANGCHAIN_OUR_TRIGGER, at_our_trigger),
-        ("litellm", run_litellm),
-        (LANGCHAIN_READS_ALL, reading_all),
-    ):
+    systems += _peers(session, window, counter, progress, notes, (*PEERS, LANGCHAIN_READS_ALL))
+    compared: dict[int, list[dict[str, Any]]] = {}
+    for size in COMPARE_WINDOWS[mode]:
+        if size == window:
+            base = [s for s in systems if not s.get("variant")]
+        else:
+            other, _ = await run_ours(session, size, progress)
+            names = [p for p in PEERS if p != "litellm" or size <= LITELLM_UP_TO[mode]]
+            if len(names) < len(PEERS):
+                notes.append(
+                    f"litellm at {size:,} tokens: full mode only (its trimming costs the square "
+                    "of the messages it keeps, per request)"
+                )
+            base = [other, *_peers(session, size, Counter(tool_tokens), progress, notes, names)]
+        compared[size] = [base[0], *await _cost_runs(session, size, progress), *base[1:]]
+    return _result(mode, session, window, systems, notes, compared)
+
+
+PEERS = ("LangChain", LANGCHAIN_OUR_TRIGGER, "litellm")
+"""The goals' peers, by name (`_peers`)."""
+COMPARE_WINDOWS: dict[str, tuple[int, ...]] = {
+    "full": (16_384, 32_768),
+    "quick": (16_384, 32_768),
+    "smoke": (12_288,),
+}
+"""The windows of the breakpoint and cost-trigger comparisons (the main window's runs are reused)."""
+LITELLM_UP_TO = {"full": 32_768, "quick": 16_384, "smoke": 12_288}
+"""The largest window litellm's trimming is run at in each mode (it bounds the run's time)."""
+COST_TRIGGER = {
+    "OpenAI": "ours, cost trigger (OpenAI prices)",
+    "Anthropic": "ours, cost trigger (Anthropic prices)",
+}
+"""The cost-aware runs: ``Compaction(trigger="cost", prices=...)`` at each provider's prices."""
+
+
+def _peers(
+    session: Session,
+    window: int,
+    counter: Counter,
+    progress: Progress,
+    notes: list[str],
+    names: Sequence[str],
+) -> list[dict[str, Any]]:
+    """Run the named peers at ``window``; a peer whose package is missing is noted, not run."""
+    runners: dict[str, Callable[..., dict[str, Any]]] = {
+        "LangChain": run_langchain,
+        LANGCHAIN_OUR_TRIGGER: functools.partial(run_langchain, our_trigger=True),
+        "litellm": run_litellm,
+        LANGCHAIN_READS_ALL: functools.partial(run_langchain, reads_all=True),
+    }
+    out = []
+    for name in names:
         try:
-            systems.append(runner(session, window, counter, progress))
-            progress(
-                f"{name}: {systems[-1]['requests']} requests, "
-                f"{systems[-1]['total_tokens']:,} tokens"
-            )
+            out.append(runners[name](session, window, counter, progress))
         except ImportError as exc:
             notes.append(f"{name} was not run: {exc} (install the bench extra)")
-    return _result(mode, session, window, systems, notes)
+            continue
+        progress(
+            f"{name} at {window:,}: {out[-1]['requests']} requests, "
+            f"{out[-1]['total_tokens']:,} tokens"
+        )
+    return out
+
+
+async def _cost_runs(session: Session, window: int, progress: Progress) -> list[dict[str, Any]]:
+    """Replay ``session`` with ``Compaction(trigger="cost")`` at OpenAI's and Anthropic's prices."""
+    from middleware import Compaction
+    from providers import LiteLLMClient
+
+    out = []
+    for provider, name in COST_TRIGGER.items():
+        model = PRICE_MODELS[provider]
+        found = LiteLLMClient(model).token_prices()  # litellm's table; Anthropic: with marks
+        if found is None:
+            raise RuntimeError(f"litellm's price table has no prices for {model}")
+        compaction = Compaction(trigger="cost", prices=found)
+        tally, _ = await run_ours(session, window, progress, name=name, compaction=compaction)
+        tally["priced_as"] = provider
+        out.append(tally)
+        progress(
+            f"{name} at {window:,}: {tally['requests']} requests, {tally['summary_requests']} "
+            f"compactions, {tally['total_tokens']:,} tokens"
+        )
+    return out
 
 
 def readme_figures(systems: Sequence[dict[str, Any]], window: int) -> list[str]:
@@ -557,9 +783,128 @@ def readme_figures(systems: Sequence[dict[str, Any]], window: int) -> list[str]:
     ]
 
 
+SERIES = ("per_request", "prefix_per_request", "whole_prefix_per_request")
+"""Per-request lists, saved for the main window's systems only."""
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}×" if base > 0 else "–"
+
+
+def breakpoint_rows(compared: dict[int, list[dict[str, Any]]]) -> list[list[Any]]:
+    """Return the rows of the Anthropic bill of our runs without marks, with one, with ours."""
+    rows: list[list[Any]] = []
+    for size, runs in compared.items():
+        for s in runs:
+            if not s["system"].startswith("ours") or s.get("priced_as") == "OpenAI":
+                continue
+            unmarked = s["usd_no_cache_anthropic"]
+            for label, key in (
+                ("none", None),
+                ("one, on the newest message", "anthropic_end_mark"),
+                ("ours (place_breakpoints)", "anthropic_breakpoints"),
+            ):
+                read = s[f"{key}_read_tokens"] if key else 0
+                write = s[f"{key}_write_tokens"] if key else 0
+                usd = s[f"usd_{key}"] if key else unmarked
+                rows.append(
+                    [
+                        f"{size:,}",
+                        s["system"],
+                        label,
+                        s["total_tokens"],
+                        read,
+                        write,
+                        s["total_tokens"] - read - write,
+                        f"${usd:.3f}",
+                        _ratio(usd, unmarked),
+                    ]
+                )
+    return rows
+
+
+def cost_rows(compared: dict[int, list[dict[str, Any]]]) -> list[list[Any]]:
+    """Return the rows of the cost-trigger comparison: each run's bills beside ours, per window."""
+    rows: list[list[Any]] = []
+    for size, runs in compared.items():
+        ours = runs[0]
+        for s in runs:
+            rows.append(
+                [
+                    f"{size:,}",
+                    s["system"],
+                    s["requests"],
+                    s["summary_requests"],
+                    s["total_tokens"],
+                    f"${s['usd_openai']:.3f}",
+                    _ratio(s["usd_openai"], ours["usd_openai"]),
+                    f"${s['usd_anthropic_marked']:.3f}",
+                    _ratio(s["usd_anthropic_marked"], ours["usd_anthropic_marked"]),
+                    s["anthropic_marks"].replace("_", " "),
+                    s["overflows"],
+                    s["invalid_pairs"],
+                    s["task_missing"],
+                ]
+            )
+    return rows
+
+
+def compare_goals(compared: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Return the goals of the breakpoint and cost-trigger comparisons."""
+    ours_runs = [s for runs in compared.values() for s in runs if s["system"].startswith("ours")]
+    plain = {size: runs[0] for size, runs in compared.items()}
+
+    def cost(size: int, provider: str) -> dict[str, Any]:
+        return next(s for s in compared[size] if s.get("priced_as") == provider)
+
+    pairs = [
+        (size, provider, key, cost(size, provider)[key], plain[size][key])
+        for size in compared
+        for provider, key in (("OpenAI", "usd_openai"), ("Anthropic", "usd_anthropic_marked"))
+    ]
+    return [
+        {
+            "goal": "cache breakpoints lower our Anthropic bill at every window",
+            "met": all(
+                s["usd_anthropic_breakpoints"] < s["usd_no_cache_anthropic"] for s in ours_runs
+            ),
+            "detail": ", ".join(
+                f"{s['system']} at {size:,}: ${s['usd_anthropic_breakpoints']:.3f} marked vs "
+                f"${s['usd_no_cache_anthropic']:.3f} unmarked"
+                for size, runs in compared.items()
+                for s in runs[:1]
+            ),
+        },
+        {
+            "goal": "the cost trigger bills no more than the plain trigger, at its provider's prices",
+            "met": all(c <= p for *_, c, p in pairs),
+            "detail": ", ".join(
+                f"{provider} at {size:,}: ${c:.3f} vs ${p:.3f} ({_ratio(c, p)})"
+                for size, provider, _, c, p in pairs
+            ),
+        },
+        {
+            "goal": "every request of ours carries the current task (every trigger, every window)",
+            "met": all(s["task_missing"] == 0 for s in ours_runs),
+            "detail": ", ".join(
+                f"{s['system']} at {size:,}: {s['task_missing']} of {s['requests']} without it"
+                for size, runs in compared.items()
+                for s in runs
+                if s["system"].startswith("ours")
+            ),
+        },
+    ]
+
+
 def _result(
-    mode: str, session: Session, window: int, systems: list[dict[str, Any]], notes: list[str]
+    mode: str,
+    session: Session,
+    window: int,
+    systems: list[dict[str, Any]],
+    notes: list[str],
+    compared: dict[int, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
+    compared = compared or {}
     ours = systems[0]
     peers = [s for s in systems[1:] if not s.get("variant")]  # the goals' peers
     rows = []
@@ -665,6 +1010,7 @@ def _result(
             )
         ),
     ]
+    goals += compare_goals(compared) if compared else []
     if ours.get("failures"):
         notes.append(f"ours: {len(ours['failures'])} agent call(s) failed: {ours['failures'][:3]}")
     chart = {
@@ -793,8 +1139,85 @@ def _result(
                 "explicit breakpoints: the whole-message prefix assumes one at every message "
                 "boundary of an earlier request, for every system alike.",
             },
+            *compare_tables(compared),
         ],
         "charts": [chart, prefix_chart, bill_chart],
         "notes": notes,
-        "data": {s["system"]: {k: v for k, v in s.items() if k != "system"} for s in systems},
+        "data": {
+            **{s["system"]: {k: v for k, v in s.items() if k != "system"} for s in systems},
+            COMPARED: {
+                str(size): {
+                    s["system"]: {k: v for k, v in s.items() if k != "system" and k not in SERIES}
+                    for s in runs
+                }
+                for size, runs in compared.items()
+            },
+        },
     }
+
+
+COMPARED = "compared"
+"""The key in ``data`` of the breakpoint and cost-trigger runs: window → system → tally."""
+
+
+def compare_tables(compared: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Return the tables of the breakpoint and cost-trigger comparisons."""
+    if not compared:
+        return []
+    price = prices()["Anthropic"]
+    return [
+        {
+            "title": "The Anthropic bill with cache breakpoints (ours)",
+            "columns": [
+                "window",
+                "system",
+                "cache_control marks",
+                "total input",
+                "read from cache",
+                "written to cache",
+                "fresh",
+                "Anthropic",
+                "vs no marks",
+            ],
+            "rows": breakpoint_rows(compared),
+            "note": "The same requests billed on Sonnet 4.5 prices three ways: without marks "
+            "(Anthropic caches only marked prefixes: every token at the input price, "
+            f"${price.input * 1e6:.2f}/M), with one mark on each request's newest message, and "
+            "with the marks `providers.LiteLLMClient` places (`place_breakpoints`: the last "
+            "history message, System, the stable reference message, the last tool). A mark "
+            "writes the prefix ending there (from 1,024 tokens) at "
+            f"${(price.write or price.input) * 1e6:.2f}/M; a request reads the longest earlier "
+            f"entry ending at a mark or up to {LOOKBACK} messages before one at "
+            f"${price.cached * 1e6:.2f}/M — the rule of tests/integration/anthropic_server.py, "
+            "on whole messages (its blocks). Entries do not expire within the replay.",
+        },
+        {
+            "title": 'Compaction(trigger="cost") beside the plain trigger and the peers',
+            "columns": [
+                "window",
+                "system",
+                "requests",
+                "summary requests",
+                "total input",
+                "OpenAI",
+                "vs ours",
+                "Anthropic, marked",
+                "vs ours",
+                "marks",
+                "overflows",
+                "invalid pairs",
+                "without the task",
+            ],
+            "rows": cost_rows(compared),
+            "note": "ours: the plain default trigger (75 % of the input limit or 200 messages). "
+            'The cost runs use Compaction(trigger="cost", prices=…) at gpt-4o\'s prices '
+            "(cached 0.5×, writes free) or Sonnet 4.5's with marks (cached 0.1×, writes 1.25×), "
+            "from litellm's table; every other setting is the default stack's. OpenAI: billed "
+            "as in the bill table (common prefix from 1,024 tokens in 128-token steps). "
+            "Anthropic, marked: our runs with our breakpoints, the peers with one mark on the "
+            "newest message (what suits an append-only request), cache reads and writes as in "
+            "the breakpoint table. vs ours: the bill over ours at the plain trigger, same "
+            "window. Without the task: agent requests that no longer hold the newest user "
+            "message of the session word for word.",
+        },
+    ]
