@@ -51,6 +51,7 @@ from benchmarks.workloads import (
     FIXED_SUMMARY,
     ReplayClient,
     Session,
+    Source,
     make_session,
     replay,
     replay_tools,
@@ -74,6 +75,8 @@ RESERVE = 4_096 + 1_024
 MESSAGES = {"full": 600, "quick": 300, "smoke": 70}
 """Recorded messages replayed (cut where a request is due)."""
 KEEP_FRACTION = 0.35
+SOURCE: Source = "auto"
+"""The workload: the shared SWE-agent runs when present, else generated ones (tests set it)."""
 
 
 class Counter:
@@ -659,7 +662,7 @@ def _key(data: dict[str, Any]) -> tuple[Any, ...]:
 async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
     """Replay one session through every system and count what each sends."""
     window = WINDOW[mode]
-    whole = make_session(MESSAGES[mode])
+    whole = make_session(MESSAGES[mode], source=SOURCE)
     cut = request_ready(whole.messages, MESSAGES[mode])
     what = (
         whole.description
@@ -688,7 +691,8 @@ async def measure(mode: Mode, progress: Progress) -> dict[str, Any]:
                 )
             base = [other, *_peers(session, size, Counter(tool_tokens), progress, notes, names)]
         compared[size] = [base[0], *await _cost_runs(session, size, progress), *base[1:]]
-    return _result(mode, session, window, systems, notes, compared)
+    reported = await provider_cache(session, mode, progress)
+    return _result(mode, session, window, systems, notes, compared, reported)
 
 
 PEERS = ("LangChain", LANGCHAIN_OUR_TRIGGER, "litellm")
@@ -903,6 +907,7 @@ def _result(
     systems: list[dict[str, Any]],
     notes: list[str],
     compared: dict[int, list[dict[str, Any]]] | None = None,
+    reported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     compared = compared or {}
     ours = systems[0]
@@ -975,7 +980,8 @@ def _result(
             for s in systems
         ),
     ]
-    readme = readme_figures(systems, window)
+    headline += compare_headline(compared, reported)
+    readme = readme_figures(systems, window) + compare_headline(compared, None)
     goals = [
         {
             "goal": "zero overflows (exact count over the window)",
@@ -1011,6 +1017,7 @@ def _result(
         ),
     ]
     goals += compare_goals(compared) if compared else []
+    goals += [provider_goal(reported)] if reported else []
     if ours.get("failures"):
         notes.append(f"ours: {len(ours['failures'])} agent call(s) failed: {ours['failures'][:3]}")
     chart = {
@@ -1140,6 +1147,7 @@ def _result(
                 "boundary of an earlier request, for every system alike.",
             },
             *compare_tables(compared),
+            *([provider_table(reported, session)] if reported else []),
         ],
         "charts": [chart, prefix_chart, bill_chart],
         "notes": notes,
@@ -1152,6 +1160,7 @@ def _result(
                 }
                 for size, runs in compared.items()
             },
+            **({PROVIDER_CACHE: reported} if reported else {}),
         },
     }
 
@@ -1221,3 +1230,315 @@ def compare_tables(compared: dict[int, list[dict[str, Any]]]) -> list[dict[str, 
             "message of the session word for word.",
         },
     ]
+
+
+# ------------------------------------------------- provider-reported cached tokens
+PROVIDER_SESSIONS = {"full": (80, 3), "quick": (60, 2), "smoke": (30, 1)}
+"""Per server style: the messages of each small session, and how many sessions."""
+PROVIDER_LIMIT = {"full": 8_192, "quick": 8_192, "smoke": 6_144}
+"""The input limit of those sessions: small enough that each one compacts."""
+PROVIDER_STYLES = {
+    "OpenAI-style": "openai/gpt-4o-mini",
+    "Anthropic-style": "anthropic/claude-sonnet-4-5",
+}
+"""The local caching servers of tests/integration and the litellm model each is reached as."""
+
+
+@dataclass
+class _Recorder:
+    """Passes every request to ``inner`` (a `LiteLLMClient`) and keeps it, to bill it too."""
+
+    inner: Any
+    requests: list[Any]
+
+    @property
+    def model(self) -> str:
+        return str(self.inner.model)
+
+    def context_window(self, model: str | None = None) -> int | None:
+        return self.inner.context_window(model)  # type: ignore[no-any-return]
+
+    async def complete(self, request: Any) -> Any:
+        self.requests.append(request)
+        return await self.inner.complete(request)
+
+
+def _asks_summary(body: dict[str, Any]) -> bool:
+    """Whether a request body is compaction's summary request (its last message says so)."""
+    messages = body.get("messages") or []
+    last = json.dumps(messages[-1], ensure_ascii=False) if messages else ""
+    return "being compacted" in last or "summar" in last[:600].lower()
+
+
+def small_sessions(session: Session, size: int, count: int) -> list[Session]:
+    """Return ``count`` slices of ``session`` of about ``size`` messages, each from a user turn."""
+    out: list[Session] = []
+    start = 0
+    messages = session.messages
+    while len(out) < count and start < len(messages):
+        while start < len(messages) and messages[start].role != "user":
+            start += 1
+        cut = request_ready(messages[start : start + size], size)
+        if len(cut) < 4:
+            break
+        what = f"messages {start + 1}–{start + len(cut)} of the session"
+        out.append(Session(session.name, session.source, what, session.system_prompt, cut, 1))
+        start += size
+    return out
+
+
+async def provider_cache(session: Session, mode: Mode, progress: Progress) -> dict[str, Any]:
+    """Replay small sessions through litellm to the local caching servers; compare the cache.
+
+    Per style: the cached share of input the server reported, what our manifests expected
+    (``cache_expected``), what this benchmark's bill rule computes for the same requests
+    (OpenAI: the common prefix from 1,024 tokens in 128-token steps; Anthropic: the marks
+    `LiteLLMClient` placed, `marked_cache`), and the manifests' cache verdicts.
+    """
+    from harness.policy import ContextPolicy
+    from harness.sessions.store import ManifestEvent
+    from providers import LiteLLMClient
+    from tests.integration.anthropic_server import AnthropicReply, AnthropicServer
+    from tests.integration.openai_server import OpenAIServer, Reply
+
+    class SummarisingAnthropic(AnthropicServer):
+        """The Anthropic-style server, answering summary requests with the fixed summary."""
+
+        def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+            if _asks_summary(body):
+                self.push(AnthropicReply(text=FIXED_SUMMARY))
+            return super().answer(body)
+
+    def openai_answer(body: dict[str, Any]) -> Reply:
+        return Reply(text=FIXED_SUMMARY if _asks_summary(body) else "ok")
+
+    size, count = PROVIDER_SESSIONS[mode]
+    slices = small_sessions(session, size, count)
+    styles: dict[str, dict[str, Any]] = {}
+    for style, model in PROVIDER_STYLES.items():
+        totals: dict[str, Any] = {
+            "sessions": len(slices),
+            "requests": 0,
+            "summary_requests": 0,
+            "reported_input": 0,
+            "reported_cached": 0,
+            "reported_written": 0,
+            "expected_cached": 0,
+            "estimated_input": 0,
+            "computed_input": 0,
+            "computed_cached": 0,
+            "computed_written": 0,
+            "verdicts": {},
+            "failures": [],
+        }
+        for number, part in enumerate(slices):
+            server: Any = (
+                OpenAIServer(prefix_cache=True, default=openai_answer)
+                if style == "OpenAI-style"
+                else SummarisingAnthropic(min_cacheable=ANTHROPIC_MIN_PREFIX)
+            )
+            with server, tempfile.TemporaryDirectory(prefix="bench-cache-") as workspace:
+                url = f"sqlite:///{workspace}/sessions.db"
+                litellm_client = LiteLLMClient(
+                    model, api_base=server.base_url, api_key="test", context_window=128_000
+                )
+                recorder = _Recorder(litellm_client, [])
+                client = ReplayClient(recorder, part.messages)  # type: ignore[arg-type]
+                stack = our_stack()
+                agent = HarnessAgent(
+                    model=client,
+                    system_prompt=part.system_prompt,
+                    tools=replay_tools(part.messages, skip=stack_tool_names(stack)),
+                    stack=stack,
+                    policy=ContextPolicy(max_input_tokens=PROVIDER_LIMIT[mode]),
+                    store=url,
+                    workspace=workspace,
+                    max_rounds=10_000,
+                )
+                ctx = RuntimeContext(user_id="bench", session_id=f"cache-{number}")
+                outcome = await replay(agent, part, ctx, client)
+                assert agent.store is not None
+                key = agent.key(ctx)
+                log = [e.event for e in await agent.store.events(key, limit=100_000)]
+                await agent.store.aclose()
+            totals["failures"] += outcome.failures
+            manifests = [e.manifest for e in log if isinstance(e, ManifestEvent)]
+            for m in manifests:
+                if m.usage is None:
+                    continue
+                totals["reported_input"] += m.usage.prompt_tokens
+                totals["reported_cached"] += m.usage.cached_tokens
+                totals["reported_written"] += m.usage.cache_write_tokens
+                if m.purpose != "agent":
+                    totals["summary_requests"] += 1
+                    continue
+                totals["requests"] += 1
+                totals["expected_cached"] += m.cache_expected or 0
+                totals["estimated_input"] += m.estimated_input_tokens
+                verdict = str(m.cache_verdict)
+                totals["verdicts"][verdict] = totals["verdicts"].get(verdict, 0) + 1
+            _computed(totals, recorder.requests, anthropic=style != "OpenAI-style")
+        styles[style] = totals
+        progress(
+            f"{style}: {totals['requests']} requests, reported cached "
+            f"{_share(totals['reported_cached'], totals['reported_input'])}, computed "
+            f"{_share(totals['computed_cached'], totals['computed_input'])}"
+        )
+    return {
+        "sessions": [s.description for s in slices],
+        "input_limit": PROVIDER_LIMIT[mode],
+        "styles": styles,
+    }
+
+
+def _computed(totals: dict[str, Any], requests: Sequence[Any], *, anthropic: bool) -> None:
+    """Add the bill rule's cached (and, for Anthropic, written) tokens of ``requests``."""
+    exact = estimator_for("gpt-4o", exact=True)
+    meter: PrefixMeter | None = None
+    marks: list[list[int]] = []
+    for request in requests:
+        rendered = request.render()
+        tools = bool(request.tools)
+        if meter is None:
+            meter = PrefixMeter(exact.count_tools(request.tools) if tools else 0)
+        counter = Counter(meter.tool_tokens)
+        kind = "summary" if request.ids.purpose == "summary" else "agent"
+        meter.add(rendered, counter.request(rendered, tools=tools), kind=kind, tools=tools)
+        marks.append(breakpoints_of(rendered, tools=len(request.tools)))
+    if meter is None:
+        return
+    totals["computed_input"] += sum(meter.tokens)
+    if anthropic:
+        reads, writes = marked_cache(meter, marks)
+        totals["computed_cached"] += sum(reads)
+        totals["computed_written"] += sum(writes)
+    else:
+        totals["computed_cached"] += sum(
+            0 if p < OPENAI_MIN_PREFIX else min(t, p // OPENAI_STEP * OPENAI_STEP)
+            for t, p in zip(meter.tokens, meter.prefix, strict=True)
+        )
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "–"
+
+
+PROVIDER_CACHE = "provider_cache"
+"""The key in ``data`` of the provider-reported cache figures (`provider_cache`)."""
+AGREEMENT_POINTS = 3.0
+"""The bill rule agrees with a server when their cached shares of input differ by less."""
+
+
+def provider_rows(reported: dict[str, Any]) -> list[list[Any]]:
+    """Return one row per server style: reported, expected and computed cached shares."""
+    rows = []
+    for style, t in reported["styles"].items():
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(t["verdicts"].items()))
+        rows.append(
+            [
+                style,
+                t["sessions"],
+                t["requests"],
+                t["summary_requests"],
+                _share(t["reported_cached"], t["reported_input"]),
+                _share(t["expected_cached"], t["estimated_input"]),
+                _share(t["computed_cached"], t["computed_input"]),
+                _share(t["reported_written"], t["reported_input"]),
+                _share(t["computed_written"], t["computed_input"]),
+                verdicts,
+            ]
+        )
+    return rows
+
+
+def provider_table(reported: dict[str, Any], session: Session) -> dict[str, Any]:
+    """Return the table of provider-reported against computed cached tokens."""
+    size = next(iter(reported["styles"].values()))["sessions"]
+    return {
+        "title": "Cached input: reported by the provider vs computed",
+        "columns": [
+            "server",
+            "sessions",
+            "agent requests",
+            "summary requests",
+            "cached, reported",
+            "cached, our manifests expected",
+            "cached, the bill rule",
+            "written, reported",
+            "written, the bill rule",
+            "cache verdicts (agent requests)",
+        ],
+        "rows": provider_rows(reported),
+        "note": f"{size} small session(s) ({'; '.join(reported['sessions'])}) of {session.name}, "
+        "each replayed through our default stack (input limit "
+        f"{reported['input_limit']:,}, so that each compacts) and litellm to the local caching servers "
+        "of tests/integration: openai_server.py with its automatic prefix cache (cached "
+        "tokens in 128-token blocks from 1,024, as prompt_tokens_details.cached_tokens) as "
+        f"{PROVIDER_STYLES['OpenAI-style']}, and anthropic_server.py (caches only marked "
+        "prefixes from 1,024 tokens, reads up to 20 blocks back, as cache_read_input_tokens "
+        f"and cache_creation_input_tokens) as {PROVIDER_STYLES['Anthropic-style']}, with the "
+        "marks LiteLLMClient places. Shares of all input, agent and summary requests: "
+        "reported by the server (its own count of its own wire format); what our manifests "
+        "expected (cache_expected over the estimate, agent requests); what this benchmark's "
+        "bill rule computes for the same requests (the rule the bill tables use). Verdicts: "
+        "the manifests' cache_verdict once the server answered.",
+    }
+
+
+def provider_goal(reported: dict[str, Any]) -> dict[str, Any]:
+    """Return the goal: the bill rule's cached share is the one the servers report."""
+    gaps = {
+        style: 100
+        * abs(
+            t["reported_cached"] / max(1, t["reported_input"])
+            - t["computed_cached"] / max(1, t["computed_input"])
+        )
+        for style, t in reported["styles"].items()
+    }
+    clean = all(not t["failures"] and t["requests"] > 0 for t in reported["styles"].values())
+    return {
+        "goal": f"the bill rule's cached share within {AGREEMENT_POINTS:g} points of what the "
+        "caching servers report",
+        "met": clean and all(g < AGREEMENT_POINTS for g in gaps.values()),
+        "detail": ", ".join(f"{style}: {gap:.1f} points apart" for style, gap in gaps.items()),
+    }
+
+
+def compare_headline(
+    compared: dict[int, list[dict[str, Any]]], reported: dict[str, Any] | None
+) -> list[str]:
+    """Return the one-line figures of the breakpoint, cost-trigger and provider sections."""
+    lines = []
+    if compared:
+        lines.append(
+            "Anthropic bill of ours with cache breakpoints vs without marks — "
+            + "; ".join(
+                f"{size:,}: ${runs[0]['usd_anthropic_breakpoints']:.3f} vs "
+                f"${runs[0]['usd_no_cache_anthropic']:.3f} "
+                f"({_ratio(runs[0]['usd_anthropic_breakpoints'], runs[0]['usd_no_cache_anthropic'])})"
+                for size, runs in compared.items()
+            )
+        )
+        parts = []
+        for size, runs in compared.items():
+            by = {s.get("priced_as"): s for s in runs}
+            o, a = by.get("OpenAI"), by.get("Anthropic")
+            if o is None or a is None:
+                continue
+            parts.append(
+                f"{size:,}: OpenAI ${o['usd_openai']:.3f} "
+                f"({_ratio(o['usd_openai'], runs[0]['usd_openai'])}), Anthropic "
+                f"${a['usd_anthropic_marked']:.3f} "
+                f"({_ratio(a['usd_anthropic_marked'], runs[0]['usd_anthropic_marked'])})"
+            )
+        lines.append('Compaction(trigger="cost") vs our plain trigger — ' + "; ".join(parts))
+    if reported:
+        lines.append(
+            "cached share of input, reported by the local caching servers vs the bill rule — "
+            + "; ".join(
+                f"{style}: {_share(t['reported_cached'], t['reported_input'])} vs "
+                f"{_share(t['computed_cached'], t['computed_input'])}"
+                for style, t in reported["styles"].items()
+            )
+        )
+    return lines

@@ -364,6 +364,7 @@ def test_tokens_sent_smoke(tmp_path: Path) -> None:
     result = _run("tokens_sent", tmp_path)
     data = dict(result.data)
     compared = data.pop("compared")
+    _check_provider_cache(result, data.pop("provider_cache"))
     assert set(data) == {
         "ours",
         "LangChain",
@@ -457,6 +458,44 @@ def _check_breakpoints_and_cost_trigger(
     )
     costs = goals["the cost trigger bills no more than the plain trigger, at its provider's prices"]
     assert isinstance(costs.met, bool) and "OpenAI at 12,288" in costs.detail
+
+
+def _check_provider_cache(result: Result, reported: dict[str, Any]) -> None:
+    """Reported vs computed cached tokens, from the local caching servers (one small session)."""
+    styles = reported["styles"]
+    assert set(styles) == {"OpenAI-style", "Anthropic-style"}
+    for style, t in styles.items():
+        assert t["failures"] == [] and t["sessions"] == 1, style
+        assert t["requests"] > 0 and t["summary_requests"] > 0, "the small session compacts"
+        assert sum(t["verdicts"].values()) == t["requests"]
+        assert t["verdicts"].get("agree", 0) > t["requests"] // 2, t["verdicts"]
+        assert "None" not in t["verdicts"]  # both servers report cached tokens
+        for key in ("reported", "computed"):
+            assert 0 < t[f"{key}_cached"] < t[f"{key}_input"], (style, key)
+        assert 0 < t["expected_cached"] < t["estimated_input"]
+    # OpenAI writes nothing extra; Anthropic writes what its marks cover
+    assert styles["OpenAI-style"]["reported_written"] == 0
+    assert styles["Anthropic-style"]["reported_written"] > 0
+    assert styles["Anthropic-style"]["computed_written"] > 0
+    table = next(t for t in result.tables if t.title.startswith("Cached input: reported"))
+    assert [r[0] for r in table.rows] == ["OpenAI-style", "Anthropic-style"]
+    assert all(str(r[4]).endswith("%") and str(r[6]).endswith("%") for r in table.rows)
+    goal = next(g for g in result.goals if g.goal.startswith("the bill rule's cached share"))
+    assert isinstance(goal.met, bool) and "OpenAI-style" in goal.detail
+
+
+def test_tokens_sent_runs_on_the_generated_workload_without_shared_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import bench_tokens_sent
+
+    monkeypatch.setattr(bench_tokens_sent, "SOURCE", "synthetic")
+    result = _run("tokens_sent", tmp_path)
+    assert result.workload.startswith("synthetic (synthetic)")
+    data = result.data
+    assert data["ours"]["requests"] > 0 and data["ours"]["task_missing"] == 0
+    assert set(data["compared"]["12288"]) >= {"ours", "ours, cost trigger (Anthropic prices)"}
+    assert all(t["requests"] > 0 for t in data["provider_cache"]["styles"].values())
 
 
 def test_marked_cache_reads_the_entry_a_mark_wrote_and_writes_the_rest() -> None:
