@@ -29,7 +29,25 @@ the window.
   unchanged.
 
 "Invalid tool pairs" counts requests in which a tool result lacks its call (or a call its
-result): providers reject those.
+result): providers reject those. "Without the task" counts agent requests that no longer
+hold the session's newest user message word for word.
+
+Three comparisons follow, at 16,384 and 32,768 tokens (12,288 in smoke mode; the main
+window's runs are reused):
+
+- **cache breakpoints** (`marked_cache`): our requests billed on Anthropic's prices without
+  ``cache_control`` marks (Anthropic then caches nothing), with one on the newest message,
+  and with the marks ``LiteLLMClient`` places (`providers.cache_breakpoints`);
+- **the cost trigger**: ours with ``Compaction(trigger="cost", prices=…)`` at gpt-4o's and at
+  Sonnet 4.5's prices, beside ours at the plain trigger, LangChain at both triggers and
+  litellm (at 32,768 in full mode only: its trimming is the slow part of the run);
+- **provider-reported cache** (`provider_cache`): small sessions through litellm to the
+  local caching servers of ``tests/integration`` (OpenAI-style and Anthropic-style): the
+  cached share they report against our manifests' expectation and the bill rule's, and the
+  cache verdicts.
+
+The workload is the shared SWE-agent runs when ``../shared`` holds them, else generated runs
+(`benchmarks.workloads`); the result names the one used.
 """
 
 from __future__ import annotations
