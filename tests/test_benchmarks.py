@@ -362,7 +362,9 @@ async def test_overhead_drives_our_stack_to_the_same_requests_as_hooks_and_in_it
 
 def test_tokens_sent_smoke(tmp_path: Path) -> None:
     result = _run("tokens_sent", tmp_path)
-    data = result.data
+    data = dict(result.data)
+    compared = data.pop("compared")
+    _check_provider_cache(result, data.pop("provider_cache"))
     assert set(data) == {
         "ours",
         "LangChain",
@@ -399,6 +401,133 @@ def test_tokens_sent_smoke(tmp_path: Path) -> None:
     assert {"tokens_sent_bill.png", "tokens_sent_prefix.png"} <= {c.file for c in result.charts}
     bill_goals = [g for g in result.goals if g.goal.startswith("the lowest")]
     assert len(bill_goals) == 3 and all(isinstance(g.met, bool) for g in bill_goals)
+    for tally in data.values():  # every system's requests carry the task, or are counted
+        assert 0 <= tally["task_missing"] <= tally["requests"]
+    assert data["ours"]["task_missing"] == 0
+    _check_breakpoints_and_cost_trigger(result, data, compared)
+
+
+def _check_breakpoints_and_cost_trigger(
+    result: Result, data: dict[str, Any], compared: dict[str, Any]
+) -> None:
+    """The breakpoint bill and the cost-trigger rows of the smoke run (one window: 12,288)."""
+    assert set(compared) == {"12288"}
+    runs = compared["12288"]
+    cost = ["ours, cost trigger (OpenAI prices)", "ours, cost trigger (Anthropic prices)"]
+    assert list(runs) == ["ours", *cost, "LangChain", "LangChain, our trigger", "litellm"]
+    # the main window's runs are reused, not run again
+    assert runs["ours"]["total_tokens"] == data["ours"]["total_tokens"]
+    assert runs["litellm"]["usd_openai"] == data["litellm"]["usd_openai"]
+    for name, tally in runs.items():
+        assert "per_request" not in tally  # per-request lists only for the main window
+        assert tally["overflows"] == 0 and tally["invalid_pairs"] == 0, name
+        read, write = (
+            tally["anthropic_end_mark_read_tokens"],
+            tally["anthropic_end_mark_write_tokens"],
+        )
+        assert read + write + tally["anthropic_end_mark_fresh_tokens"] == tally["total_tokens"]
+        assert 0 < tally["usd_anthropic_marked"] < tally["usd_no_cache_anthropic"], name
+    for name in ("ours", *cost):
+        tally = runs[name]
+        assert tally["task_missing"] == 0, name  # every request still carries the current task
+        assert tally["anthropic_marks"] == "breakpoints"
+        assert tally["usd_anthropic_marked"] == tally["usd_anthropic_breakpoints"]
+        # marks make Anthropic's cache serve most of the input: the bill is a fraction
+        read = tally["anthropic_breakpoints_read_tokens"]
+        assert read > 0.5 * tally["total_tokens"], name
+        assert tally["usd_anthropic_breakpoints"] < 0.5 * tally["usd_no_cache_anthropic"]
+        assert tally["summary_requests"] > 0, "the smoke session compacts under every trigger"
+    assert runs[cost[0]]["priced_as"] == "OpenAI" and runs[cost[1]]["priced_as"] == "Anthropic"
+    assert runs["LangChain"]["anthropic_marks"] == "end_mark"
+    tables = {t.title: t for t in result.tables}
+    marks = tables["The Anthropic bill with cache breakpoints (ours)"]
+    assert [r[2] for r in marks.rows[:3]] == [
+        "none",
+        "one, on the newest message",
+        "ours (place_breakpoints)",
+    ]
+    assert len(marks.rows) == 6  # ours and the Anthropic-priced cost run, three ways each
+    trigger = tables['Compaction(trigger="cost") beside the plain trigger and the peers']
+    assert [r[1] for r in trigger.rows] == list(runs)
+    assert trigger.rows[0][6] == trigger.rows[0][8] == "1.00×"  # ours against itself
+    goals = {g.goal: g for g in result.goals}
+    assert goals["cache breakpoints lower our Anthropic bill at every window"].met is True
+    assert (
+        goals["every request of ours carries the current task (every trigger, every window)"].met
+        is True
+    )
+    costs = goals["the cost trigger bills no more than the plain trigger, at its provider's prices"]
+    assert isinstance(costs.met, bool) and "OpenAI at 12,288" in costs.detail
+
+
+def _check_provider_cache(result: Result, reported: dict[str, Any]) -> None:
+    """Reported vs computed cached tokens, from the local caching servers (one small session)."""
+    styles = reported["styles"]
+    assert set(styles) == {"OpenAI-style", "Anthropic-style"}
+    for style, t in styles.items():
+        assert t["failures"] == [] and t["sessions"] == 1, style
+        assert t["requests"] > 0 and t["summary_requests"] > 0, "the small session compacts"
+        assert sum(t["verdicts"].values()) == t["requests"]
+        assert t["verdicts"].get("agree", 0) > t["requests"] // 2, t["verdicts"]
+        assert "None" not in t["verdicts"]  # both servers report cached tokens
+        for key in ("reported", "computed"):
+            assert 0 < t[f"{key}_cached"] < t[f"{key}_input"], (style, key)
+        assert 0 < t["expected_cached"] < t["estimated_input"]
+    # OpenAI writes nothing extra; Anthropic writes what its marks cover
+    assert styles["OpenAI-style"]["reported_written"] == 0
+    assert styles["Anthropic-style"]["reported_written"] > 0
+    assert styles["Anthropic-style"]["computed_written"] > 0
+    table = next(t for t in result.tables if t.title.startswith("Cached input: reported"))
+    assert [r[0] for r in table.rows] == ["OpenAI-style", "Anthropic-style"]
+    assert all(str(r[4]).endswith("%") and str(r[6]).endswith("%") for r in table.rows)
+    goal = next(g for g in result.goals if g.goal.startswith("the bill rule's cached share"))
+    assert isinstance(goal.met, bool) and "OpenAI-style" in goal.detail
+
+
+def test_tokens_sent_runs_on_the_generated_workload_without_shared_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import bench_tokens_sent
+
+    monkeypatch.setattr(bench_tokens_sent, "SOURCE", "synthetic")
+    result = _run("tokens_sent", tmp_path)
+    assert result.workload.startswith("synthetic (synthetic)")
+    data = result.data
+    assert data["ours"]["requests"] > 0 and data["ours"]["task_missing"] == 0
+    assert set(data["compared"]["12288"]) >= {"ours", "ours, cost trigger (Anthropic prices)"}
+    assert all(t["requests"] > 0 for t in data["provider_cache"]["styles"].values())
+
+
+def test_marked_cache_reads_the_entry_a_mark_wrote_and_writes_the_rest() -> None:
+    from benchmarks.bench_tokens_sent import PrefixMeter, Price, end_marks, marked_bill
+
+    meter = PrefixMeter(tool_tokens=0)
+    big = Message.user("fix the failing test in parser.py " + "context " * 1_500)
+    state = [Message.user("state 1"), Message.user("state 2"), Message.user("state 3")]
+    first = [big, Message.assistant("on it"), state[0]]
+    requests = [first, [*first[:2], Message.assistant("next"), state[1]]]
+    requests.append([*requests[1][:3], Message.assistant("more"), state[2]])
+    for request in requests:  # the JSON form's own size: no scaling
+        meter.add(request, sum(len(meter.message_tokens(m)) for m in request), tools=False)
+    size = [len(meter.message_tokens(m)) for m in requests[2]]
+    price = Price(model="a", input=3.0, cached=0.3, write=3.75)
+    # Marks before the state message (as place_breakpoints marks the last history message)
+    history = [[len(r) - 2] for r in requests]
+    out = marked_bill(meter, history, price, "m")
+    first_write = size[0] + size[1]
+    assert out["m_read_tokens"] == first_write + (first_write + size[2])
+    assert out["m_write_tokens"] == first_write + size[2] + size[3]
+    assert out["m_fresh_tokens"] == sum(meter.tokens) - out["m_read_tokens"] - out["m_write_tokens"]
+    # A mark on the newest message only: the changing state ends every entry, nothing is read
+    ends = marked_bill(meter, end_marks(meter), price, "e")
+    assert ends["e_read_tokens"] == 0 and ends["e_write_tokens"] == sum(meter.tokens)
+    assert out["usd_m"] < ends["usd_e"]
+    # A prefix under 1,024 tokens is never written
+    small = PrefixMeter(tool_tokens=0)
+    short = [Message.user("hi"), Message.assistant("hello")]
+    for _ in range(2):
+        small.add(short, sum(len(small.message_tokens(m)) for m in short), tools=False)
+    assert marked_bill(small, end_marks(small), price, "s")["s_read_tokens"] == 0
 
 
 def test_prefix_meter_counts_what_the_previous_request_shares() -> None:
