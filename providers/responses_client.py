@@ -214,16 +214,18 @@ def responses_usage(raw: Any) -> Usage | None:
         return None
     prompt, completion = as_int(field(raw, "input_tokens")), as_int(field(raw, "output_tokens"))
     details = field(raw, "input_tokens_details")
+    cached = field(details, "cached_tokens") if details is not None else None
+    written = field(details, "cache_write_tokens") if details is not None else None
     output_details = field(raw, "output_tokens_details")
+    reasoning = field(output_details, "reasoning_tokens") if output_details is not None else None
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=as_int(field(raw, "total_tokens")) or prompt + completion,
-        cached_tokens=as_int(field(details, "cached_tokens")) if details is not None else 0,
-        cache_write_tokens=as_int(field(details, "cache_write_tokens")) if details else 0,
-        reasoning_tokens=(
-            as_int(field(output_details, "reasoning_tokens")) if output_details else 0
-        ),
+        cached_tokens=as_int(cached),
+        cache_write_tokens=as_int(written),
+        reasoning_tokens=as_int(reasoning),
+        cache_reported=cached is not None,
     )
 
 
