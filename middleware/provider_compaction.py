@@ -148,7 +148,8 @@ class ProviderCompaction:
 def _about_compaction(error: ProviderBadRequest) -> bool:
     """Return whether a 400 names the option or the item (``Unknown parameter: 'context_management'`` …)."""
     said = str(error).lower()
-    return any(word in said for word in ("context_management", "compact", "encrypted_content"))
+    words = ("context_management", "compact", "encrypted_content", "encrypted content")
+    return any(word in said for word in words)
 
 
 def _newest_item(history: tuple[Message, ...], model: str) -> tuple[int, dict[str, Any] | None]:
