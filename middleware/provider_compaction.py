@@ -8,8 +8,8 @@ default 60 % of the input limit), so the server compacts first and our Compactio
 stays the default and the fallback, runs only when that is not enough.
 
 The item the server returns is kept on the last history message it stands for (the
-``provider_compacted`` marker, in the message's metadata: persisted with the working
-history, never sent). Each later request sends one message carrying the item instead of
+``provider_compacted`` marker, in the metadata of a revised copy of that message, so the
+session log records it as a rewrite and a resumed session finds it; never sent). Each later request sends one message carrying the item instead of
 the history up to that marker, then the rest; the working history the round keeps is the
 whole readable one, so a fallback model, our Compaction and every other middleware still
 read it. A marker our Compaction summarised away is gone with its message, and an item made
@@ -43,6 +43,9 @@ MIN_THRESHOLD: Final = 1_000
 
 STAND_IN_TEXT: Final = "[earlier turns, compacted by the provider]"
 """The text of the message that carries the compaction item (what a reader of the log sees)."""
+
+_TAG: Final = "provider-compacted"
+"""The `Message.revise` tag of the message that carries the item's marker."""
 
 _ITEM: Final = "responses_item"
 """`providers.responses_client.RESPONSES_ITEM`: the `Message.extra` key sent as the item."""
@@ -129,11 +132,9 @@ class ProviderCompaction:
         made = next((e for e in response.provider_edits if e.get("type") == "compaction"), None)
         if made is not None and kept:
             marker = {**made, "model": request.model}
-            last = kept[-1]
-            kept = (
-                *kept[:-1],
-                last.replace(metadata={**(last.metadata or {}), PROVIDER_COMPACTED: marker}),
-            )
+            # a revised copy (a new id, ``origin_id`` the original): the session log records
+            # it as a rewrite, so a resumed session finds the item too
+            kept = (*kept[:-1], kept[-1].revise(_TAG, metadata={PROVIDER_COMPACTED: marker}))
             if run.emit is not None:
                 run.emit(
                     AgentEvent(

@@ -642,6 +642,11 @@ class OpenAIServer:
             "usage": usage,
         }
 
+    def encrypted(self, item_id: str) -> str:
+        """Return the encrypted content of the compaction item ``item_id`` this server made."""
+        with self._lock:
+            return self._encrypted[item_id]
+
     def _compact(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Make, remember and return a compaction item for every input item of ``body``."""
         items = body.get("input")

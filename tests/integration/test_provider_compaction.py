@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness import HarnessAgent, Message, RuntimeContext
+from harness import ContextPolicy, HarnessAgent, Message, RuntimeContext
 from harness.markers import PROVIDER_COMPACTED
 from harness.sessions import open_store
 from harness.sessions.store import ManifestEvent, SessionKey, WarningEvent
@@ -24,7 +24,7 @@ from middleware import Compaction, ProviderCompaction, default_stack
 from middleware.provider_compaction import STAND_IN_TEXT
 from providers import LiteLLMClient, ResponsesClient
 
-from .openai_server import OpenAIServer, reply, tool_call
+from .openai_server import OpenAIServer, Reply, reply, tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -253,3 +253,85 @@ def test_the_trigger_is_checked_and_turned_into_a_threshold() -> None:
     for bad in (0.0, 1.5, 999, True, "60%"):
         with pytest.raises(ConfigurationError):
             ProviderCompaction(trigger=bad)  # type: ignore[arg-type]
+
+
+async def test_a_resumed_session_sends_the_item_its_log_kept(tmp_path: Path) -> None:
+    with OpenAIServer() as server:
+        await _session(tmp_path, server, provider=ProviderCompaction(trigger=THRESHOLD))
+        made = list(server.compacted)
+        assert made
+        server.push(reply("resumed"))
+        agent = HarnessAgent(  # as a new process would: nothing in memory
+            model=ResponsesClient(MODEL, api_base=server.base_url, api_key="test"),
+            tools=[_probe],
+            stack=_stack(ProviderCompaction(trigger=THRESHOLD)),
+            system_prompt=SYSTEM,
+            workspace=str(tmp_path),
+            store=f"sqlite:///{tmp_path / 'sessions.db'}",
+        )
+        answer = await agent.call("and now?", RuntimeContext(user_id="u", session_id="pc"))
+    assert answer.text == "resumed"
+    body = server.requests[-1]
+    assert body["input"][0] == {
+        "type": "compaction",
+        "id": made[-1],
+        "encrypted_content": server.encrypted(made[-1]),
+    }
+    assert body["input"][-1] == {"role": "user", "content": "and now?"}
+
+
+def _summaries_or(calls: list[int], rounds: int) -> Any:
+    """Answer in-place summary requests with a summary, agent requests with a probe."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if body.get("tool_choice") == "none":
+            return reply("SUMMARY: read the modules src/m0.py onwards; keep going.")
+        calls.append(len(calls))
+        if len(calls) <= rounds:
+            return tool_call("_probe", {"path": f"src/m{len(calls)}.py"})
+        return reply("all read")
+
+    return answer
+
+
+@pytest.mark.parametrize("compaction", [True, False], ids=["server-compacts", "server-refuses"])
+async def test_the_default_trigger_is_below_ours_and_ours_stays_the_fallback(
+    tmp_path: Path, compaction: bool
+) -> None:
+    limit, rounds = 6_000, 30
+    calls: list[int] = []
+    with OpenAIServer(compaction=compaction, default=_summaries_or(calls, rounds)) as server:
+        agent = HarnessAgent(
+            model=ResponsesClient(MODEL, api_base=server.base_url, api_key="test"),
+            tools=[_probe],
+            stack=_stack(ProviderCompaction()),
+            system_prompt=SYSTEM,
+            workspace=str(tmp_path),
+            store=f"sqlite:///{tmp_path / 'sessions.db'}",
+            policy=ContextPolicy(max_input_tokens=limit),
+            max_rounds=rounds + 5,
+        )
+        ctx = RuntimeContext(user_id="u", session_id="fb")
+        assert (await agent.call("read every module", ctx)).text == "all read"
+        store = open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+        try:
+            log = [e.event for e in await store.events(SessionKey("u", "agent", "fb"), limit=5_000)]
+        finally:
+            await store.aclose()
+    manifests = [e.manifest.transforms for e in log if isinstance(e, ManifestEvent)]
+    ours = [t for t in manifests if any(x.startswith("history_compaction") for x in t)]
+    assert ours  # the readable history passed our trigger: our Compaction ran either way
+    if compaction:
+        assert f"provider_compaction:asked@{int(0.6 * limit)}" in manifests[0]
+        assert server.compacted
+        first = next(n for n, t in enumerate(server.input_tokens) if t > 0.6 * limit)
+        assert all(t <= 0.6 * limit + 700 for t in server.input_tokens[first + 1 :])
+    else:
+        assert "provider_compaction:refused" in manifests[1]
+        assert not server.compacted
+    print(
+        f"compaction={compaction}: ours ran {len(ours)}x, server items {len(server.compacted)}, "
+        f"billed {sum(server.input_tokens):,} over {len(server.input_tokens)} requests"
+    )
+    # whatever the server did, no request went over the limit
+    assert max(server.input_tokens) <= limit
