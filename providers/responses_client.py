@@ -60,7 +60,7 @@ class ResponsesClient(LiteLLMClient):
     """A `LiteLLMClient` that sends requests to the Responses API (``litellm.aresponses``).
 
     Takes the same arguments as `LiteLLMClient`. ``max_tokens`` in settings is sent as
-    ``max_output_tokens``; every other setting is passed to ``litellm.aresponses`` as is
+    ``max_output_tokens``, ``reasoning_effort`` as ``reasoning.effort``; every other setting is passed to ``litellm.aresponses`` as is
     (``context_management``, ``store``, ``reasoning`` …). By default ``store=False``: the
     request carries the whole input, nothing is kept on OpenAI's side.
     """
@@ -91,6 +91,9 @@ class ResponsesClient(LiteLLMClient):
         for name in ("max_tokens", "max_completion_tokens"):
             if name in kwargs:
                 kwargs.setdefault("max_output_tokens", kwargs.pop(name))
+        effort = kwargs.pop("reasoning_effort", None)
+        if effort is not None:
+            kwargs.setdefault("reasoning", {"effort": effort})
         kwargs.setdefault("store", False)
         return prepared
 

@@ -24,7 +24,7 @@ from middleware import Compaction, ProviderCompaction, default_stack
 from middleware.provider_compaction import STAND_IN_TEXT
 from providers import LiteLLMClient, ResponsesClient
 
-from .openai_server import OpenAIServer, Reply, reply, tool_call
+from .openai_server import OpenAIServer, Reply, error, reply, tool_call, unknown_parameter
 
 pytestmark = pytest.mark.integration
 
@@ -174,6 +174,19 @@ async def test_a_refused_option_is_resent_without_and_not_asked_again(tmp_path: 
     assert len(server.input_tokens) == 3 + 1
     assert "provider_compaction:refused" in done.manifests[1]
     assert not any(x.startswith("provider_compaction:asked") for t in done.manifests[1:] for x in t)
+
+
+async def test_another_bad_request_is_raised_not_resent(tmp_path: Path) -> None:
+    from harness.errors import ProviderBadRequest
+
+    with OpenAIServer() as server:
+        server.push(error(400, unknown_parameter("temperature")))
+        with pytest.raises(ProviderBadRequest) as caught:
+            await _session(
+                tmp_path, server, provider=ProviderCompaction(trigger=THRESHOLD), rounds=0
+            )
+    assert "temperature" in str(caught.value)
+    assert len(server.requests) == 1  # not taken for a refusal of the option
 
 
 async def test_an_item_the_server_cannot_read_is_dropped_for_the_whole_history(

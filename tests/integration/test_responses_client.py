@@ -88,6 +88,17 @@ async def test_text_answer_comes_back_with_usage(openai_server: OpenAIServer) ->
     assert usage.cache_reported and usage.cached_tokens == 0
 
 
+async def test_reasoning_effort_is_sent_the_responses_way(openai_server: OpenAIServer) -> None:
+    client = ResponsesClient(
+        "openai/o4-mini", api_base=openai_server.base_url, api_key="test", reasoning_effort="low"
+    )
+    await client.complete(ModelRequest(model="openai/o4-mini", history=(Message.user("hi"),)))
+
+    sent = openai_server.last_request
+    assert sent["reasoning"] == {"effort": "low"}
+    assert "reasoning_effort" not in sent
+
+
 async def test_reasoning_summary_and_cached_tokens(openai_server: OpenAIServer) -> None:
     openai_server.push(Reply(text="42", reasoning="Add them up.", cached_tokens=1024))
 
