@@ -25,6 +25,7 @@ that is not valid Unicode is refused.
 from __future__ import annotations
 
 import os
+import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -37,9 +38,18 @@ Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
 
 
+_IDS = random.Random()  # seeded from the OS; our own, so an app's random.seed() cannot repeat ids
+os.register_at_fork(after_in_child=_IDS.seed)  # a forked child must not repeat its parent's
+
+
 def new_id() -> str:
-    """Return a short random id for a message or a request (16 hex characters)."""
-    return os.urandom(8).hex()
+    """Return a short random id for a message or a request (16 hex characters).
+
+    Ids name things, they guard nothing, so they come from a generator seeded from the OS
+    rather than from ``os.urandom`` per id: that system call releases the GIL, and on a busy
+    proxy loop each release let a worker thread in first (70 µs an id, 5 ids a request).
+    """
+    return f"{_IDS.getrandbits(64):016x}"
 
 
 class ContentPart(msgspec.Struct, frozen=True, kw_only=True, gc=False):

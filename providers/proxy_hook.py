@@ -79,6 +79,7 @@ from harness.sessions.store import SessionStore
 from harness.types import Middleware, ModelClient
 from providers._response import usage_from
 from providers.litellm_client import LiteLLMClient, load_litellm
+from providers.proxy_warm_up import warm_up
 
 __all__ = [
     "SESSION_HEADER",
@@ -86,8 +87,7 @@ __all__ = [
     "USER_SECRET_ENV",
     "HarnessProxyHook",
     "ProxyHookSettings",
-    "proxy_handler_instance",
-]
+]  # and proxy_handler_instance, built on first access (`__getattr__`)
 
 SESSION_HEADER: Final = "x-harness-session-id"
 """The request header naming the session."""
@@ -146,6 +146,9 @@ class ProxyHookSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """The HMAC-SHA256 key that turns a key without a user id into its user id
     (``key:<HMAC of the token>``); the same on every replica sharing the store. Default:
     ``HARNESS_PROXY_USER_SECRET``, else `DEFAULT_USER_SECRET`."""
+    warm_up: bool = True
+    """Run one offline preparation when the hook is built (`providers.proxy_warm_up`), so a
+    worker's first request does not wait for the stack's imports and tokenizer."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> ProxyHookSettings:
@@ -222,7 +225,7 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             reserve_output=settings.reserve_output,
             safety_margin=settings.safety_margin,
         )
-        return cls(
+        hook = cls(
             store=settings.store,
             stack=_stack_from(settings.stack) if settings.stack else None,
             policy=policy,
@@ -231,6 +234,9 @@ class HarnessProxyHook(_CustomLogger):  # type: ignore[misc]
             user_secret=settings.user_secret,
             unprepared_apis=settings.unprepared_apis,
         )
+        if settings.warm_up:
+            warm_up(hook.stack, hook.policy)
+        return hook
 
     async def async_pre_call_hook(
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
@@ -583,6 +589,19 @@ def _proxy_settings() -> ProxyHookSettings:
     return ProxyHookSettings.parse(raw)
 
 
-proxy_handler_instance: Final = HarnessProxyHook.from_settings(_proxy_settings())
-"""The hook for ``config.yaml`` (``callbacks: ["providers.proxy_hook.proxy_handler_instance"]``),
-configured from ``callback_settings: harness:`` (`ProxyHookSettings`)."""
+_INSTANCE: list[HarnessProxyHook] = []
+
+
+def __getattr__(name: str) -> HarnessProxyHook:
+    """Build ``proxy_handler_instance`` on first access, not at import.
+
+    ``proxy_handler_instance`` is the hook for ``config.yaml`` (``callbacks:
+    ["providers.proxy_hook.proxy_handler_instance"]``), configured from ``callback_settings:
+    harness:`` (`ProxyHookSettings`) and warmed up (`providers.proxy_warm_up`) when the
+    proxy loads its config; importing this module for `HarnessProxyHook` builds nothing.
+    """
+    if name != "proxy_handler_instance":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _INSTANCE:
+        _INSTANCE.append(HarnessProxyHook.from_settings(_proxy_settings()))
+    return _INSTANCE[0]

@@ -178,3 +178,26 @@ def test_agent_input_accepts_the_three_forms_and_nothing_else() -> None:
         agent_input(Message.system("rules"))
     with pytest.raises(InvalidInputError, match="decode the bytes"):
         agent_input(b"hi")
+
+
+def test_ids_do_not_repeat_after_an_apps_random_seed_or_in_a_forked_child() -> None:
+    import os
+    import random
+
+    from harness.messages import new_id
+
+    random.seed(0)
+    first = new_id()
+    random.seed(0)
+    assert new_id() != first  # an app seeding `random` for its own reasons repeats no id
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one id to the parent, then out without pytest's teardown
+        os.write(write, new_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert len(child) == 16 and int(child, 16) >= 0
+    assert child != new_id()  # the child's generator was reseeded, not a copy of ours

@@ -136,9 +136,11 @@ class SessionRecorder:
 
         What other processes learned of the providers' token counts (`SessionStore.learned`)
         joins this process's calibration first, so a new process or replica counts as
-        cautiously as the most cautious one before it.
+        cautiously as the most cautious one before it; after that it is read again at most
+        every `LEARNED_REFRESH_S` (a drop-in or proxy caller loads its session at every
+        request, and one more store read each was a third of its store round trips).
         """
-        await merge_learned(store, every_s=0.0)
+        await merge_learned(store)
         found = await store.load(key)
         if found is None:
             recorder = cls(store, key, keep_full_history=keep_full_history, secrets=secrets)
