@@ -43,6 +43,10 @@ FRAGMENT: Final = "fragment"
 """On a history message sent with a developer's edit (`harness.fragments.editing`): the fragment's
 ``fragment:<id>@<version>`` label; ``origin_id`` names the message it overlays."""
 
+PROVIDER_COMPACTED: Final = "provider_compacted"
+"""On the last message a provider's compaction item stands for (OpenAI Responses): the item
+and the model that made it, ``{"id", "encrypted_content", "model"}`` (`ProviderCompaction`)."""
+
 REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED, MASKED, SUPERSEDED)
 """Markers of a message whose content the model no longer sees in full."""
 

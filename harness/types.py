@@ -200,3 +200,16 @@ class DiscoversWindow(Protocol):
     async def discover_context_window(self, model: str | None = None) -> int | None:
         """Return the model's window in tokens, or ``None`` when it stays unknown."""
         ...
+
+
+@runtime_checkable
+class CompactsNatively(Protocol):
+    """A model client whose server compacts long inputs itself (OpenAI's Responses API).
+
+    `middleware.ProviderCompaction` asks for the server's compaction only through such a
+    client, and sends the compaction item it returned instead of the history it stands for.
+    """
+
+    def native_compaction(self, model: str | None = None) -> bool:
+        """Return whether requests for ``model`` can ask the server to compact."""
+        ...

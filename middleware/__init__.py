@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from middleware.model_fallback import ModelFallback as ModelFallback
     from middleware.overflow_retry import OverflowRetry as OverflowRetry
     from middleware.pair_validation import PairValidation as PairValidation
+    from middleware.provider_compaction import ProviderCompaction as ProviderCompaction
     from middleware.provider_context_editing import (
         ProviderContextEditing as ProviderContextEditing,
     )
@@ -69,6 +70,7 @@ _HOMES: dict[str, str] = {
     "ImageBudget": "middleware.image_budget",
     "ModelFallback": "middleware.model_fallback",
     "OverflowRetry": "middleware.overflow_retry",
+    "ProviderCompaction": "middleware.provider_compaction",
     "ProviderContextEditing": "middleware.provider_context_editing",
     "PairValidation": "middleware.pair_validation",
     "PlanModeOptions": "middleware.task_state",

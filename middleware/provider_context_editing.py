@@ -15,6 +15,17 @@ Vertex AI) the request passes unchanged. The manifest records the edits asked fo
 `ModelResponse.provider_edits` and as a ``provider_context_edit`` warning event on the
 agent's stream and in its log — for requests that are not streamed: litellm does not pass
 the applied edits of a streamed answer on, so a streamed round records only what it asked.
+
+With ``compact`` it also asks for Anthropic's server-side compaction (``compact_20260112``,
+beta header ``compact-2026-01-12``, which litellm sets): past that trigger the server
+summarises the conversation and starts its answer with a ``compaction`` block; sent back at
+the start of that assistant turn, it makes the server drop every block before it. litellm
+hands the block over in the message's ``provider_specific_fields["compaction_blocks"]`` and
+puts it back at the start of the turn (`providers._response.message_from` keeps it in the
+message's ``extra``, so the session log keeps it too); the working history stays whole for
+our Compaction and any fallback model. A compaction comes back as a ``compaction`` entry of
+`ModelResponse.provider_edits` and a ``provider_context_edit`` warning. Not in streamed
+answers: this client does not assemble a streamed compaction block.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ PROVIDER_EDITING: Final = TransformKind("provider_editing")
 
 CLEAR_TOOL_USES: Final = "clear_tool_uses_20250919"
 CLEAR_THINKING: Final = "clear_thinking_20251015"
+COMPACT: Final = "compact_20260112"
 
 _TAKES_EDITS: Final = frozenset({"anthropic", "bedrock", "bedrock_converse", "vertex_ai"})
 
@@ -49,6 +61,9 @@ class ProviderContextEditing:
         exclude_tools: tools whose results are never cleared (memory, file reads …).
         clear_thinking: also clear the thinking blocks of earlier turns, keeping the last
             ``keep_thinking_turns``.
+        compact: also ask Anthropic to compact (``compact_20260112``) past this trigger: a
+            share of the input limit in (0, 1] or a token count (``None``: never). Keep it
+            between the clearing trigger and our Compaction's (75 % by default).
 
     Raises:
         ConfigurationError: a trigger, a count or a tool name is out of range.
@@ -66,13 +81,11 @@ class ProviderContextEditing:
         exclude_tools: tuple[str, ...] = ("read_file", "memory_search", "memory_get"),
         clear_thinking: bool = False,
         keep_thinking_turns: int = 1,
+        compact: float | int | None = None,
     ) -> None:
-        if isinstance(trigger, bool) or not isinstance(trigger, int | float):
-            raise ConfigurationError(f"trigger must be a share or a token count, got {trigger!r}")
-        if isinstance(trigger, float) and not 0.0 < trigger <= 1.0:
-            raise ConfigurationError(f"a trigger share must be in (0, 1], got {trigger!r}")
-        if isinstance(trigger, int) and trigger < 1:
-            raise ConfigurationError(f"a trigger token count must be positive, got {trigger}")
+        _check_trigger("trigger", trigger)
+        if compact is not None:
+            _check_trigger("compact", compact)
         for name, value in (
             ("keep_tool_uses", keep_tool_uses),
             ("keep_thinking_turns", keep_thinking_turns),
@@ -95,11 +108,12 @@ class ProviderContextEditing:
         self.exclude_tools = tuple(exclude_tools)
         self.clear_thinking = clear_thinking
         self.keep_thinking_turns = keep_thinking_turns
+        self.compact = compact
 
     def __repr__(self) -> str:
         return (
             f"ProviderContextEditing(trigger={self.trigger!r}, keep_tool_uses={self.keep_tool_uses}, "
-            f"clear_thinking={self.clear_thinking})"
+            f"clear_thinking={self.clear_thinking}, compact={self.compact!r})"
         )
 
     async def __call__(self, request: ModelRequest, call_next: Handler) -> ModelResponse:
@@ -124,9 +138,7 @@ class ProviderContextEditing:
 
     def edits(self, input_limit: int) -> list[dict[str, Any]]:
         """Return Anthropic's ``context_management.edits`` for a request of ``input_limit``."""
-        trigger = self.trigger
-        if isinstance(trigger, float):
-            trigger = max(1, int(trigger * input_limit)) if input_limit > 0 else 100_000
+        trigger = _tokens(self.trigger, input_limit)
         edits: list[dict[str, Any]] = []
         if self.clear_thinking:  # Anthropic wants the thinking edit first
             edits.append(
@@ -145,11 +157,34 @@ class ProviderContextEditing:
         if self.exclude_tools:
             tool_edit["exclude_tools"] = list(self.exclude_tools)
         edits.append(tool_edit)
+        if self.compact is not None:
+            value = _tokens(self.compact, input_limit)
+            edits.append({"type": COMPACT, "trigger": {"type": "input_tokens", "value": value}})
         return edits
+
+
+def _check_trigger(name: str, trigger: object) -> None:
+    if isinstance(trigger, bool) or not isinstance(trigger, int | float):
+        raise ConfigurationError(f"{name} must be a share or a token count, got {trigger!r}")
+    if isinstance(trigger, float) and not 0.0 < trigger <= 1.0:
+        raise ConfigurationError(f"a {name} share must be in (0, 1], got {trigger!r}")
+    if isinstance(trigger, int) and trigger < 1:
+        raise ConfigurationError(f"a {name} token count must be positive, got {trigger}")
+
+
+def _tokens(trigger: float | int, input_limit: int) -> int:
+    """A trigger as input tokens (a share of ``input_limit``; 100,000 when it is unknown)."""
+    if isinstance(trigger, float):
+        return max(1, int(trigger * input_limit)) if input_limit > 0 else 100_000
+    return trigger
 
 
 def _said(edit: dict[str, Any]) -> str:
     """One line for what the server cleared: ``clear_tool_uses_20250919: 4 tool uses, …``."""
+    if edit.get("type") == "compaction":
+        chars = edit.get("summary_chars")
+        size = f" ({chars:,} characters)" if isinstance(chars, int) else ""
+        return f"{COMPACT}: the history before this turn was summarised{size}"
     parts = [
         f"{value:,} {key.removeprefix('cleared_').replace('_', ' ')}"
         for key, value in edit.items()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from harness.types import StreamChunk as StreamChunk
     from providers.litellm_client import LiteLLMClient as LiteLLMClient
     from providers.litellm_client import retries_of as retries_of
+    from providers.responses_client import ResponsesClient as ResponsesClient
     from providers.retry import RetryPolicy as RetryPolicy
     from providers.scripted import BrokenStream as BrokenStream
     from providers.scripted import ScriptedModel as ScriptedModel
@@ -31,6 +32,7 @@ _HOMES: dict[str, str] = {
     "LiteLLMClient": "providers.litellm_client",
     "ModelClient": "harness.types",
     "ProviderRetry": "harness.request",
+    "ResponsesClient": "providers.responses_client",
     "RetryPolicy": "providers.retry",
     "ScriptExhausted": "providers.scripted",
     "ScriptedModel": "providers.scripted",

@@ -101,6 +101,11 @@ def message_from(raw: Any) -> Message:
     if thinking_blocks:
         # Anthropic-style signed thinking must be sent back unchanged with tool results.
         extra["thinking_blocks"] = list(thinking_blocks)
+    blocks = compaction_blocks(raw)
+    if blocks:
+        # Anthropic's compaction blocks go back at the start of this turn (litellm puts them
+        # there), and the server reads nothing before them from then on.
+        extra["provider_specific_fields"] = {"compaction_blocks": blocks}
     return Message(
         role="assistant",
         content=content,
@@ -114,14 +119,30 @@ def provider_edits(raw: Any) -> tuple[dict[str, Any], ...]:
     """Return the context edits the provider applied to the request, as it reported them.
 
     Anthropic's ``context_management.applied_edits``, which litellm passes in the message's
-    ``provider_specific_fields``.
+    ``provider_specific_fields``, and one ``{"type": "compaction", "summary_chars"}`` per
+    compaction block the answer starts with.
     """
     fields = field(raw, "provider_specific_fields")
     managed = fields.get("context_management") if isinstance(fields, dict) else None
     edits = managed.get("applied_edits") if isinstance(managed, dict) else None
-    if not isinstance(edits, list):
-        return ()
-    return tuple(dict(edit) for edit in edits if isinstance(edit, dict))
+    applied = [dict(e) for e in edits if isinstance(e, dict)] if isinstance(edits, list) else []
+    applied += [
+        {"type": "compaction", "summary_chars": len(str(block.get("content") or ""))}
+        for block in compaction_blocks(raw)
+    ]
+    return tuple(applied)
+
+
+def compaction_blocks(raw: Any) -> list[dict[str, Any]]:
+    """Return the compaction blocks of an Anthropic answer (``compact_20260112``).
+
+    litellm passes them in the message's ``provider_specific_fields``.
+    """
+    fields = field(raw, "provider_specific_fields")
+    blocks = fields.get("compaction_blocks") if isinstance(fields, dict) else None
+    if not isinstance(blocks, list):
+        return []
+    return [dict(b) for b in blocks if isinstance(b, Mapping) and b.get("type") == "compaction"]
 
 
 def raise_on_overflow(

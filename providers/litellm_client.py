@@ -497,6 +497,10 @@ class LiteLLMClient:
         """Return the OpenAI tool dicts to send for ``request`` (a subclass may send its own)."""
         return [t.to_openai() for t in request.tools]
 
+    async def call_litellm(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
+        """Make one attempt: ``litellm.acompletion`` (a subclass calls another endpoint)."""
+        return await litellm.acompletion(**kwargs)
+
     async def send_prepared(self, prepared: PreparedCall) -> Any:
         """Call ``litellm.acompletion`` with ``prepared``, retrying as `RetryPolicy` decides.
 
@@ -514,7 +518,7 @@ class LiteLLMClient:
         while True:
             try:
                 with provider_errors(provider=prepared.provider, model=prepared.model):
-                    return await litellm.acompletion(**prepared.kwargs)
+                    return await self.call_litellm(litellm, prepared.kwargs)
             except ContextOverflowError as error:
                 if error.window is not None:
                     remember_window(

@@ -10,6 +10,13 @@ cacheable prefix, which the request writes; a request reads the longest cached p
 ends at one of its marks or at most 20 blocks before one. Tokens are counted with tiktoken
 ``o200k_base`` (litellm's shipped files), one count per block, so the figures are
 deterministic; ``min_cacheable`` mimics the minimum cacheable prompt (0: any length).
+
+Context management as Anthropic documents it: ``clear_tool_uses`` clears old tool results
+past its trigger (`cleared`); ``compact_20260112`` (`compacted`) first drops every message
+block before the newest ``compaction`` block in the request, then, when what is left
+passes its trigger, answers with a new compaction block (a summary costing
+`COMPACT_SHARE` of what it replaces) before the reply. ``requests`` and ``usages`` record
+what the model read: the body after those edits.
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ class AnthropicServer:
         """Every request body as the model read it (after the server's context edits)."""
         self.headers: list[dict[str, str]] = []
         self.usages: list[CacheUsage] = []
+        self.compactions: list[str] = []
+        """The summary of every compaction block the server made, in order."""
         self._queue: deque[AnthropicReply] = deque()
         self._cache: set[str] = set()
         self._lock = threading.Lock()
@@ -146,6 +155,7 @@ class AnthropicServer:
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """Return the Messages API answer for ``body``."""
+        body, summary = compacted(body)
         body, applied = cleared(body)
         usage = self.usage_for(body)
         with self._lock:
@@ -165,6 +175,10 @@ class AnthropicServer:
         else:
             content = [{"type": "text", "text": reply.text}]
             stop = "end_turn"
+        if summary is not None:
+            content.insert(0, {"type": "compaction", "content": summary})
+            with self._lock:
+                self.compactions.append(summary)
         answer: dict[str, Any] = {
             "id": f"msg_{len(self.requests)}",
             "type": "message",
@@ -183,6 +197,41 @@ class AnthropicServer:
         if applied is not None:
             answer["context_management"] = {"applied_edits": applied}
         return answer
+
+
+COMPACT_SHARE = 0.1
+"""A compaction block's summary costs this share of the tokens it replaces."""
+
+
+def compacted(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Apply the request's ``compact_20260112`` edit as Anthropic documents it.
+
+    Every message block before the newest ``compaction`` block is dropped (the API does
+    this whether or not the edit is asked for); past the edit's trigger (input tokens, by
+    default 150,000) the rest is summarised. Returns the body the model reads and the new
+    summary (``None``: nothing compacted).
+    """
+    messages = list(body.get("messages") or [])
+    for at in range(len(messages) - 1, -1, -1):
+        content = messages[at].get("content")
+        blocks = content if isinstance(content, list) else []
+        found = [
+            n for n, b in enumerate(blocks) if isinstance(b, dict) and b.get("type") == "compaction"
+        ]
+        if found:
+            messages = [{**messages[at], "content": blocks[found[-1] :]}, *messages[at + 1 :]]
+            body = {**body, "messages": messages}
+            break
+    edits = (body.get("context_management") or {}).get("edits") or []
+    edit = next((e for e in edits if e.get("type") == "compact_20260112"), None)
+    if edit is None:
+        return body, None
+    total = sum(count_tokens(text) for text, _ in _blocks(body))
+    trigger = int((edit.get("trigger") or {}).get("value", 150_000))
+    if total <= trigger:
+        return body, None
+    words = max(8, int(total * COMPACT_SHARE))
+    return body, f"Summary of {len(messages)} messages ({total} tokens): " + "noted " * words
 
 
 CLEARED = "[cleared to save context]"

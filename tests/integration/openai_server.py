@@ -13,10 +13,21 @@ the queue is empty it answers ``default``. It records every request body, counts
 tokenizer files (no download), optionally scaled by ``token_factor``, and in ``thinking``
 mode answers like DeepSeek: a 400 when an assistant turn in the request lacks
 ``reasoning_content``.
+
+It also speaks OpenAI's Responses API, ``POST /v1/responses`` (JSON, not streamed): the
+same script answers it as ``output`` items (``reasoning``, ``message``, ``function_call``)
+with ``usage.input_tokens`` counted over ``instructions``, the ``input`` items and the tools
+(`count_responses_tokens`). With ``context_management=[{"type": "compaction",
+"compact_threshold": N}]`` and an input past ``N`` it compacts as OpenAI does: the answer's
+first output item is an opaque ``compaction`` item standing for every input item, which
+costs `OpenAIServer.compact_ratio` of their tokens when sent back in a later ``input``; an
+item it did not make gets a 400. With ``compaction=False`` it refuses the option like a
+server that does not know it (400 ``unknown_parameter``).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -75,6 +86,30 @@ SERVER_ERROR: dict[str, Any] = {
     }
 }
 """OpenAI's 500 body."""
+
+
+def unknown_parameter(name: str) -> dict[str, Any]:
+    """Return OpenAI's 400 body for a request field it does not know."""
+    return {
+        "error": {
+            "message": f"Unknown parameter: '{name}'.",
+            "type": "invalid_request_error",
+            "param": name,
+            "code": "unknown_parameter",
+        }
+    }
+
+
+def invalid_encrypted_content(item_id: str) -> dict[str, Any]:
+    """Return OpenAI's 400 body for a compaction or reasoning item it cannot decrypt."""
+    return {
+        "error": {
+            "message": f"The encrypted content for item {item_id} could not be verified.",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "invalid_encrypted_content",
+        }
+    }
 
 
 def overflow_body(style: str, *, prompt: int, window: int, output: int = 0) -> dict[str, Any]:
@@ -268,6 +303,51 @@ def count_prompt_tokens(body: Mapping[str, Any]) -> int:
     return total
 
 
+def _item_text(item: Mapping[str, Any]) -> str:
+    """The text a Responses input item carries (a message's content, a call, its output)."""
+    kind = item.get("type")
+    if kind == "function_call":
+        return str(item.get("name", "")) + str(item.get("arguments", ""))
+    if kind == "function_call_output":
+        return _content_text(item.get("output"))
+    if kind == "reasoning":
+        return "".join(str(p.get("text", "")) for p in item.get("summary") or ())
+    return str(item.get("role", "")) + _content_text(item.get("content"))
+
+
+def count_responses_tokens(
+    body: Mapping[str, Any], compacted: Mapping[str, int] | None = None
+) -> int:
+    """Count a Responses request's input tokens: instructions, items and tools.
+
+    3 tokens of framing per item, as `count_prompt_tokens` counts messages; a compaction
+    item costs what ``compacted`` says its id stands for (``0`` when unknown).
+    """
+    total = 3
+    if body.get("instructions"):
+        total += 3 + count_tokens(str(body["instructions"]))
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items or ():
+        total += 3
+        if item.get("type") == "compaction":
+            total += (compacted or {}).get(str(item.get("id", "")), 0)
+        else:
+            total += count_tokens(_item_text(item))
+    if body.get("tools"):
+        total += count_tokens(json.dumps(body["tools"]))
+    return total
+
+
+def compaction_threshold(body: Mapping[str, Any]) -> int | None:
+    """Return the ``compact_threshold`` a Responses request asks for, if it asks."""
+    for entry in body.get("context_management") or ():
+        if isinstance(entry, Mapping) and entry.get("type") == "compaction":
+            return int(entry.get("compact_threshold") or 0)
+    return None
+
+
 CACHE_MIN = 1024
 """`OpenAIServer.prefix_cache` caches nothing shorter (OpenAI's minimum)."""
 CACHE_BLOCK = 128
@@ -296,6 +376,10 @@ class OpenAIServer:
             request had too, counted in blocks of `CACHE_BLOCK` once at least
             `CACHE_MIN` — so a request that only grew at its end is mostly cached, and one
             whose prefix changed is not.
+        compaction: on ``/v1/responses``, compact past ``context_management``'s threshold
+            (``False``: refuse the option, and compaction items, with a 400).
+        compact_ratio: a compaction item, sent back, costs this share of the tokens of the
+            items it stands for (at least 32).
 
     Use as a context manager or call `start` / `stop`.
     """
@@ -311,6 +395,8 @@ class OpenAIServer:
         metadata: str = "none",
         overflow_style: str = "vllm",
         prefix_cache: bool = False,
+        compaction: bool = True,
+        compact_ratio: float = 0.1,
     ) -> None:
         if metadata not in ("none", "vllm", "llama.cpp", "ollama", "lm_studio"):
             raise ValueError(f"unknown metadata style {metadata!r}")
@@ -323,12 +409,20 @@ class OpenAIServer:
         self.over_window: list[int] = []
         """The prompt tokens of every request refused as over ``window``."""
         self.prompt_tokens: list[int] = []
-        """The counted prompt tokens of every chat request, in order."""
+        """The counted prompt tokens of every chat and Responses request, in order."""
         self.thinking = thinking
         self.prefix_cache = prefix_cache
         self._prefixes: set[str] = set()
         """Hashes of every request's leading parts seen so far (`prefix_cache`)."""
         self.token_factor = token_factor
+        self.compaction = compaction
+        self.compact_ratio = compact_ratio
+        self.compacted: dict[str, int] = {}
+        """The id of every compaction item made, with the tokens it costs when sent back."""
+        self._encrypted: dict[str, str] = {}
+        """The encrypted content of every compaction item made, by id."""
+        self.input_tokens: list[int] = []
+        """The reported ``input_tokens`` of every answered Responses request, in order."""
         self.default: Behaviour = default if default is not None else Reply(text="ok")
         self.requests: list[dict[str, Any]] = []
         """Every request body received, decoded, in order."""
@@ -445,6 +539,128 @@ class OpenAIServer:
                 if message.get("role") == "assistant" and not message.get("reasoning_content"):
                     return Raw(status=400, body=REASONING_CONTENT_MISSING)
         return self._next(body)
+
+    def answer_responses(self, body: dict[str, Any]) -> Reply | Raw:
+        """Decide the answer to a Responses request (the option, its items, the window, the script)."""
+        if not self.compaction and "context_management" in body:
+            return Raw(status=400, body=unknown_parameter("context_management"))
+        items = body.get("input")
+        for item in items if isinstance(items, list) else ():
+            if item.get("type") != "compaction":
+                continue
+            ident = str(item.get("id", ""))
+            if not self.compaction:
+                return Raw(status=400, body=unknown_parameter("input[].type=compaction"))
+            with self._lock:
+                known = self._encrypted.get(ident)
+            if known is None or known != item.get("encrypted_content"):
+                return Raw(status=400, body=invalid_encrypted_content(ident))
+        prompt = math.ceil(count_responses_tokens(body, self.compacted) * self.token_factor)
+        with self._lock:
+            self.prompt_tokens.append(prompt)
+        if self.window is not None:
+            output = int(body.get("max_output_tokens") or 0)
+            if prompt + output > self.window:
+                with self._lock:
+                    self.over_window.append(prompt)
+                return Raw(
+                    status=400,
+                    body=overflow_body(
+                        self.overflow_style, prompt=prompt, window=self.window, output=output
+                    ),
+                )
+        return self._next(body)
+
+    def response(self, body: Mapping[str, Any], behaviour: Reply) -> dict[str, Any]:
+        """Return the Responses API object answering ``body`` with ``behaviour``.
+
+        Past the request's ``compact_threshold`` the first output item is a new compaction
+        item standing for every input item. The input is billed as sent: the compaction
+        pass reads it all, and the savings show in the requests that send the item back.
+        """
+        prompt = math.ceil(count_responses_tokens(body, self.compacted) * self.token_factor)
+        output: list[dict[str, Any]] = []
+        threshold = compaction_threshold(body)
+        if self.compaction and threshold is not None and prompt > threshold:
+            output.append(self._compact(body))
+        reasoning = self._reasoning(behaviour)
+        if reasoning is not None:
+            output.append(
+                {
+                    "type": "reasoning",
+                    "id": self._new_id("rs_"),
+                    "summary": [{"type": "summary_text", "text": reasoning}],
+                }
+            )
+        if behaviour.text is not None:
+            output.append(
+                {
+                    "type": "message",
+                    "id": self._new_id("msg_"),
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": behaviour.text, "annotations": []}],
+                }
+            )
+        for call in self._calls(behaviour):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": self._new_id("fc_"),
+                    "call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                    "status": "completed",
+                }
+            )
+        chat_usage = self.usage({"messages": []}, behaviour)
+        completion = int(chat_usage["completion_tokens"])
+        usage: dict[str, Any] = {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": behaviour.cached_tokens or 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": behaviour.reasoning_tokens or 0},
+            "total_tokens": prompt + completion,
+        }
+        with self._lock:
+            self.input_tokens.append(prompt)
+        length = _finish(behaviour) == "length"
+        return {
+            "id": self._new_id("resp_"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "incomplete" if length else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if length else None,
+            "error": None,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": list(body.get("tools") or ()),
+            "store": bool(body.get("store", True)),
+            "text": {"format": {"type": "text"}},
+            "usage": usage,
+        }
+
+    def encrypted(self, item_id: str) -> str:
+        """Return the encrypted content of the compaction item ``item_id`` this server made."""
+        with self._lock:
+            return self._encrypted[item_id]
+
+    def _compact(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Make, remember and return a compaction item for every input item of ``body``."""
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"role": "user", "content": items}]
+        stands_for = count_responses_tokens({"input": items}, self.compacted) - 3
+        cost = max(32, math.ceil(stands_for * self.compact_ratio))
+        ident = self._new_id("cmp_")
+        sealed = json.dumps({"id": ident, "items": len(items or ()), "tokens": stands_for})
+        encrypted = "gAAAA" + base64.urlsafe_b64encode(sealed.encode()).decode()
+        with self._lock:
+            self.compacted[ident] = cost
+            self._encrypted[ident] = encrypted
+        return {"type": "compaction", "id": ident, "encrypted_content": encrypted}
 
     def usage(self, body: Mapping[str, Any], behaviour: Reply) -> dict[str, Any]:
         """Return the usage object for answering ``body`` with ``behaviour``."""
@@ -666,7 +882,8 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                         },
                     )
                     return
-            if path not in ("/v1/chat/completions", "/chat/completions"):
+            responses = path in ("/v1/responses", "/responses")
+            if not responses and path not in ("/v1/chat/completions", "/chat/completions"):
                 self._json(
                     404,
                     {
@@ -696,14 +913,16 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server.requests.append(body)
                 server.paths.append(self.path)
                 server.headers.append({k.lower(): v for k, v in self.headers.items()})
-            behaviour = server.answer(body)
+            behaviour = server.answer_responses(body) if responses else server.answer(body)
             try:
                 if isinstance(behaviour, Raw):
                     self._raw(behaviour)
                     return
                 if behaviour.delay_s:
                     time.sleep(behaviour.delay_s)
-                if body.get("stream"):
+                if responses:
+                    self._json(200, server.response(body, behaviour))
+                elif body.get("stream"):
                     self._stream(body, behaviour)
                 else:
                     self._json(200, server.completion(body, behaviour))
