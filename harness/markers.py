@@ -33,6 +33,8 @@ OFFLOADED: Final = "offloaded"
 """On a tool result moved to a file: the file's workspace path."""
 OFFLOADED_CHARS: Final = "offloaded_chars"
 """On an offloaded (or offload-failed) result: the original's length in characters."""
+IMAGES_OFFLOADED: Final = "images_offloaded"
+"""On a tool result whose large images were moved to files: their workspace paths (a list)."""
 OFFLOAD_FAILED: Final = "offload_failed"
 """On a result that should have been offloaded but could not be written: why."""
 ORIGIN_ID: Final = "origin_id"
@@ -43,7 +45,15 @@ FRAGMENT: Final = "fragment"
 """On a history message sent with a developer's edit (`harness.fragments.editing`): the fragment's
 ``fragment:<id>@<version>`` label; ``origin_id`` names the message it overlays."""
 
-REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED, MASKED, SUPERSEDED)
+REWRITE_MARKERS: Final = (
+    TRIMMED,
+    OFFLOADED,
+    IMAGES_OFFLOADED,
+    OFFLOAD_FAILED,
+    ARGS_TRUNCATED,
+    MASKED,
+    SUPERSEDED,
+)
 """Markers of a message whose content the model no longer sees in full."""
 
 INTERRUPTED_TEXT: Final = "no result: interrupted"
