@@ -233,10 +233,10 @@ def _decode(payload: str) -> tuple[bytes, str] | None:
 
 
 def _placeholder(path: str, kind: str, data: bytes) -> str:
+    # The path once: its two 32-hex keys are most of the placeholder's tokens.
     return (
-        f"[Image offloaded: {describe(kind, data)} from this tool result was saved to the "
-        f'workspace file "{path}" to keep the request small. To look at it again, call '
-        f'read_file(path="{path}"): the image is attached to its result.]'
+        f"[Image offloaded to keep the request small: {describe(kind, data)}. To see it "
+        f'again, call read_file(path="{path}"), which attaches it.]'
     )
 
 

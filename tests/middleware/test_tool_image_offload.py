@@ -118,6 +118,10 @@ async def test_a_big_image_is_written_decoded_and_read_back_as_an_image(tmp_path
     assert "the page" in text  # the text part stays
     assert f"1920×1080 PNG image ({len(data):,} bytes)" in text
     assert f'read_file(path="{path}")' in text
+    # The placeholder costs < 100 tokens; the image 1,105 (OpenAI's tiles) to 1,600.
+    assert second.estimator.count(text) < 100
+    assert image_tokens(parts[1], "openai") == 1_105
+    assert image_tokens(parts[1], "anthropic") == 1_600
     # read_file attaches the image itself, not its base64 as text.
     final = model.agent_requests[-1]
     reread = final.history[-1]
