@@ -114,6 +114,7 @@ async def test_a_big_image_is_written_decoded_and_read_back_as_an_image(tmp_path
     assert path.endswith(".png")
     assert (tmp_path / path).read_bytes() == data  # the decoded bytes, byte-exact
     assert "tool_image_offload:c1:1" in second.transforms
+    assert "read_file" in [t.name for t in second.tools]  # offered once there is a file
     text = result.text
     assert "the page" in text  # the text part stays
     assert f"1920×1080 PNG image ({len(data):,} bytes)" in text
@@ -148,6 +149,21 @@ async def test_images_under_the_threshold_stay_and_the_extension_follows_the_med
     assert path.endswith(".jpg") and (tmp_path / path).read_bytes() == big
     assert "640×480 JPEG image (1,200,000 bytes)" in result.text
     assert "tool_image_offload:c1:1" in model.agent_requests[1].transforms
+
+
+async def test_anthropic_parts_and_line_wrapped_base64_are_offloaded_byte_exact(
+    tmp_path: Path,
+) -> None:
+    data = jpeg(1_100_000)
+    wrapped = base64.encodebytes(data).decode()  # MIME style: a newline every 76 characters
+    source = {"type": "base64", "media_type": "image/jpeg", "data": wrapped}
+    part = ContentPart(type="image", data={"source": source})
+    agent, model = agent_with(str(tmp_path), (part,))
+    await agent.call("look", RuntimeContext(session_id="anthropic"))
+    result = model.agent_requests[1].history[-1]
+    assert result.content is not None and all(p.type == "text" for p in result.content)
+    (path,) = result.meta("images_offloaded")
+    assert path.endswith(".jpg") and (tmp_path / path).read_bytes() == data
 
 
 async def test_a_small_window_offloads_an_image_by_its_tokens(tmp_path: Path) -> None:
