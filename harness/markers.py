@@ -33,6 +33,8 @@ OFFLOADED: Final = "offloaded"
 """On a tool result moved to a file: the file's workspace path."""
 OFFLOADED_CHARS: Final = "offloaded_chars"
 """On an offloaded (or offload-failed) result: the original's length in characters."""
+IMAGES_OFFLOADED: Final = "images_offloaded"
+"""On a tool result whose large images were moved to files: their workspace paths (a list)."""
 OFFLOAD_FAILED: Final = "offload_failed"
 """On a result that should have been offloaded but could not be written: why."""
 ORIGIN_ID: Final = "origin_id"
@@ -47,7 +49,15 @@ PROVIDER_COMPACTED: Final = "provider_compacted"
 """On the last message a provider's compaction item stands for (OpenAI Responses): the item
 and the model that made it, ``{"id", "encrypted_content", "model"}`` (`ProviderCompaction`)."""
 
-REWRITE_MARKERS: Final = (TRIMMED, OFFLOADED, OFFLOAD_FAILED, ARGS_TRUNCATED, MASKED, SUPERSEDED)
+REWRITE_MARKERS: Final = (
+    TRIMMED,
+    OFFLOADED,
+    IMAGES_OFFLOADED,
+    OFFLOAD_FAILED,
+    ARGS_TRUNCATED,
+    MASKED,
+    SUPERSEDED,
+)
 """Markers of a message whose content the model no longer sees in full."""
 
 INTERRUPTED_TEXT: Final = "no result: interrupted"

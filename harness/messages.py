@@ -604,6 +604,18 @@ def _json_dict(value: object, field: str) -> None:
         ) from exc
 
 
+def checked_parts(parts: Iterable[object]) -> tuple[ContentPart, ...]:
+    """Return ``parts`` as a tuple of checked content parts, their text cleaned.
+
+    For content built outside a message (a tool that returns an image part).
+
+    Raises:
+        InvalidInputError: an item is not a `ContentPart`, or one of its fields has the
+            wrong type or cannot be stored as JSON.
+    """
+    return tuple(_checked_part(part) for part in parts)
+
+
 def _checked_part(part: object) -> ContentPart:
     if not isinstance(part, ContentPart):
         raise InvalidInputError(

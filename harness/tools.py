@@ -17,6 +17,9 @@ What a tool returns becomes text inside the same error handling, so a value that
 converted is an error result too, never a crash of the loop:
 
 - ``str`` is kept, with lone surrogates cleaned (`harness.messages.clean_text`);
+- a `ContentPart`, or a list or tuple of them (a screenshot tool's ``image_url`` part with a
+  base64 data URL, say), is kept as content parts (`Tool.run_content`; `Tool.run`, for
+  callers that take text only, gives their text and a one-line note per other part);
 - ``None`` is the empty text;
 - ``bytes`` (also as values nested in a structure) are decoded as UTF-8; bytes that are not
   UTF-8 give an error result asking the tool to return text (base64 it or describe it
@@ -39,8 +42,8 @@ import anyio.to_thread
 import docstring_parser
 import msgspec
 
-from harness.errors import ConfigurationError
-from harness.messages import ToolCall, ToolSchema, clean_text
+from harness.errors import ConfigurationError, InvalidInputError
+from harness.messages import ContentPart, ToolCall, ToolSchema, checked_parts, clean_text
 
 if TYPE_CHECKING:
     from harness.request import RunScope
@@ -166,6 +169,21 @@ class Tool:
         """Run the tool with JSON ``arguments`` and return its result as text.
 
         Invalid arguments and exceptions raised by the tool become an ``Error: …`` text
+        for the model; cancellation propagates. A result of content parts (`run_content`)
+        gives its text parts, and a one-line note for each other part (an image): for a
+        caller that can only pass text on.
+        """
+        content = await self.run_content(arguments, context)
+        return content if isinstance(content, str) else parts_text(content)
+
+    async def run_content(
+        self, arguments: str, context: ToolContext
+    ) -> str | tuple[ContentPart, ...]:
+        """Run the tool with JSON ``arguments`` and return its result: text or content parts.
+
+        Content parts are what the tool returned as `ContentPart` objects (an image the
+        model should see), checked; everything else is text (see the module docstring).
+        Invalid arguments and exceptions raised by the tool become an ``Error: …`` text
         for the model; cancellation propagates.
         """
         try:
@@ -193,7 +211,11 @@ class Tool:
         except Exception as exc:
             return f"Error: {type(exc).__name__}: {_describe(exc)}"
         try:
+            if _is_parts(result):
+                return checked_parts(result if isinstance(result, list | tuple) else (result,))
             return _as_text(result)
+        except InvalidInputError as exc:
+            return f"Error: {self.name} returned content parts that are not valid: {exc}"
         except _NotText as exc:
             return f"Error: {self.name} returned {exc.what}; {exc.fix}"
         except (TypeError, ValueError, RecursionError, OverflowError) as exc:
@@ -232,6 +254,25 @@ class _NotText(Exception):
 
 
 _BYTES = (bytes, bytearray, memoryview)
+
+
+def _is_parts(result: Any) -> bool:
+    """Whether a tool returned content parts: one `ContentPart`, or a list or tuple of them."""
+    if isinstance(result, ContentPart):
+        return True
+    return (
+        isinstance(result, list | tuple)
+        and bool(result)
+        and all(isinstance(item, ContentPart) for item in result)
+    )
+
+
+def parts_text(parts: tuple[ContentPart, ...]) -> str:
+    """Return the text of a content-part result, with a one-line note per non-text part."""
+    return "\n".join(
+        part.text if part.text is not None else f"[a {part.type} part, not shown as text]"
+        for part in parts
+    )
 
 
 def _as_text(result: Any) -> str:

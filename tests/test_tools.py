@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from pydantic import BaseModel, Field
 
-from harness import AgentState, ConfigurationError, Tool, ToolCall, ToolContext
+from harness import AgentState, ConfigurationError, ContentPart, Tool, ToolCall, ToolContext
 
 
 def lookup(city: str, days: int = 1, *, context: ToolContext) -> str:
@@ -107,6 +107,20 @@ async def test_bytes_that_are_not_text_are_an_error_result() -> None:
     result = await _returning(b"\x89PNG\r\n\x1a\n\xff").run("{}", _ctx())
     assert result.startswith("Error: produce returned 9 bytes that are not UTF-8 text")
     assert "must return text" in result
+
+
+async def test_content_parts_are_kept_as_parts_and_run_gives_their_text() -> None:
+    image = ContentPart(type="image_url", data={"image_url": {"url": "data:image/png;base64,AA=="}})
+    parts = [ContentPart(type="text", text="shot \ud800"), image]
+    tool = _returning(parts)
+    assert await tool.run_content("{}", _ctx()) == (
+        ContentPart(type="text", text="shot \ufffd"),
+        image,
+    )
+    assert await _returning(image).run_content("{}", _ctx()) == (image,)
+    assert await tool.run("{}", _ctx()) == "shot \ufffd\n[a image_url part, not shown as text]"
+    bad = await _returning([ContentPart(type="")]).run_content("{}", _ctx())
+    assert isinstance(bad, str) and bad.startswith("Error: produce returned content parts")
 
 
 async def test_an_exception_whose_str_fails_is_still_an_error_result() -> None:

@@ -123,7 +123,7 @@ def langchain_read_tool(
 
     async def read_file(
         path: str, runtime: ToolRuntime[Any, Any], offset: int = 0, limit: int = DEFAULT_PAGE_CHARS
-    ) -> str:
+    ) -> str | list[Any]:
         state = runtime.state if isinstance(runtime.state, Mapping) else {}
         messages = state.get("messages") or []
         user = ""
@@ -140,11 +140,16 @@ def langchain_read_tool(
             user_id=user,
             session_id=session,
         )
-        return await harness_tool.run(arguments, context)
+        content = await harness_tool.run_content(arguments, context)
+        if isinstance(content, str):
+            return content
+        # An image file: LangChain takes OpenAI-style content blocks as a tool's content.
+        blocks: list[Any] = Message(role="tool", content=content).to_openai()["content"]
+        return blocks
 
     def read_file_sync(
         path: str, runtime: ToolRuntime[Any, Any], offset: int = 0, limit: int = DEFAULT_PAGE_CHARS
-    ) -> str:
+    ) -> str | list[Any]:
         from harness.adapters.langchain import run_sync
 
         return run_sync(lambda: read_file(path, runtime, offset, limit))

@@ -55,7 +55,7 @@ from harness.errors import (
 from harness.events import AgentEvent
 from harness.manifest import ContextManifest, Transform
 from harness.markers import interrupted_result
-from harness.messages import Message, ToolCall, agent_input, new_id, waiting_calls
+from harness.messages import ContentPart, Message, ToolCall, agent_input, new_id, waiting_calls
 from harness.policy import ContextPolicy, discovered_input_limit, requested_output
 from harness.request import ModelRequest, ModelResponse, RequestIds, RunScope, SystemPart
 from harness.sessions import open_store
@@ -714,18 +714,20 @@ class HarnessAgent:
         self, call: ToolCall, state: AgentState, run: RunScope, ctx: RuntimeContext, watch: _Watches
     ) -> Message:
         with watch.tool(call) as tool_watches:
-            text, denied = await self._tool_text(call, state, run, ctx)
+            content, denied = await self._tool_content(call, state, run, ctx)
+            error = isinstance(content, str) and content.startswith("Error:")
             for tool_watch in tool_watches:
-                tool_watch.outcome(error=text.startswith("Error:"), denied=denied)
-        return Message.tool(call.id, text, name=call.name)
+                tool_watch.outcome(error=error, denied=denied)
+        return Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
-    async def _tool_text(
+    async def _tool_content(
         self, call: ToolCall, state: AgentState, run: RunScope, ctx: RuntimeContext
-    ) -> tuple[str, bool]:
-        """Return the result text of ``call``, and whether the permissions denied it."""
+    ) -> tuple[str | tuple[ContentPart, ...], bool]:
+        """Return the result of ``call`` (text or parts), and whether the permissions denied it."""
         started = time.perf_counter()
         tool = self.tools.get(call.name)
         denial = await permission_denial(self.permissions, self.approve, call, state)
+        text: str | tuple[ContentPart, ...]
         if denial is not None:
             text = denial
         elif tool is None:
@@ -740,14 +742,14 @@ class HarnessAgent:
                 user_id=ctx.user_id,
                 session_id=ctx.session_id,
             )
-            text = await tool.run(call.arguments, context)
+            text = await tool.run_content(call.arguments, context)
         recorder = self._recorders.get(self.key(ctx))
         if recorder is not None:
             recorder.note_tool_run(
                 call.name,
                 call.id,
                 time.perf_counter() - started,
-                error=text.startswith("Error:"),
+                error=isinstance(text, str) and text.startswith("Error:"),
                 denied=denial is not None,
             )
         return text, denial is not None

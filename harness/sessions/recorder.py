@@ -46,6 +46,7 @@ from harness.errors import HarnessError
 from harness.events import AgentEvent
 from harness.markers import (
     ARGS_TRUNCATED,
+    IMAGES_OFFLOADED,
     INTERRUPTED,
     OFFLOAD_FAILED,
     OFFLOADED,
@@ -441,6 +442,7 @@ async def save_learned(store: SessionStore) -> None:
 def _how(message: Message) -> str:
     for marker, how in (
         (OFFLOADED, "offload"),
+        (IMAGES_OFFLOADED, "offload"),
         (OFFLOAD_FAILED, "offload"),
         (TRIMMED, "trim"),
         (ARGS_TRUNCATED, "truncate"),

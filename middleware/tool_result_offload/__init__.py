@@ -27,6 +27,15 @@ any `OSError`) or there is no workspace at all, the result is replaced by an inl
 head-and-tail preview that says the middle is not available, with the transform
 ``offload_failed:<call id>:<reason>``; the session goes on and no temporary file is left.
 
+**Images** (see `middleware.tool_result_offload._images`): a tool result's inline base64
+image whose decoded bytes exceed ``max_image_bytes`` (1 MB) — or whose tokens, by the
+estimator's image rule, exceed ``max_result_share`` of the input limit — is written,
+decoded, to the same session folder (``<key>.png``, ``.jpg`` … by its media type) and
+replaced by a one-line placeholder naming the file, its size and dimensions; the request
+records ``tool_image_offload:<call id>:<count>``. ``read_file`` on that file attaches the
+image again. An image that cannot be decoded or written stays in place, recorded as
+``tool_image_offload_failed:<call id>:<n>:<reason>``.
+
 Incremental: a round scans only the messages after the prefix its history shares with the
 one this middleware passed on last time in the session
 (`harness.accounting.prefix.shared_prefix`; the same limit and estimator): those were
@@ -61,12 +70,26 @@ import anyio.to_thread
 from harness.accounting.prefix import shared_prefix
 from harness.errors import ConfigurationError, WorkspaceError
 from harness.manifest import Transform, TransformKind
-from harness.messages import Message, ToolSchema
+from harness.markers import IMAGES_OFFLOADED
+from harness.messages import ContentPart, Message, ToolSchema
 from harness.request import ModelRequest, ModelResponse, RunScope
+from harness.tokens import image_tokens
 from harness.tools import Tool
 from harness.types import Concern, Handler
 from harness.workspace import Workspace, scope_key
 from middleware._history import label
+from middleware.tool_result_offload._images import (
+    TOOL_IMAGE_OFFLOAD as TOOL_IMAGE_OFFLOAD,
+)
+from middleware.tool_result_offload._images import (
+    TOOL_IMAGE_OFFLOAD_FAILED as TOOL_IMAGE_OFFLOAD_FAILED,
+)
+from middleware.tool_result_offload._images import (
+    Found,
+    decoded_size,
+    inline_image,
+    offload_images,
+)
 from middleware.tool_result_offload._read_file import read_file_tool, relative_folder, session_key
 
 TOOL_RESULT_OFFLOAD: Final = TransformKind("tool_result_offload")
@@ -78,6 +101,8 @@ DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
     {"read_file", "write_file", "edit_file", "memory_search", "memory_get", "session_search"}
 )
 """Tools whose results are never offloaded (they read or page content themselves)."""
+DEFAULT_MAX_IMAGE_BYTES = 1_000_000
+"""Images of tool results over this many (decoded) bytes are offloaded (see the class)."""
 DEFAULT_FOLDER = "large_tool_results"
 """The workspace folder offloaded results are written to."""
 _MIN_KEEP = 100
@@ -107,6 +132,15 @@ class ToolResultOffload:
         always_offer_read_file: offer the ``read_file`` tool (`tools`) on every request;
             by default a session's requests offer it only once the session has an offloaded
             result, and on every request after that.
+        max_image_bytes: a tool result's inline base64 image over this many decoded bytes
+            is offloaded, as is one whose tokens (the estimator's image rule) exceed
+            ``max_result_share`` of the input limit; ``None`` keeps every image inline. The
+            default, 1 MB, is what an image the model sees in full needs: providers scale
+            an image to about 1.15 megapixels (≈1,600 tokens at most, whatever its size),
+            and a screenshot or photo at that size is a few hundred KB as PNG or JPEG. An
+            image over 1 MB is mostly bytes the provider throws away, yet they travel with
+            every later request of the session, and a few of them pass Anthropic's limits
+            (5 MB per image, 32 MB per request), which refuse the request.
 
     When a result cannot be written, the preview is inline (head and tail, ``preview_chars``
     each, or a quarter of ``max_result_chars`` up to 2,000 when that is 0) and the request
@@ -130,6 +164,7 @@ class ToolResultOffload:
         max_age_s: float | None = _WEEK_S,
         workspace: Workspace | None = None,
         always_offer_read_file: bool = False,
+        max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
         if not _is_int(max_result_chars) or max_result_chars < 1:
             raise ConfigurationError(
@@ -160,6 +195,10 @@ class ToolResultOffload:
             raise ConfigurationError(
                 f"max_age_s must be a positive number of seconds or None, got {max_age_s!r}"
             )
+        if max_image_bytes is not None and (not _is_int(max_image_bytes) or max_image_bytes < 1):
+            raise ConfigurationError(
+                f"max_image_bytes must be a positive int or None, got {max_image_bytes!r}"
+            )
         if workspace is not None and not isinstance(workspace, Workspace):
             raise ConfigurationError(f"workspace must be a Workspace or None, got {workspace!r}")
         self.max_result_chars = max_result_chars
@@ -170,6 +209,7 @@ class ToolResultOffload:
         self.max_age_s = max_age_s
         self.workspace = workspace
         self.always_offer_read_file = bool(always_offer_read_file)
+        self.max_image_bytes = max_image_bytes
         self._reader: Tool | None = None
         """The ``read_file`` tool `tools` gave the agent (made once: its schema is compared)."""
         self._hidden: dict[int, tuple[tuple[ToolSchema, ...], tuple[ToolSchema, ...]]] = {}
@@ -217,18 +257,36 @@ class ToolResultOffload:
             if message.role != "tool":
                 continue
             metadata, text = message.metadata, message.content
+            if metadata is not None and metadata.get(IMAGES_OFFLOADED):
+                seen = True
             if metadata is not None and _done(metadata):
                 seen = seen or isinstance(metadata.get("offloaded"), str)
                 continue
+            if (
+                isinstance(text, tuple)
+                and self.max_image_bytes is not None
+                and any(inline_image(part) is not None for part in text)
+            ):
+                names = names if names is not None or message.name else _call_names(history)
+                if self._exempt(message, names):
+                    continue
+                outcome = await offload_images(
+                    message,
+                    key=label(message.tool_call_id or message.id),
+                    folder=self._session_folder(request),
+                    too_big=lambda part, found: self._image_too_big(part, found, request),
+                    store=None if ws is None else lambda path, data: _store(ws, path, data),
+                )
+                transforms.extend(outcome.transforms)
+                if outcome.offloaded:
+                    replaced[index] = message = outcome.message
+                    text, seen = message.content, True
             if not isinstance(text, str):
                 text = _plain_text(message)
             if text is None or not self._too_big(text, message, request):
                 continue
-            name = message.name
-            if name is None:
-                names = names if names is not None else _call_names(history)
-                name = names.get(message.tool_call_id or "")
-            if name in self.exempt_tools:
+            names = names if names is not None or message.name else _call_names(history)
+            if self._exempt(message, names):
                 continue
             key = label(message.tool_call_id or message.id)
             data = text.encode("utf-8", "surrogatepass")
@@ -260,7 +318,9 @@ class ToolResultOffload:
         if replaced:  # new results only: the messages before the first are kept as a slice
             first = min(replaced)
             tail = tuple(replaced.get(i, history[i]) for i in range(first, len(history)))
-            request = request.replace(history=history[:first] + tail).with_transforms(*transforms)
+            request = request.replace(history=history[:first] + tail)
+        if transforms:  # an image left in place is recorded too, with nothing replaced
+            request = request.with_transforms(*transforms)
         if notes is not None:
             notes.passed_on(request)
         if not await self._reader_offered(request, notes, ws, seen):
@@ -340,6 +400,28 @@ class ToolResultOffload:
             _LAST_SWEEP.clear()  # at worst one extra sweep per folder
         _LAST_SWEEP[key] = now
         await anyio.to_thread.run_sync(lambda: sweep(ws, max_age_s=max_age_s, folder=self.folder))
+
+    def _exempt(self, message: Message, names: dict[str, str] | None) -> bool:
+        """Whether ``message`` is the result of an exempt tool (``names``: call id → tool)."""
+        name = message.name
+        if name is None and names is not None:
+            name = names.get(message.tool_call_id or "")
+        return name in self.exempt_tools
+
+    def _session_folder(self, request: ModelRequest) -> str:
+        ids = request.ids
+        return f"{self.folder}/{session_key(ids.session_id, ids.user_id, ids.agent_id)}"
+
+    def _image_too_big(self, part: ContentPart, found: Found, request: ModelRequest) -> bool:
+        """Whether an inline image leaves the request: by its bytes, or by its tokens."""
+        limit = self.max_image_bytes
+        if limit is not None and decoded_size(found.payload) > limit:
+            return True  # `offload_images` decodes it; a smaller real size is still big
+        share, window = self.max_result_share, request.input_limit
+        if share is None or window <= 0:
+            return False
+        rule = getattr(request.policy.estimator, "images", "bound")
+        return image_tokens(part, rule) > share * window
 
     def _too_big(self, text: str, message: Message, request: ModelRequest) -> bool:
         if len(text) > self.max_result_chars:

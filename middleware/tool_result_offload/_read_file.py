@@ -14,6 +14,12 @@ file and its journals wherever it lies), ``.harness/`` and every other user's or
 folder are refused, through symlinks, hard links, ``..`` or another letter case too. A
 refused read is an ``Error: PathEscapeError: …`` result the model can act on, and says the
 same whether or not the file exists.
+
+**An image file** (PNG, JPEG, GIF, WebP … by its first bytes, whatever its name) is
+not paged as text: the result is a header line and the image itself, as an ``image_url``
+part with a base64 data URL, so the model sees an image `ToolResultOffload` took out of an
+earlier result again (``offset`` and ``limit`` do not apply). One over
+`MAX_IMAGE_BYTES` (OpenAI's limit per image) is refused with a message saying so.
 """
 
 from __future__ import annotations
@@ -25,15 +31,19 @@ import anyio.to_thread
 import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
+from harness.messages import ContentPart
 from harness.tools import Tool, ToolContext
 from harness.workspace import Workspace
 from middleware.memory import MEMORY_FOLDER
+from middleware.tool_result_offload._images import attached, describe, media_type
 from middleware.tool_result_offload._read_scope import ReadScope, session_key
 
 DEFAULT_PAGE_CHARS = 20_000
 """Characters `read_file` returns when the model gives no ``limit``."""
 MAX_PAGE_CHARS = 100_000
 """The default cap on ``limit``, so one page cannot flood the context."""
+MAX_IMAGE_BYTES = 20_000_000
+"""The largest image file `read_file` attaches (OpenAI's limit per image; Anthropic's is 5 MB)."""
 
 Offset = Annotated[int, msgspec.Meta(ge=0)]
 Limit = Annotated[int, msgspec.Meta(ge=1)]
@@ -79,8 +89,8 @@ def read_file_tool(
 
     async def read_file(
         path: str, ctx: ToolContext, offset: Offset = 0, limit: Limit = DEFAULT_PAGE_CHARS
-    ) -> str:
-        """Read a text file of the workspace, one page of characters at a time.
+    ) -> str | tuple[ContentPart, ...]:
+        """Read a text file of the workspace, one page of characters at a time; or an image.
 
         Args:
             path: the file's path relative to the workspace root.
@@ -97,6 +107,14 @@ def read_file_tool(
         scope = ReadScope(chosen, ctx, offload=private, memory=memory, shared=areas)
         data = await anyio.to_thread.run_sync(chosen.read_checked, path, scope)
         scope.check_content(path, data[:16])
+        kind = media_type(data)
+        if kind is not None:
+            if len(data) > MAX_IMAGE_BYTES:
+                raise WorkspaceError(
+                    f"{path!r} is {describe(kind, data)}, larger than the {MAX_IMAGE_BYTES:,} "
+                    "bytes an image may have to be attached; ask the user to look at it"
+                )
+            return attached(path, data, kind)
         return page(_decoded(data), path, offset=offset, limit=min(limit, max_limit))
 
     return Tool(read_file, description=_DESCRIPTION)
@@ -108,6 +126,8 @@ _DESCRIPTION = (
     "offset of the next page; call again with that offset until the header says "
     "'end of file'."
 )
+"""Images are not mentioned: the placeholder of an offloaded image says what read_file does
+with it, and the schema every request carries stays as short as it was."""
 
 
 def page(text: str, path: str, *, offset: int, limit: int) -> str:
@@ -155,6 +175,7 @@ def _decoded(data: bytes) -> str:
 
 __all__ = [
     "DEFAULT_PAGE_CHARS",
+    "MAX_IMAGE_BYTES",
     "MAX_PAGE_CHARS",
     "page",
     "read_file_tool",
