@@ -161,7 +161,8 @@ async def test_anthropic_parts_and_line_wrapped_base64_are_offloaded_byte_exact(
     agent, model = agent_with(str(tmp_path), (part,))
     await agent.call("look", RuntimeContext(session_id="anthropic"))
     result = model.agent_requests[1].history[-1]
-    assert result.content is not None and all(p.type == "text" for p in result.content)
+    assert isinstance(result.content, tuple)
+    assert [p.type for p in result.content] == ["text"]
     (path,) = result.meta("images_offloaded")
     assert path.endswith(".jpg") and (tmp_path / path).read_bytes() == data
 
