@@ -91,10 +91,27 @@ class ContextBudgetExceeded(ContextBuildError):
 
     validation: Validation = "budget_exceeded"
 
-    def __init__(self, message: str, *, required_tokens: int, limit: int, **context: Any) -> None:
-        super().__init__(message, required_tokens=required_tokens, limit=limit, **context)
+    def __init__(
+        self,
+        message: str,
+        *,
+        required_tokens: int,
+        limit: int,
+        protected_results: tuple[str, ...] = (),
+        **context: Any,
+    ) -> None:
+        super().__init__(
+            message,
+            required_tokens=required_tokens,
+            limit=limit,
+            protected_results=protected_results,
+            **context,
+        )
         self.required_tokens = required_tokens
         self.limit = limit
+        self.protected_results = tuple(protected_results)
+        """The message ids of the tool results among what could not be dropped (the newest
+        ones): a middleware that can make them smaller (ToolResultOffload) may try again."""
 
 
 class InvalidToolPairs(ContextBuildError):

@@ -14,7 +14,9 @@ The budget is spent in this order:
    keeps these, so they cannot be made smaller here — plus ``SUMMARY_ROOM`` for the
    summary when the history holds more than that. When fixed cost
    plus this minimum exceed ``request.input_limit`` the build stops with
-   `ContextBudgetExceeded` and the model is not called: the request could never fit.
+   `ContextBudgetExceeded` and the model is not called: the request could never fit
+   as it is. The error names the last unit's tool results (``protected_results``), so
+   ToolResultOffload can offload them to the workspace and prepare the request again.
    ``min_history_tokens`` can reserve more history room than the minimum (never more than
    the whole history); that extra reserve only makes blocks give way, it never fails.
 3. **Optional blocks** — whatever is left after 1 and 2. When the optional blocks do not
@@ -166,6 +168,7 @@ class BudgetFit:
                 required_tokens=fixed + minimum,
                 limit=limit,
                 transforms=request.transforms,
+                protected_results=_last_results(request.history),
             )
         reserve = self._history_reserve(request, minimum)
         room = max(0, limit - fixed - reserve)
@@ -272,6 +275,15 @@ class _Blocks:
             kept_any,
         )
         return self._cut
+
+
+def _last_results(history: tuple[Message, ...]) -> tuple[str, ...]:
+    """Return the message ids of the tool results in the history's last unit.
+
+    The unit is part of the minimum that cannot be dropped, so the error names them: a
+    middleware outside this one that can shrink them (ToolResultOffload) may try again.
+    """
+    return tuple(m.id for m in history[last_unit_start(history) :] if m.role == "tool")
 
 
 def _checked_order(

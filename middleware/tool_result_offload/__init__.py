@@ -68,7 +68,7 @@ from typing import Any, ClassVar, Final
 import anyio.to_thread
 
 from harness.accounting.prefix import shared_prefix
-from harness.errors import ConfigurationError, WorkspaceError
+from harness.errors import ConfigurationError, ContextBudgetExceeded, WorkspaceError
 from harness.manifest import Transform, TransformKind
 from harness.markers import IMAGES_OFFLOADED
 from harness.messages import ContentPart, Message, ToolSchema
@@ -78,6 +78,7 @@ from harness.tools import Tool
 from harness.types import Concern, Handler
 from harness.workspace import Workspace, scope_key
 from middleware._history import label
+from middleware._layout import SUMMARY_ROOM
 from middleware.tool_result_offload._images import (
     TOOL_IMAGE_OFFLOAD as TOOL_IMAGE_OFFLOAD,
 )
@@ -90,12 +91,21 @@ from middleware.tool_result_offload._images import (
     inline_image,
     offload_images,
 )
-from middleware.tool_result_offload._read_file import read_file_tool, relative_folder, session_key
+from middleware.tool_result_offload._read_file import (
+    COMPACT_READER,
+    read_file_tool,
+    relative_folder,
+    session_key,
+)
 
 TOOL_RESULT_OFFLOAD: Final = TransformKind("tool_result_offload")
 """A large tool result moved to a file, a preview kept: ``tool_result_offload:<id>``."""
 OFFLOAD_FAILED: Final = TransformKind("offload_failed")
 """A result that could not be written, kept whole: ``offload_failed:<id>:<reason>``."""
+NEWEST_RESULT_OFFLOAD: Final = TransformKind("newest_result_offload")
+"""One of the newest tool results, under the size limits but too big for the budget beside
+what cannot be dropped, moved to a file and the request prepared again:
+``newest_result_offload:<id>``."""
 
 DEFAULT_EXEMPT_TOOLS: frozenset[str] = frozenset(
     {"read_file", "write_file", "edit_file", "memory_search", "memory_get", "session_search"}
@@ -107,6 +117,15 @@ DEFAULT_FOLDER = "large_tool_results"
 """The workspace folder offloaded results are written to."""
 _MIN_KEEP = 100
 """A token-sized preview keeps at least this many characters at each end."""
+COMPACT_READER_SHARE: Final = 1 / 16
+"""A session whose full ``read_file`` schema would take more than this share of its input
+limit is offered `COMPACT_READER` instead."""
+_MIN_HEAD = 40
+"""A newest result's pointer keeps its head only when that is at least this many characters."""
+_PAGE_HEADER = 30
+"""Tokens a ``read_file`` page spends on its header line, about."""
+_PREVIEW_FRAMING = 10
+"""Tokens the head's own line in a pointer costs, about."""
 _WEEK_S = 7 * 24 * 3600
 SWEEP_INTERVAL_S = 60.0
 """A folder is swept for expired results at most this often per process (any call)."""
@@ -212,8 +231,11 @@ class ToolResultOffload:
         self.max_image_bytes = max_image_bytes
         self._reader: Tool | None = None
         """The ``read_file`` tool `tools` gave the agent (made once: its schema is compared)."""
-        self._hidden: dict[int, tuple[tuple[ToolSchema, ...], tuple[ToolSchema, ...]]] = {}
-        """id(tools) → (tools, tools without the reader): one tuple per tool list, so a
+        self._hidden: dict[
+            tuple[int, bool], tuple[tuple[ToolSchema, ...], tuple[ToolSchema, ...]]
+        ] = {}
+        """(id(tools), compact) → (tools, tools with the short reader or without it): one
+        tuple per tool list, so a
         request's tools keep their identity from round to round (the accounting caches by it)."""
 
     def __repr__(self) -> str:
@@ -315,6 +337,9 @@ class ToolResultOffload:
                     content=self._inline_preview(text, reason, keep),
                 )
                 transforms.append(Transform(OFFLOAD_FAILED, f"{key}:{reason}"))
+        # The results offloaded in this request by size, by their preview's id: a retry for
+        # the budget starts again from the result itself.
+        originals = {replaced[i].id: history[i] for i in replaced}
         if replaced:  # new results only: the messages before the first are kept as a slice
             first = min(replaced)
             tail = tuple(replaced.get(i, history[i]) for i in range(first, len(history)))
@@ -323,11 +348,136 @@ class ToolResultOffload:
             request = request.with_transforms(*transforms)
         if notes is not None:
             notes.passed_on(request)
+        offered = request.tools
+        if self._compact_reader(request, notes):
+            offered = self._tools_view(offered, compact=True)
         if not await self._reader_offered(request, notes, ws, seen):
-            request = request.replace(tools=self._without_reader(request.tools))
-        return await call_next(request)
+            request = request.replace(tools=self._tools_view(offered, compact=False))
+        elif offered is not request.tools:
+            request = request.replace(tools=offered)
+        try:
+            return await call_next(request)
+        except ContextBudgetExceeded as exc:
+            error = exc
+        # The newest results could not be dropped and do not fit beside the fixed cost:
+        # offload them too and prepare the request again — first with as much of their
+        # head as the shortfall leaves room for, then, if that still does not fit, with
+        # the pointer alone. Tools are not run again; nothing was sent.
+        ids = set(error.protected_results)
+        for head in (True, False):
+            shrunk = await self._offload_newest(
+                request, ids, originals, error, ws, offered, head=head
+            )
+            if shrunk is None:
+                break
+            smaller, kept_head = shrunk
+            if notes is not None:
+                notes.passed_on(smaller)
+                notes.reader = True  # a preview is in the history from now on
+            try:
+                return await call_next(smaller)
+            except ContextBudgetExceeded as exc:
+                error = exc
+                ids |= set(exc.protected_results)
+            if not kept_head:  # the pointers alone did not fit: nothing smaller to try
+                break
+        raise error
 
     # --------------------------------------------------------------- private
+    async def _offload_newest(
+        self,
+        request: ModelRequest,
+        ids: set[str],
+        originals: dict[str, Message],
+        error: ContextBudgetExceeded,
+        ws: Workspace | None,
+        offered: tuple[ToolSchema, ...],
+        *,
+        head: bool,
+    ) -> tuple[ModelRequest, bool] | None:
+        """Return ``request`` with its newest results ``ids`` offloaded, and whether a head was kept.
+
+        Only results of the history's trailing tool messages that are plain text, not
+        exempt and not offloaded already, and only when the host offers ``read_file``
+        (``offered``) and the file is written: the model must be able to read them back.
+        A result this request offloaded by size (``originals``: preview id → result) is
+        offloaded again from the result, with the shorter pointer. With ``head`` each
+        pointer keeps the result's first characters, as many as the shortfall in ``error``
+        leaves room for. ``None`` when nothing could be offloaded.
+        """
+        reader = self._reader
+        if ws is None or reader is None or not ids or not _offers(reader, offered):
+            return None
+        history, est = request.history, request.estimator
+        found: list[tuple[int, Message, str, str]] = []
+        sent_tokens = 0  # what the results cost in the request that failed
+        names: dict[str, str] | None = None
+        index = len(history)
+        while index > 0 and history[index - 1].role == "tool":
+            index -= 1
+            sent = history[index]
+            if sent.id not in ids:
+                continue
+            message = originals.get(sent.id, sent)
+            text = _plain_text(message)
+            name = message.name
+            if name is None:
+                names = names if names is not None else _call_names(history)
+                name = names.get(message.tool_call_id or "")
+            metadata = message.metadata
+            if not text or name in self.exempt_tools or (metadata is not None and _done(metadata)):
+                continue
+            data = text.encode("utf-8", "surrogatepass")
+            path = offload_path(
+                message,
+                data=data,
+                session_id=request.ids.session_id,
+                user_id=request.ids.user_id,
+                agent_id=request.ids.agent_id,
+                folder=self.folder,
+            )
+            if await _store(ws, path, data) is None:
+                found.append((index, message, text, path))
+                sent_tokens += est.count_message(sent)
+        if not found:
+            return None
+        shown = [t for t in offered if t is reader.schema or t is COMPACT_READER]
+        reader_cost = 0 if _offers(reader, request.tools) else est.count_tools(shown)
+        # What the fixed cost and the minimum need without these results, and so the room
+        # they leave for the pointers, and for one page read back later: it will be the
+        # newest result then (its header names the path), beside the read call (which
+        # names it too) and a summary.
+        rest = error.required_tokens - sent_tokens + reader_cost
+        free = error.limit - rest
+        room = max(0, free // len(found))
+        replaced: dict[int, Message] = {}
+        kept_head = False
+        for index, message, text, path in found:
+            per_token = len(text) / max(1, est.count(text))
+            page_tokens = free - SUMMARY_ROOM - _PAGE_HEADER - 2 * est.count(path)
+            page = max(_MIN_KEEP, min(len(text), int(0.8 * per_token * page_tokens)))
+            pointer = self._pointer(text, path, page, 0)
+            keep = 0
+            if head:
+                spare = room - est.count(pointer) - _PREVIEW_FRAMING
+                keep = min(len(text) - 1, int(0.8 * per_token * spare)) if spare > 0 else 0
+                if keep >= _MIN_HEAD:
+                    pointer = self._pointer(text, path, page, keep)
+                    kept_head = True
+            replaced[index] = message.revise(
+                "offload",
+                metadata={"offloaded": path, "offloaded_chars": len(text)},
+                content=pointer,
+            )
+        first = min(replaced)
+        tail = tuple(replaced.get(i, history[i]) for i in range(first, len(history)))
+        transforms = [
+            Transform(NEWEST_RESULT_OFFLOAD, label(history[i].tool_call_id or history[i].id))
+            for i in sorted(replaced)
+        ]
+        smaller = request.replace(history=history[:first] + tail, tools=offered)
+        return smaller.with_transforms(*transforms), kept_head
+
     async def _reader_offered(
         self, request: ModelRequest, notes: _Notes | None, ws: Workspace | None, seen: bool
     ) -> bool:
@@ -361,21 +511,50 @@ class ToolResultOffload:
         notes.reader = seen
         return seen
 
-    def _without_reader(self, tools: tuple[ToolSchema, ...]) -> tuple[ToolSchema, ...]:
-        """Return ``tools`` without this middleware's ``read_file`` (the same tuple each time)."""
+    def _compact_reader(self, request: ModelRequest, notes: _Notes | None) -> bool:
+        """Whether ``request`` offers the short ``read_file`` schema (`COMPACT_READER`).
+
+        In a small window the full schema (~170 tokens) would take more than
+        `COMPACT_READER_SHARE` of the input limit. Decided once per session (the session's
+        notes keep it), so the tools the provider caches do not flip between the two.
+        """
+        reader = self._reader
+        if reader is None:
+            return False
+        if notes is not None and notes.compact is not None:
+            return notes.compact
+        limit = request.input_limit
+        compact = limit > 0 and request.estimator.count_tools((reader.schema,)) > (
+            COMPACT_READER_SHARE * limit
+        )
+        if notes is not None:
+            notes.compact = compact
+        return compact
+
+    def _tools_view(
+        self, tools: tuple[ToolSchema, ...], *, compact: bool
+    ) -> tuple[ToolSchema, ...]:
+        """Return ``tools`` with this middleware's ``read_file`` short, or without it.
+
+        The same tuple for the same ``tools`` each time (the accounting caches by identity).
+        """
         reader = self._reader
         if reader is None:
             return tools
-        held = self._hidden.get(id(tools))
+        key = (id(tools), compact)
+        held = self._hidden.get(key)
         if held is not None and held[0] is tools:
             return held[1]
         schema = reader.schema
-        kept = tuple(t for t in tools if t is not schema)
-        if len(kept) == len(tools):
+        if compact:
+            kept = tuple(COMPACT_READER if t is schema else t for t in tools)
+        else:
+            kept = tuple(t for t in tools if t is not schema and t is not COMPACT_READER)
+        if len(kept) == len(tools) and all(a is b for a, b in zip(kept, tools, strict=True)):
             kept = tools
         if len(self._hidden) >= 16:
             self._hidden.clear()
-        self._hidden[id(tools)] = (tools, kept)
+        self._hidden[key] = (tools, kept)
         return kept
 
     def _sweep_due(self, notes: _Notes, run: RunScope) -> bool:
@@ -454,6 +633,21 @@ class ToolResultOffload:
             "is not available. Run the tool again with narrower arguments if you need it.]\n"
             f"{text[:keep]}\n[… {total - 2 * keep:,} characters omitted …]\n{text[-keep:]}"
         )
+
+    def _pointer(self, text: str, path: str, page: int, keep: int) -> str:
+        """Return the short preview of a newest result offloaded to fit a small budget.
+
+        The path is named once (two 128-bit keys cost ~40 tokens), with a page size that
+        fits the context, and the first ``keep`` characters when there is room for them.
+        """
+        total = len(text)
+        pointer = (
+            f'[Tool result offloaded: {total:,} characters, too many for this context, saved to "{path}". '
+            f"Read it with read_file, limit={page} per page (offset=0, then the next offset).]"
+        )
+        if keep == 0:
+            return pointer
+        return f"{pointer}\nThe first {keep:,} characters:\n{text[:keep]}"
 
     def _preview(self, text: str, path: str, keep: int) -> str:
         total = len(text)
@@ -595,6 +789,11 @@ def _plain_text(message: Message) -> str | None:
     return message.text
 
 
+def _offers(reader: Tool, tools: tuple[ToolSchema, ...]) -> bool:
+    """Whether ``tools`` hold this middleware's ``read_file`` (full or short)."""
+    return any(t is reader.schema or t is COMPACT_READER for t in tools)
+
+
 def _call_names(history: tuple[Message, ...]) -> dict[str, str]:
     return {c.id: c.name for m in history if m.role == "assistant" for c in m.tool_calls}
 
@@ -606,7 +805,7 @@ def _is_int(value: object) -> bool:
 class _Notes:
     """This middleware's notes on a session: the history it passed on last, the last sweep."""
 
-    __slots__ = ("estimator", "history", "limit", "reader", "swept_in")
+    __slots__ = ("compact", "estimator", "history", "limit", "reader", "swept_in")
 
     def __init__(self) -> None:
         self.history: tuple[Message, ...] = ()
@@ -617,6 +816,8 @@ class _Notes:
         """… and this estimator (held, so its identity stays its own)."""
         self.swept_in = ""
         """The id of the agent call that swept the folder last."""
+        self.compact: bool | None = None
+        """Whether the session's requests offer the short ``read_file`` (``None``: not decided)."""
         self.reader: bool | None = None
         """Whether the session's requests offer ``read_file`` (``None``: not looked yet)."""
 

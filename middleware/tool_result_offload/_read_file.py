@@ -25,13 +25,13 @@ earlier result again (``offset`` and ``limit`` do not apply). One over
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Final
 
 import anyio.to_thread
 import msgspec
 
 from harness.errors import ConfigurationError, WorkspaceError
-from harness.messages import ContentPart
+from harness.messages import ContentPart, ToolSchema
 from harness.tools import Tool, ToolContext
 from harness.workspace import Workspace
 from middleware.memory import MEMORY_FOLDER
@@ -128,6 +128,27 @@ _DESCRIPTION = (
 )
 """Images are not mentioned: the placeholder of an offloaded image says what read_file does
 with it, and the schema every request carries stays as short as it was."""
+
+
+COMPACT_READER: Final = ToolSchema(
+    name="read_file",
+    description=(
+        "Read a text file of the workspace, a page of characters at a time; the header line "
+        "gives the next offset."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "offset": {"type": "integer", "minimum": 0, "default": 0},
+            "limit": {"type": "integer", "minimum": 1, "default": DEFAULT_PAGE_CHARS},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+)
+"""The ``read_file`` schema offered in small windows: the same tool and arguments, about
+half the tokens of the full one (no argument descriptions)."""
 
 
 def page(text: str, path: str, *, offset: int, limit: int) -> str:
