@@ -256,6 +256,19 @@ class _NotText(Exception):
 _BYTES = (bytes, bytearray, memoryview)
 
 
+async def run_tool(
+    tool: Tool, arguments: str, context: ToolContext
+) -> str | tuple[ContentPart, ...]:
+    """Run ``tool`` for a caller that takes content parts: `Tool.run_content`, unless overridden.
+
+    A subclass that overrides `Tool.run` (text only: the contract before content parts) is
+    run through its override, so what it returns is what the model receives.
+    """
+    if type(tool).run is not Tool.run:
+        return await tool.run(arguments, context)
+    return await tool.run_content(arguments, context)
+
+
 def _is_parts(result: Any) -> bool:
     """Whether a tool returned content parts: one `ContentPart`, or a list or tuple of them."""
     if isinstance(result, ContentPart):

@@ -281,3 +281,21 @@ def test_tools_never_import_pydantic_themselves() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_a_subclass_overriding_run_is_run_by_its_override() -> None:
+    # Before content parts, `Tool.run` was the override point; the loop's content-part
+    # path must still reach such a tool's own `run`.
+    from harness.tools import run_tool
+
+    class Canned(Tool):
+        async def run(self, arguments: str, context: ToolContext) -> str:
+            return "canned answer"
+
+    async def fallback() -> str:
+        return "the function's answer"
+
+    tool = Canned(fallback, name="canned")
+    assert await run_tool(tool, "{}", _ctx("canned")) == "canned answer"
+    plain = Tool(fallback, name="plain")
+    assert await run_tool(plain, "{}", _ctx("plain")) == "the function's answer"

@@ -39,7 +39,7 @@ from harness.messages import Message, ToolCall
 from harness.request import ModelRequest, ModelResponse, RunScope
 from harness.state import AgentState, SessionKey
 from harness.tokens import TokenEstimator
-from harness.tools import ToolContext
+from harness.tools import ToolContext, run_tool
 from harness.types import Handler
 from harness.workspace import Workspace
 from middleware.tool_result_offload import offload_path
@@ -140,7 +140,7 @@ def langchain_read_tool(
             user_id=user,
             session_id=session,
         )
-        content = await harness_tool.run_content(arguments, context)
+        content = await run_tool(harness_tool, arguments, context)
         if isinstance(content, str):
             return content
         # An image file: LangChain takes OpenAI-style content blocks as a tool's content.

@@ -64,7 +64,7 @@ from harness.sessions.store import MessageEvent, SessionKey, SessionStore
 from harness.state import AgentState, StateKey
 from harness.tokens import TokenEstimator
 from harness.tokens.calibration import CalibratedEstimator, updated_factor
-from harness.tools import Tool, ToolContext, as_tool
+from harness.tools import Tool, ToolContext, as_tool, run_tool
 from harness.types import Middleware, ModelClient, ProvidesTools, StreamingClient
 from harness.workspace import Workspace
 
@@ -742,7 +742,7 @@ class HarnessAgent:
                 user_id=ctx.user_id,
                 session_id=ctx.session_id,
             )
-            text = await tool.run_content(call.arguments, context)
+            text = await run_tool(tool, call.arguments, context)
         recorder = self._recorders.get(self.key(ctx))
         if recorder is not None:
             recorder.note_tool_run(
