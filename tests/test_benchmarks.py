@@ -418,9 +418,12 @@ def _check_breakpoints_and_cost_trigger(
     # the main window's runs are reused, not run again
     assert runs["ours"]["total_tokens"] == data["ours"]["total_tokens"]
     assert runs["litellm"]["usd_openai"] == data["litellm"]["usd_openai"]
+    assert runs["litellm"]["invalid_pairs"] == data["litellm"]["invalid_pairs"]
     for name, tally in runs.items():
         assert "per_request" not in tally  # per-request lists only for the main window
-        assert tally["overflows"] == 0 and tally["invalid_pairs"] == 0, name
+        assert tally["overflows"] == 0, name
+        if name.startswith("ours"):  # litellm's trim_messages may split pairs (a peer's result)
+            assert tally["invalid_pairs"] == 0, name
         read, write = (
             tally["anthropic_end_mark_read_tokens"],
             tally["anthropic_end_mark_write_tokens"],
